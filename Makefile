@@ -1,0 +1,37 @@
+# baton: `make run` starts the local stack, `make test` runs every check.
+GO        ?= go
+ARGS      ?=
+# Packages with concurrency (leases, CAS, dispatch, emulator fronts) also run
+# under the race detector.
+RACE_PKGS := ./shared/lease/... ./shared/store/... ./shared/scheduler/... ./shared/gpu/... ./emulator/... ./cmd/gpu-worker/...
+
+.PHONY: run test test-unit test-race vet fmt-check fmt build package deploy tf-check bench
+
+run:
+	$(GO) run ./cmd/baton local $(ARGS)
+
+test: fmt-check vet test-unit test-race
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+vet:
+	$(GO) vet ./...
+
+test-unit:
+	$(GO) test -count=1 ./...
+
+test-race:
+	$(GO) test -race -count=1 $(RACE_PKGS)
+
+build:
+	$(GO) build ./...
+
+bench:
+	$(GO) run ./cmd/baton bench lease
+	$(GO) run ./cmd/baton bench tick
+	$(GO) run ./cmd/baton bench gpu

@@ -1,0 +1,112 @@
+package mongo
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+)
+
+// Options configures Start.
+type Options struct {
+	// Dir holds the SQLite files. Empty means a temporary directory that
+	// Close removes.
+	Dir string
+	// Addr is the client-facing listen address; default 127.0.0.1:0.
+	Addr string
+	// Logger receives the emulator's own logs. FerretDB's logs are dropped
+	// unless Verbose is set.
+	Logger *slog.Logger
+	// Verbose passes FerretDB's logs through at debug level.
+	Verbose bool
+}
+
+// Server is a running emulator.
+type Server struct {
+	uri     string
+	cancel  context.CancelFunc
+	done    chan struct{}
+	tempDir string
+	closers []func() error
+}
+
+// Start runs FerretDB in-process and returns once it accepts connections.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	s := &Server{done: make(chan struct{})}
+	dir := opts.Dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "baton-mongo-")
+		if err != nil {
+			return nil, fmt.Errorf("mongo emulator: temp dir: %w", err)
+		}
+		dir, s.tempDir = tmp, tmp
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("mongo emulator: data dir: %w", err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("mongo emulator: data dir: %w", err)
+	}
+	level := slog.LevelError + 100 // silence
+	if opts.Verbose {
+		level = slog.LevelDebug
+	}
+	fl := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	if opts.Verbose && opts.Logger != nil {
+		fl = slog.New(opts.Logger.Handler())
+	}
+	_ = level
+	fdb, err := ferretdb.New(&ferretdb.Config{
+		Listener:  ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
+		Handler:   "sqlite",
+		SQLiteURL: "file:" + abs + "/",
+		Logger:    fl,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mongo emulator: start ferretdb: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	go func() {
+		defer close(s.done)
+		_ = fdb.Run(runCtx)
+	}()
+	backend := fdb.MongoDBURI()
+	addr := opts.Addr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	uri, closeFront, err := startFront(addr, backend, opts.Logger)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.closers = append(s.closers, closeFront)
+	s.uri = uri
+	return s, nil
+}
+
+// URI is the client-facing connection string (no database, no options).
+func (s *Server) URI() string { return s.uri }
+
+// Close stops the emulator and removes a temporary data directory.
+func (s *Server) Close() error {
+	for _, c := range s.closers {
+		_ = c()
+	}
+	s.cancel()
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+	}
+	if s.tempDir != "" {
+		return os.RemoveAll(s.tempDir)
+	}
+	return nil
+}

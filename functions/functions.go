@@ -1,0 +1,157 @@
+package functions
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/storage"
+	ff "github.com/GoogleCloudPlatform/functions-framework-go/functions"
+
+	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/httpapi"
+	"github.com/baton-cron/baton/shared/logging"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+// Deps are the clients and settings the functions share. In the cloud they
+// are built once per instance from the environment (FromEnv); locally and in
+// tests they are built by the caller, so several stacks can live in one
+// process.
+type Deps struct {
+	// Store is nil when BATON_MONGO_URI is unset; functions that need it
+	// answer 503 naming the variable.
+	Store *store.Store
+	// Storage and Bucket are unset when BATON_BUCKET is unset.
+	Storage *storage.Client
+	Bucket  string
+	// Token, when set, is required as a bearer token (local use).
+	Token string
+	// Logger is the JSON logger.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// HTTPClient calls targets and workers; nil means a client with a 30s
+	// timeout.
+	HTTPClient *http.Client
+	// Extra carries component-specific settings set by the local stack or
+	// tests (for example a GPU pool), keyed by component.
+	Extra map[string]any
+}
+
+// Clock returns d.Now or time.Now.
+func (d *Deps) Clock() func() time.Time {
+	if d.Now != nil {
+		return d.Now
+	}
+	return time.Now
+}
+
+// Client returns d.HTTPClient or a default one.
+func (d *Deps) Client() *http.Client {
+	if d.HTTPClient != nil {
+		return d.HTTPClient
+	}
+	return &http.Client{Timeout: 30 * time.Second}
+}
+
+// NeedStore returns an error suitable for httpapi.WriteError when the store
+// is not configured.
+func (d *Deps) NeedStore() error {
+	if d.Store == nil {
+		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable, Message: config.EnvMongoURI + " is not set; this function needs the database"}
+	}
+	return nil
+}
+
+// FromEnv builds Deps from the environment, as a deployed function does.
+func FromEnv(ctx context.Context) (*Deps, error) {
+	d := &Deps{
+		Token:  config.Get(config.EnvToken),
+		Logger: logging.New(os.Stdout, config.Get(config.EnvLogLevel)),
+		Bucket: config.Get(config.EnvBucket),
+	}
+	if uri := config.Get(config.EnvMongoURI); uri != "" {
+		s, err := store.Open(ctx, uri, store.Options{Database: config.Get(config.EnvDatabase)})
+		if err != nil {
+			return nil, fmt.Errorf("functions: open store: %w", err)
+		}
+		d.Store = s
+	}
+	if d.Bucket != "" {
+		c, err := storage.NewClient(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("functions: storage client: %w", err)
+		}
+		d.Storage = c
+	}
+	return d, nil
+}
+
+// Builder makes one function's handler from Deps.
+type Builder func(d *Deps) (http.Handler, error)
+
+var builders = map[string]Builder{}
+
+// register records a function's builder and registers a lazy wrapper with
+// functions-framework-go, which builds Deps from the environment on the
+// first request (not in init, so a cold start that only serves Rent never
+// dials the database).
+func register(name string, b Builder) {
+	builders[name] = b
+	var (
+		once sync.Once
+		h    http.Handler
+		err  error
+	)
+	ff.HTTP(name, func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() {
+			d, derr := FromEnv(context.Background())
+			if derr != nil {
+				err = derr
+				return
+			}
+			slog.SetDefault(d.Logger)
+			h, err = b(d)
+		})
+		if err != nil {
+			httpapi.WriteError(w, r, fmt.Errorf("function %s: init: %w", name, err))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Names lists the registered functions, sorted.
+func Names() []string {
+	out := make([]string, 0, len(builders))
+	for n := range builders {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Mux mounts every function on one mux under /<Name>, stripping the prefix
+// so each handler sees the paths it would see deployed alone.
+func Mux(d *Deps) (*http.ServeMux, error) {
+	mux := http.NewServeMux()
+	for _, name := range Names() {
+		h, err := builders[name](d)
+		if err != nil {
+			return nil, fmt.Errorf("functions: build %s: %w", name, err)
+		}
+		prefix := "/" + name
+		mux.Handle(prefix, http.StripPrefix(prefix, h))
+		mux.Handle(prefix+"/", http.StripPrefix(prefix, h))
+	}
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "functions": Names()})
+	})
+	return mux, nil
+}

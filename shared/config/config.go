@@ -1,0 +1,103 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Var describes one environment variable baton reads.
+type Var struct {
+	// Name is the variable's name.
+	Name string
+	// Users lists the deployables that read it: "Tick", "Schedules", "GPU",
+	// "Rent" (Cloud Functions), "gpu-worker" (Cloud Run) or "cli".
+	Users []string
+	// Default is used when the variable is unset or empty.
+	Default string
+	// Doc is the line in the README's configuration reference.
+	Doc string
+}
+
+// Function and service names, as deployed.
+const (
+	FnTick      = "Tick"
+	FnSchedules = "Schedules"
+	FnGPU       = "GPU"
+	FnRent      = "Rent"
+	SvcWorker   = "gpu-worker"
+	CLI         = "cli"
+)
+
+// Variable names.
+const (
+	EnvMongoURI       = "BATON_MONGO_URI"
+	EnvDatabase       = "BATON_DATABASE"
+	EnvBucket         = "BATON_BUCKET"
+	EnvStorageEmu     = "STORAGE_EMULATOR_HOST"
+	EnvToken          = "BATON_TOKEN"
+	EnvAllowedTargets = "BATON_ALLOWED_TARGETS"
+	EnvGPUPool        = "BATON_GPU_POOL"
+	EnvTickLeaseTTL   = "BATON_TICK_LEASE_TTL"
+	EnvClockSkew      = "BATON_CLOCK_SKEW"
+	EnvURL            = "BATON_URL"
+	EnvControlURL     = "BATON_CONTROL_URL"
+	EnvWorkerCommand  = "BATON_WORKER_COMMAND"
+	EnvLogLevel       = "BATON_LOG_LEVEL"
+)
+
+var functions = []string{FnTick, FnSchedules, FnGPU}
+
+// Vars lists every environment variable baton reads.
+var Vars = []Var{
+	{EnvMongoURI, append(functions, CLI), "", "Firestore (MongoDB compatibility) connection string. `retryWrites=false` is added when absent and `retryWrites=true` is refused."},
+	{EnvDatabase, append(functions, CLI), "baton", "Database name, when the URI has no path."},
+	{EnvBucket, append(functions, SvcWorker, CLI), "", "Cloud Storage bucket for leases and job output."},
+	{EnvStorageEmu, nil, "", "host:port of a GCS emulator (set by `baton local`); unset in the cloud."},
+	{EnvToken, append(functions, SvcWorker, CLI), "", "Bearer token required by the API when set (local use). In the cloud, IAM invoker checks authenticate callers."},
+	{EnvAllowedTargets, []string{FnTick, FnSchedules}, "", "Comma-separated host allowlist for `http` targets (`host`, `host:port`, `*.example.com`). Empty refuses every http target."},
+	{EnvGPUPool, []string{FnTick, FnGPU}, "", "GPU worker pool: comma-separated `URL=slots` entries."},
+	{EnvTickLeaseTTL, []string{FnTick}, "30s", "TTL of the tick lease."},
+	{EnvClockSkew, []string{FnTick, FnGPU, CLI}, "2s", "Clock-skew allowance added to every lease expiry."},
+	{EnvURL, []string{CLI}, "http://127.0.0.1:8080", "Base URL of the functions for the CLI (`/Schedules`, `/GPU` are appended)."},
+	{EnvControlURL, []string{SvcWorker}, "", "URL of the GPU function, which the worker calls back (heartbeat, complete)."},
+	{EnvWorkerCommand, []string{SvcWorker}, `["sh","-c","cat"]`, "The command a GPU worker runs for each job, as a JSON argv list."},
+	{EnvLogLevel, nil, "info", "debug, info, warn or error."},
+}
+
+// Get returns the variable's value, or its declared default. It panics on a
+// name missing from Vars, so an undeclared variable fails the first test that
+// reads it rather than shipping undocumented.
+func Get(name string) string {
+	for _, v := range Vars {
+		if v.Name == name {
+			if s := strings.TrimSpace(os.Getenv(name)); s != "" {
+				return s
+			}
+			return v.Default
+		}
+	}
+	panic(fmt.Sprintf("config: %s is not declared in config.Vars", name))
+}
+
+// Duration returns a duration variable, or an error naming it.
+func Duration(name string) (time.Duration, error) {
+	s := Get(name)
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("config: %s=%q: must be a positive duration such as 30s", name, s)
+	}
+	return d, nil
+}
+
+// List splits a comma-separated variable, dropping empty items.
+func List(name string) []string {
+	var out []string
+	for _, s := range strings.Split(Get(name), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}

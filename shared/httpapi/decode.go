@@ -1,0 +1,63 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// MaxBodyBytes is the default request-body limit. Schedules and job payloads
+// are small; anything larger is a mistake or an attack.
+const MaxBodyBytes = 1 << 20
+
+// DecodeJSON reads one JSON object from r's body into dst. It refuses unknown
+// fields, trailing data and bodies over limit (MaxBodyBytes when limit ≤ 0),
+// and returns an *Error that names the field where the decoder can tell.
+func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) error {
+	if limit <= 0 {
+		limit = MaxBodyBytes
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return decodeError(err, limit)
+	}
+	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
+		if err == nil {
+			return BadRequest("", "body must hold exactly one JSON object")
+		}
+		return decodeError(err, limit)
+	}
+	return nil
+}
+
+func decodeError(err error, limit int64) error {
+	var (
+		maxErr    *http.MaxBytesError
+		typeErr   *json.UnmarshalTypeError
+		syntaxErr *json.SyntaxError
+	)
+	switch {
+	case errors.As(err, &maxErr):
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf("body is larger than %d bytes", limit)}
+	case errors.As(err, &typeErr):
+		return BadRequest(typeErr.Field, "must be %s, not %s", typeErr.Type, typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return BadRequest("", "malformed JSON at byte %d: %v", syntaxErr.Offset, err)
+	case errors.Is(err, io.EOF):
+		return BadRequest("", "body is empty; a JSON object is required")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return BadRequest(field, "unknown field")
+	default:
+		var he *Error
+		if errors.As(err, &he) {
+			return he
+		}
+		return BadRequest("", "malformed JSON: %v", err)
+	}
+}

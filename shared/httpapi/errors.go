@@ -1,0 +1,92 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+)
+
+// Error is the one error shape every baton endpoint answers with. Field names
+// the offending input field, so a client can point at it without parsing
+// Message.
+type Error struct {
+	// Status is the HTTP status; it is not serialised.
+	Status int `json:"-"`
+	// Code is a stable, machine-readable reason such as "invalid_argument".
+	Code string `json:"code"`
+	// Message is for people.
+	Message string `json:"message"`
+	// Field is the JSON field (or query parameter) at fault, if any.
+	Field string `json:"field,omitempty"`
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s: %s", e.Code, e.Field, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Stable error codes. Clients branch on these, never on messages.
+const (
+	CodeInvalidArgument    = "invalid_argument"
+	CodeNotFound           = "not_found"
+	CodeConflict           = "conflict"
+	CodeFailedPrecondition = "failed_precondition"
+	CodeUnauthenticated    = "unauthenticated"
+	CodeTooLarge           = "payload_too_large"
+	CodeMethodNotAllowed   = "method_not_allowed"
+	CodeUnavailable        = "unavailable"
+	CodeInternal           = "internal"
+)
+
+// BadRequest returns a 400 that names the field and the reason.
+func BadRequest(field, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// NotFound returns a 404.
+func NotFound(format string, args ...any) *Error {
+	return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf(format, args...)}
+}
+
+// Conflict returns a 409, used for stale fences and lost races.
+func Conflict(format string, args ...any) *Error {
+	return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: fmt.Sprintf(format, args...)}
+}
+
+// PreconditionFailed returns a 412, used when If-Match does not hold.
+func PreconditionFailed(format string, args ...any) *Error {
+	return &Error{Status: http.StatusPreconditionFailed, Code: CodeFailedPrecondition, Message: fmt.Sprintf(format, args...)}
+}
+
+// MethodNotAllowed returns a 405.
+func MethodNotAllowed(method string) *Error {
+	return &Error{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed, Message: fmt.Sprintf("method %s is not allowed here", method)}
+}
+
+// WriteJSON writes v as JSON with the given status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		slog.Warn("httpapi: write response", "error", err)
+	}
+}
+
+// WriteError writes err in the shared shape. An *Error (found with errors.As)
+// keeps its status; anything else is logged and becomes an opaque 500, so
+// internal details never leak to callers.
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	var he *Error
+	if !errors.As(err, &he) {
+		slog.Error("httpapi: internal error", "error", err.Error(), "method", r.Method, "path", r.URL.Path)
+		he = &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error; see the server log"}
+	}
+	WriteJSON(w, he.Status, map[string]*Error{"error": he})
+}

@@ -1,0 +1,218 @@
+package schedule
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Collection names.
+const (
+	SchedulesCollection = "schedules"
+	RunsCollection      = "runs"
+)
+
+// Overlap policies: what happens when a fire time comes while the previous
+// run still holds the job lease.
+const (
+	OverlapSkip      = "skip"       // record a skipped run with a reason
+	OverlapBufferOne = "buffer_one" // default: collapse misfires into one extra run
+	OverlapAllow     = "allow"      // run concurrently, without a job lease
+)
+
+// Catch-up policies: which fire times missed during an outage are fired.
+const (
+	CatchupLatest = "latest" // default: the most recent missed time only
+	CatchupAll    = "all"    // every missed time, oldest first, up to MaxCatchup
+	CatchupNone   = "none"   // none; move on to the next future time
+)
+
+// Target types.
+const (
+	TargetHTTP    = "http"
+	TargetGPU     = "gpu"
+	TargetBuiltin = "builtin"
+)
+
+// Run sources.
+const (
+	SourceScheduled = "scheduled"
+	SourceMisfire   = "misfire"
+	SourceCatchup   = "catchup"
+	SourceRetry     = "retry"
+	SourceManual    = "manual"
+)
+
+// Run statuses.
+const (
+	RunPending   = "pending"   // decided, not started
+	RunRunning   = "running"   // executing under its job lease
+	RunSucceeded = "succeeded" // finished well
+	RunFailed    = "failed"    // finished badly, or its heartbeat stopped
+	RunSkipped   = "skipped"   // not executed, by policy; Reason says why
+)
+
+// Duration is a time.Duration that reads and writes as a Go duration string
+// ("90s", "5m") in JSON and BSON, so documents stay readable by people.
+type Duration time.Duration
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String formats like time.Duration.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"90s\" or \"5m\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q: %v", s, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalBSONValue writes a duration string.
+func (d Duration) MarshalBSONValue() (byte, []byte, error) {
+	t, b, err := bson.MarshalValue(d.String())
+	return byte(t), b, err
+}
+
+// UnmarshalBSONValue reads a duration string.
+func (d *Duration) UnmarshalBSONValue(t byte, b []byte) error {
+	var s string
+	if err := bson.UnmarshalValue(bson.Type(t), b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Schedule is one cron job, stored in the schedules collection. Every write
+// validates it and recomputes NextRunAt, so an edit is live at the next tick.
+type Schedule struct {
+	ID          string `bson:"_id" json:"id"`
+	Description string `bson:"description,omitempty" json:"description,omitempty"`
+	// Cron is a 5-field unix-cron expression, with an optional leading
+	// seconds field, or a descriptor (@hourly, @every 90s, …).
+	Cron string `bson:"cron" json:"cron"`
+	// TimeZone is an IANA zone name; empty means UTC.
+	TimeZone string `bson:"timeZone" json:"timeZone"`
+	Target   Target `bson:"target" json:"target"`
+	// Overlap is one of skip, buffer_one (default), allow.
+	Overlap string `bson:"overlap" json:"overlap"`
+	// Catchup is one of latest (default), all, none.
+	Catchup string `bson:"catchup" json:"catchup"`
+	// MaxCatchup bounds the runs fired by Catchup "all"; default 10.
+	MaxCatchup int `bson:"maxCatchup" json:"maxCatchup"`
+	// CatchupWindow: a missed time older than this is never fired; default 1h.
+	CatchupWindow Duration `bson:"catchupWindow" json:"catchupWindow"`
+	Retry         Retry    `bson:"retry" json:"retry"`
+	// LeaseTTL is the TTL of the job lease held while a run executes;
+	// default 30s. The lease is heartbeated, so runs may last much longer.
+	LeaseTTL Duration `bson:"leaseTTL" json:"leaseTTL"`
+	Enabled  bool     `bson:"enabled" json:"enabled"`
+	// NextRunAt is the next fire time, in UTC. The tick reads schedules with
+	// enabled && nextRunAt <= now.
+	NextRunAt time.Time `bson:"nextRunAt" json:"nextRunAt"`
+	// Misfire is set (buffer_one) when a fire time came while a run held the
+	// job lease; the holder clears it and runs once more.
+	Misfire   bool      `bson:"misfire" json:"misfire"`
+	Version   int64     `bson:"version" json:"version"`
+	CreatedAt time.Time `bson:"createdAt" json:"createdAt"`
+	UpdatedAt time.Time `bson:"updatedAt" json:"updatedAt"`
+	// Fence is the epoch of the last tick lease that advanced NextRunAt.
+	Fence int64 `bson:"fence" json:"-"`
+}
+
+// Target is what a run calls. Exactly one of HTTP, GPU and Builtin is set,
+// matching Type.
+type Target struct {
+	Type    string         `bson:"type" json:"type"`
+	HTTP    *HTTPTarget    `bson:"http,omitempty" json:"http,omitempty"`
+	GPU     *GPUTarget     `bson:"gpu,omitempty" json:"gpu,omitempty"`
+	Builtin *BuiltinTarget `bson:"builtin,omitempty" json:"builtin,omitempty"`
+}
+
+// HTTPTarget calls a URL. Its host must be on BATON_ALLOWED_TARGETS.
+type HTTPTarget struct {
+	Method  string            `bson:"method" json:"method"`
+	URL     string            `bson:"url" json:"url"`
+	Headers map[string]string `bson:"headers,omitempty" json:"headers,omitempty"`
+	Body    string            `bson:"body,omitempty" json:"body,omitempty"`
+	Timeout Duration          `bson:"timeout" json:"timeout"`
+}
+
+// GPUTarget enqueues a job on the GPU pool.
+type GPUTarget struct {
+	Payload     string   `bson:"payload,omitempty" json:"payload,omitempty"`
+	Priority    int      `bson:"priority" json:"priority"`
+	MaxAttempts int      `bson:"maxAttempts" json:"maxAttempts"`
+	Timeout     Duration `bson:"timeout" json:"timeout"`
+}
+
+// BuiltinTarget runs a Go function registered by name (noop, sleep, fail).
+type BuiltinTarget struct {
+	Name string            `bson:"name" json:"name"`
+	Args map[string]string `bson:"args,omitempty" json:"args,omitempty"`
+}
+
+// Retry says how often a failed run is tried again.
+type Retry struct {
+	// MaxAttempts counts the first attempt; 1 (default) means no retry.
+	MaxAttempts int `bson:"maxAttempts" json:"maxAttempts"`
+	// Backoff is the delay before the first retry; it doubles each time.
+	Backoff Duration `bson:"backoff" json:"backoff"`
+}
+
+// Run records one decision for one fire time of one schedule. Its _id is
+// RunID(scheduleID, fireTime, attempt-ish suffix), so inserting it twice is a
+// duplicate-key no-op and a duplicated tick fires nothing twice.
+type Run struct {
+	ID         string    `bson:"_id" json:"id"`
+	ScheduleID string    `bson:"scheduleId" json:"scheduleId"`
+	FireTime   time.Time `bson:"fireTime" json:"fireTime"`
+	Source     string    `bson:"source" json:"source"`
+	Status     string    `bson:"status" json:"status"`
+	Reason     string    `bson:"reason,omitempty" json:"reason,omitempty"`
+	Attempt    int       `bson:"attempt" json:"attempt"`
+	// Holder and Epoch identify the job lease the run executed under.
+	Holder      string    `bson:"holder,omitempty" json:"holder,omitempty"`
+	Epoch       int64     `bson:"epoch,omitempty" json:"epoch,omitempty"`
+	CreatedAt   time.Time `bson:"createdAt" json:"createdAt"`
+	StartedAt   time.Time `bson:"startedAt,omitempty" json:"startedAt,omitempty"`
+	HeartbeatAt time.Time `bson:"heartbeatAt,omitempty" json:"heartbeatAt,omitempty"`
+	FinishedAt  time.Time `bson:"finishedAt,omitempty" json:"finishedAt,omitempty"`
+	Error       string    `bson:"error,omitempty" json:"error,omitempty"`
+	// Output is a short summary (an HTTP status, a GPU job id).
+	Output string `bson:"output,omitempty" json:"output,omitempty"`
+	// Fence is the epoch of the last lease holder that wrote the run.
+	Fence int64 `bson:"fence" json:"-"`
+}
+
+// RunID is the deterministic _id of the run of a schedule at a fire time.
+// source and attempt keep a retry or a misfire rerun distinct from the
+// original while staying deterministic.
+func RunID(scheduleID string, fireTime time.Time, source string, attempt int) string {
+	id := scheduleID + "@" + fireTime.UTC().Format("20060102T150405Z")
+	if source == SourceMisfire || source == SourceManual {
+		id += "-" + source
+	}
+	if attempt > 1 {
+		id += fmt.Sprintf("-a%d", attempt)
+	}
+	return id
+}

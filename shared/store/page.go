@@ -1,0 +1,260 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"reflect"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// PageQuery describes one page of a keyset-paginated list.
+type PageQuery struct {
+	// Filter restricts the documents; nil means all.
+	Filter bson.D
+	// SortField is the primary sort key; empty means _id alone. _id is
+	// always the tie-breaker, so equal sort keys never repeat or vanish.
+	SortField string
+	// Desc sorts newest (largest) first.
+	Desc bool
+	// Limit is the page size, 1..1000; default 50.
+	Limit int
+	// Token is the NextToken of the previous page, or empty for the first.
+	Token string
+}
+
+// Page is one page of results.
+type Page struct {
+	// NextToken continues the list; empty means this was the last page.
+	NextToken string
+	// Count is the number of documents in this page.
+	Count int
+}
+
+const maxLimit = 1000
+
+func (q *PageQuery) normalize() error {
+	if q.Limit == 0 {
+		q.Limit = 50
+	}
+	if q.Limit < 1 || q.Limit > maxLimit {
+		return fmt.Errorf("store: page size %d out of range 1..%d", q.Limit, maxLimit)
+	}
+	if q.SortField == "_id" {
+		q.SortField = ""
+	}
+	return nil
+}
+
+type pageToken struct {
+	Query []byte        `bson:"q"`
+	Sort  bson.RawValue `bson:"s,omitempty"`
+	ID    bson.RawValue `bson:"i"`
+}
+
+// queryHash binds a token to its query, so a token from one list cannot be
+// replayed against another.
+func (c *Collection) queryHash(q PageQuery) ([]byte, error) {
+	f := q.Filter
+	if f == nil {
+		f = bson.D{}
+	}
+	b, err := bson.Marshal(bson.D{{Key: "c", Value: c.name}, {Key: "f", Value: f}, {Key: "s", Value: q.SortField}, {Key: "d", Value: q.Desc}})
+	if err != nil {
+		return nil, err
+	}
+	h := sha256.Sum256(b)
+	return h[:8], nil
+}
+
+func (c *Collection) sign(b []byte) []byte {
+	m := hmac.New(sha256.New, c.key)
+	m.Write(b)
+	return m.Sum(nil)[:16]
+}
+
+func (c *Collection) encodeToken(q PageQuery, last bson.Raw) (string, error) {
+	qh, err := c.queryHash(q)
+	if err != nil {
+		return "", err
+	}
+	t := pageToken{Query: qh, ID: last.Lookup("_id")}
+	if q.SortField != "" {
+		v, err := last.LookupErr(splitPath(q.SortField)...)
+		if err != nil {
+			v = bson.RawValue{Type: bson.TypeNull}
+		}
+		t.Sort = v
+	}
+	b, err := bson.Marshal(t)
+	if err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(append(c.sign(b), b...)), nil
+}
+
+func (c *Collection) decodeToken(q PageQuery) (*pageToken, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(q.Token)
+	if err != nil || len(raw) < 17 {
+		return nil, ErrBadPageToken
+	}
+	mac, body := raw[:16], raw[16:]
+	if !hmac.Equal(mac, c.sign(body)) {
+		return nil, ErrBadPageToken
+	}
+	var t pageToken
+	if err := bson.Unmarshal(body, &t); err != nil {
+		return nil, ErrBadPageToken
+	}
+	qh, err := c.queryHash(q)
+	if err != nil || !bytes.Equal(qh, t.Query) {
+		return nil, fmt.Errorf("%w: it belongs to a different query", ErrBadPageToken)
+	}
+	return &t, nil
+}
+
+// Page reads one page into out (a pointer to a slice) with a keyset cursor:
+// the filter resumes after the last (SortField, _id) seen, so a page of n
+// documents reads n documents, however deep it is. Concurrent inserts never
+// make a document appear twice; documents whose sort key moves behind the
+// cursor during a scan are seen on the next scan.
+func (c *Collection) Page(ctx context.Context, q PageQuery, out any) (Page, error) {
+	if err := q.normalize(); err != nil {
+		return Page{}, err
+	}
+	filter := q.Filter
+	if q.Token != "" {
+		t, err := c.decodeToken(q)
+		if err != nil {
+			return Page{}, fmt.Errorf("store: page %s: %w", c.name, err)
+		}
+		after := keysetAfter(q, t)
+		if len(filter) > 0 {
+			filter = bson.D{{Key: "$and", Value: bson.A{filter, after}}}
+		} else {
+			filter = after
+		}
+	}
+	if filter == nil {
+		filter = bson.D{}
+	}
+	dir := 1
+	if q.Desc {
+		dir = -1
+	}
+	sort := bson.D{}
+	if q.SortField != "" {
+		sort = append(sort, bson.E{Key: q.SortField, Value: dir})
+	}
+	sort = append(sort, bson.E{Key: "_id", Value: dir})
+	raws, err := c.findRaw(ctx, "page", filter, options.Find().SetSort(sort).SetLimit(int64(q.Limit)))
+	if err != nil {
+		return Page{}, err
+	}
+	p := Page{Count: len(raws)}
+	if len(raws) == q.Limit {
+		if p.NextToken, err = c.encodeToken(q, raws[len(raws)-1]); err != nil {
+			return Page{}, fmt.Errorf("store: page %s: token: %w", c.name, err)
+		}
+	}
+	if err := decodeAll(raws, out); err != nil {
+		return Page{}, fmt.Errorf("store: page %s: %w", c.name, err)
+	}
+	return p, nil
+}
+
+// PageSkip reads page number index (from 0) with skip/limit. It exists only
+// as the baseline that benchmarks compare Page against. Firestore bills the
+// skipped documents, so they are metered as read.
+func (c *Collection) PageSkip(ctx context.Context, q PageQuery, index int, out any) error {
+	if err := q.normalize(); err != nil {
+		return err
+	}
+	dir := 1
+	if q.Desc {
+		dir = -1
+	}
+	sort := bson.D{}
+	if q.SortField != "" {
+		sort = append(sort, bson.E{Key: q.SortField, Value: dir})
+	}
+	sort = append(sort, bson.E{Key: "_id", Value: dir})
+	filter := q.Filter
+	if filter == nil {
+		filter = bson.D{}
+	}
+	skip := int64(index) * int64(q.Limit)
+	raws, err := c.findRaw(ctx, "pageSkip", filter, options.Find().SetSort(sort).SetSkip(skip).SetLimit(int64(q.Limit)))
+	if err != nil {
+		return err
+	}
+	c.meter.Add(c.op("pageSkip"), skip)
+	return decodeAll(raws, out)
+}
+
+func (c *Collection) findRaw(ctx context.Context, op string, filter any, opts ...options.Lister[options.FindOptions]) ([]bson.Raw, error) {
+	cur, err := c.c.Find(ctx, filter, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("store: %s %s: %w", op, c.name, err)
+	}
+	var raws []bson.Raw
+	if err := cur.All(ctx, &raws); err != nil {
+		return nil, fmt.Errorf("store: %s %s: %w", op, c.name, err)
+	}
+	c.meter.Add(c.op(op), int64(len(raws)))
+	return raws, nil
+}
+
+func keysetAfter(q PageQuery, t *pageToken) bson.D {
+	cmp := "$gt"
+	if q.Desc {
+		cmp = "$lt"
+	}
+	if q.SortField == "" {
+		return bson.D{{Key: "_id", Value: bson.D{{Key: cmp, Value: t.ID}}}}
+	}
+	return bson.D{{Key: "$or", Value: bson.A{
+		bson.D{{Key: q.SortField, Value: bson.D{{Key: cmp, Value: t.Sort}}}},
+		bson.D{{Key: q.SortField, Value: t.Sort}, {Key: "_id", Value: bson.D{{Key: cmp, Value: t.ID}}}},
+	}}}
+}
+
+func splitPath(p string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(p); i++ {
+		if p[i] == '.' {
+			out = append(out, p[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, p[start:])
+}
+
+// decodeAll unmarshals raws into out, a pointer to a slice.
+func decodeAll(raws []bson.Raw, out any) error {
+	if out == nil {
+		return nil
+	}
+	if rs, ok := out.(*[]bson.Raw); ok {
+		*rs = raws
+		return nil
+	}
+	v := reflect.ValueOf(out)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Slice {
+		return fmt.Errorf("decode: out must be a pointer to a slice, not %T", out)
+	}
+	sl := reflect.MakeSlice(v.Elem().Type(), len(raws), len(raws))
+	for i, r := range raws {
+		if err := bson.Unmarshal(r, sl.Index(i).Addr().Interface()); err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+	}
+	v.Elem().Set(sl)
+	return nil
+}

@@ -1,0 +1,360 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// DefaultDatabase is used when neither the URI path nor Options name one.
+const DefaultDatabase = "baton"
+
+// Options configures Open.
+type Options struct {
+	// Database overrides the database named in the URI path.
+	Database string
+	// Meter receives read counts; nil makes a new one.
+	Meter *Meter
+	// PageKey signs page tokens. Empty uses a built-in key: tokens are
+	// tamper-evident (an edited token is refused, never misread) but grant no
+	// authority, because the caller could list the same data anyway.
+	PageKey []byte
+	// ConnectTimeout bounds the initial ping; default 10s.
+	ConnectTimeout time.Duration
+}
+
+// Store is a connected database handle. It is safe for concurrent use.
+type Store struct {
+	client  *mongo.Client
+	db      *mongo.Database
+	meter   *Meter
+	pageKey []byte
+}
+
+// NormalizeURI checks a connection string for Firestore compatibility. It
+// adds retryWrites=false when the URI says nothing, and refuses
+// retryWrites=true with ErrRetryableWrites.
+func NormalizeURI(uri string) (string, error) {
+	u, err := url.Parse(uri)
+	if err != nil || (u.Scheme != "mongodb" && u.Scheme != "mongodb+srv") {
+		return "", fmt.Errorf("store: open: %q is not a mongodb:// or mongodb+srv:// URI", redact(uri))
+	}
+	q := u.Query()
+	for k, vs := range q {
+		if strings.EqualFold(k, "retryWrites") {
+			for _, v := range vs {
+				if !strings.EqualFold(v, "false") {
+					return "", fmt.Errorf("store: open %s: %w", redact(uri), ErrRetryableWrites)
+				}
+			}
+			return uri, nil
+		}
+	}
+	q.Set("retryWrites", "false")
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
+
+func redact(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return "<unparseable URI>"
+	}
+	return u.Redacted()
+}
+
+// Open connects to the database named by uri and pings it. It is the only
+// way baton opens a database: it forces retryWrites=false and keeps
+// retryable reads on.
+func Open(ctx context.Context, uri string, o Options) (*Store, error) {
+	norm, err := NormalizeURI(uri)
+	if err != nil {
+		return nil, err
+	}
+	copts := options.Client().ApplyURI(norm).SetRetryWrites(false).SetRetryReads(true)
+	client, err := mongo.Connect(copts)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", redact(uri), err)
+	}
+	timeout := o.ConnectTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := client.Ping(pctx, nil); err != nil {
+		_ = client.Disconnect(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("store: open %s: ping: %w", redact(uri), err)
+	}
+	name := o.Database
+	if name == "" {
+		u, _ := url.Parse(norm)
+		name = strings.Trim(u.Path, "/")
+	}
+	if name == "" {
+		name = DefaultDatabase
+	}
+	m := o.Meter
+	if m == nil {
+		m = NewMeter()
+	}
+	key := o.PageKey
+	if len(key) == 0 {
+		key = []byte("baton page token v1")
+	}
+	return &Store{client: client, db: client.Database(name), meter: m, pageKey: key}, nil
+}
+
+// Close disconnects.
+func (s *Store) Close(ctx context.Context) error {
+	if err := s.client.Disconnect(ctx); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
+
+// Meter returns the store's read meter.
+func (s *Store) Meter() *Meter { return s.meter }
+
+// Database returns the underlying database, for tests and benchmarks that
+// need a raw driver handle. Production code goes through Collection.
+func (s *Store) Database() *mongo.Database { return s.db }
+
+// Collection returns a metered handle on the named collection.
+func (s *Store) Collection(name string) *Collection {
+	return &Collection{c: s.db.Collection(name), name: name, meter: s.meter, key: s.pageKey}
+}
+
+// Collection is a metered collection with idempotent, conditional writes.
+type Collection struct {
+	c     *mongo.Collection
+	name  string
+	meter *Meter
+	key   []byte
+}
+
+// Name is the collection's name.
+func (c *Collection) Name() string { return c.name }
+
+// Raw is the driver collection. Reads through it are not metered.
+func (c *Collection) Raw() *mongo.Collection { return c.c }
+
+func (c *Collection) op(name string) string { return c.name + "." + name }
+
+// InsertIdempotent inserts doc, which must carry a deterministic _id. A
+// duplicate key means an earlier attempt (or a concurrent twin) already
+// inserted it: inserted is false and err is nil.
+func (c *Collection) InsertIdempotent(ctx context.Context, doc any) (inserted bool, err error) {
+	_, err = c.c.InsertOne(ctx, doc)
+	switch {
+	case err == nil:
+		return true, nil
+	case mongo.IsDuplicateKeyError(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("store: insert into %s: %w", c.name, err)
+	}
+}
+
+// Get reads one document by _id into out. It returns ErrNotFound when absent.
+func (c *Collection) Get(ctx context.Context, id any, out any) error {
+	return c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}, out)
+}
+
+// FindOne reads the first document matching filter into out, or returns
+// ErrNotFound.
+func (c *Collection) FindOne(ctx context.Context, filter any, out any, opts ...options.Lister[options.FindOneOptions]) error {
+	err := c.c.FindOne(ctx, filter, opts...).Decode(out)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return fmt.Errorf("store: find in %s: %w", c.name, ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("store: find in %s: %w", c.name, err)
+	}
+	c.meter.Add(c.op("find"), 1)
+	return nil
+}
+
+// Find reads every document matching filter into out (a pointer to a slice).
+// Use it only where the result is bounded by a limit or by the work due;
+// unbounded lists go through Page.
+func (c *Collection) Find(ctx context.Context, filter any, out any, opts ...options.Lister[options.FindOptions]) error {
+	cur, err := c.c.Find(ctx, filter, opts...)
+	if err != nil {
+		return fmt.Errorf("store: find in %s: %w", c.name, err)
+	}
+	var raws []bson.Raw
+	if err := cur.All(ctx, &raws); err != nil {
+		return fmt.Errorf("store: find in %s: %w", c.name, err)
+	}
+	c.meter.Add(c.op("find"), int64(len(raws)))
+	if err := decodeAll(raws, out); err != nil {
+		return fmt.Errorf("store: find in %s: %w", c.name, err)
+	}
+	return nil
+}
+
+// Count counts matching documents. Firestore bills a count like the reads
+// behind it, so the result is metered.
+func (c *Collection) Count(ctx context.Context, filter any) (int64, error) {
+	n, err := c.c.CountDocuments(ctx, filter)
+	if err != nil {
+		return 0, fmt.Errorf("store: count %s: %w", c.name, err)
+	}
+	c.meter.Add(c.op("count"), n)
+	return n, nil
+}
+
+// UpdateOne applies update to one document matching filter. When nothing
+// matches, the filter's condition no longer holds and it returns ErrConflict.
+func (c *Collection) UpdateOne(ctx context.Context, filter, update any) error {
+	res, err := c.c.UpdateOne(ctx, filter, update)
+	if err != nil {
+		return fmt.Errorf("store: update %s: %w", c.name, err)
+	}
+	if res.MatchedCount == 0 {
+		return fmt.Errorf("store: update %s: %w", c.name, ErrConflict)
+	}
+	return nil
+}
+
+// FindOneAndUpdate atomically updates the first document matching filter
+// (in sort order, if opts set one) and decodes the document after the update
+// into out. When nothing matches it returns ErrConflict.
+func (c *Collection) FindOneAndUpdate(ctx context.Context, filter, update any, out any, opts ...options.Lister[options.FindOneAndUpdateOptions]) error {
+	opts = append([]options.Lister[options.FindOneAndUpdateOptions]{options.FindOneAndUpdate().SetReturnDocument(options.After)}, opts...)
+	err := c.c.FindOneAndUpdate(ctx, filter, update, opts...).Decode(out)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return fmt.Errorf("store: find-and-update %s: %w", c.name, ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("store: find-and-update %s: %w", c.name, err)
+	}
+	c.meter.Add(c.op("findAndModify"), 1)
+	return nil
+}
+
+// DeleteOne deletes one document matching filter, or returns ErrConflict.
+func (c *Collection) DeleteOne(ctx context.Context, filter any) error {
+	res, err := c.c.DeleteOne(ctx, filter)
+	if err != nil {
+		return fmt.Errorf("store: delete from %s: %w", c.name, err)
+	}
+	if res.DeletedCount == 0 {
+		return fmt.Errorf("store: delete from %s: %w", c.name, ErrConflict)
+	}
+	return nil
+}
+
+// DefaultFenceField is the document field that records the last fencing
+// token (lease epoch) that wrote the document.
+const DefaultFenceField = "fence"
+
+// Fence is a fencing token: the epoch of the lease under which a write is
+// made, and the document field that records it.
+type Fence struct {
+	// Field is the document field; empty means DefaultFenceField.
+	Field string
+	// Epoch is the lease epoch; it only goes up.
+	Epoch int64
+}
+
+func (f Fence) field() string {
+	if f.Field == "" {
+		return DefaultFenceField
+	}
+	return f.Field
+}
+
+// FencedUpdate applies update to the document matching filter only while the
+// document's stored fence is at most f.Epoch, and records f.Epoch as the new
+// fence. A holder that paused past its lease and woke after a newer holder
+// wrote gets ErrStaleFence; a filter that matches nothing at all gets
+// ErrConflict. update must be a bson.D of update operators.
+func (c *Collection) FencedUpdate(ctx context.Context, filter bson.D, f Fence, update bson.D) error {
+	field := f.field()
+	fenced := bson.D{{Key: "$and", Value: bson.A{
+		filter,
+		bson.D{{Key: "$or", Value: bson.A{
+			bson.D{{Key: field, Value: bson.D{{Key: "$lte", Value: f.Epoch}}}},
+			bson.D{{Key: field, Value: bson.D{{Key: "$exists", Value: false}}}},
+		}}},
+	}}}
+	upd := withSet(update, field, f.Epoch)
+	res, err := c.c.UpdateOne(ctx, fenced, upd)
+	if err != nil {
+		return fmt.Errorf("store: fenced update %s: %w", c.name, err)
+	}
+	if res.MatchedCount > 0 {
+		return nil
+	}
+	// Tell a stale fence from a plain conflict. This read happens only on
+	// the failure path, so the success path costs no read.
+	var doc bson.Raw
+	err = c.c.FindOne(ctx, filter).Decode(&doc)
+	if err == nil {
+		c.meter.Add(c.op("fenceCheck"), 1)
+		if v, lerr := doc.LookupErr(field); lerr == nil {
+			if stored, ok := v.AsInt64OK(); ok && stored > f.Epoch {
+				return fmt.Errorf("store: fenced update %s: stored fence %d > epoch %d: %w", c.name, stored, f.Epoch, ErrStaleFence)
+			}
+		}
+	}
+	return fmt.Errorf("store: fenced update %s: %w", c.name, ErrConflict)
+}
+
+// withSet returns update with {$set: {field: value}} merged in.
+func withSet(update bson.D, field string, value any) bson.D {
+	out := make(bson.D, 0, len(update)+1)
+	merged := false
+	for _, e := range update {
+		if e.Key == "$set" && !merged {
+			set := bson.D{}
+			switch v := e.Value.(type) {
+			case bson.D:
+				set = append(set, v...)
+			case bson.M:
+				for k, x := range v {
+					set = append(set, bson.E{Key: k, Value: x})
+				}
+			}
+			set = append(set, bson.E{Key: field, Value: value})
+			out = append(out, bson.E{Key: "$set", Value: set})
+			merged = true
+			continue
+		}
+		out = append(out, e)
+	}
+	if !merged {
+		out = append(out, bson.E{Key: "$set", Value: bson.D{{Key: field, Value: value}}})
+	}
+	return out
+}
+
+// Index declares an index. Each domain package lists the indexes its
+// queries need; EnsureIndexes creates them locally, and Terraform declares
+// the same ones as google_firestore_index resources.
+type Index struct {
+	Collection string
+	Name       string
+	Keys       bson.D
+	Unique     bool
+}
+
+// EnsureIndexes creates the indexes if they do not exist.
+func (s *Store) EnsureIndexes(ctx context.Context, idx ...Index) error {
+	for _, ix := range idx {
+		m := mongo.IndexModel{Keys: ix.Keys, Options: options.Index().SetName(ix.Name).SetUnique(ix.Unique)}
+		if _, err := s.db.Collection(ix.Collection).Indexes().CreateOne(ctx, m); err != nil {
+			return fmt.Errorf("store: create index %s.%s: %w", ix.Collection, ix.Name, err)
+		}
+	}
+	return nil
+}
