@@ -39,9 +39,15 @@ type Deps struct {
 	// HTTPClient calls targets and workers; nil means a client with a 30s
 	// timeout.
 	HTTPClient *http.Client
-	// Extra carries component-specific settings set by the local stack or
-	// tests (for example a GPU pool), keyed by component.
-	Extra map[string]any
+	// AllowedTargets is the host allowlist for http targets
+	// (BATON_ALLOWED_TARGETS).
+	AllowedTargets []string
+	// GPUPool is the raw pool configuration, `URL=slots,...` (BATON_GPU_POOL).
+	GPUPool string
+	// TickLeaseTTL is the TTL of the tick lease (BATON_TICK_LEASE_TTL).
+	TickLeaseTTL time.Duration
+	// ClockSkew is added to every lease expiry (BATON_CLOCK_SKEW).
+	ClockSkew time.Duration
 }
 
 // Clock returns d.Now or time.Now.
@@ -75,6 +81,16 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 		Token:  config.Get(config.EnvToken),
 		Logger: logging.New(os.Stdout, config.Get(config.EnvLogLevel)),
 		Bucket: config.Get(config.EnvBucket),
+
+		AllowedTargets: config.List(config.EnvAllowedTargets),
+		GPUPool:        config.Get(config.EnvGPUPool),
+	}
+	var err error
+	if d.TickLeaseTTL, err = config.Duration(config.EnvTickLeaseTTL); err != nil {
+		return nil, err
+	}
+	if d.ClockSkew, err = config.Duration(config.EnvClockSkew); err != nil {
+		return nil, err
 	}
 	if uri := config.Get(config.EnvMongoURI); uri != "" {
 		s, err := store.Open(ctx, uri, store.Options{Database: config.Get(config.EnvDatabase)})
