@@ -42,6 +42,7 @@ const (
 	EnvTickLeaseTTL   = "BATON_TICK_LEASE_TTL"
 	EnvClockSkew      = "BATON_CLOCK_SKEW"
 	EnvURL            = "BATON_URL"
+	EnvSchedulesURL   = "BATON_SCHEDULES_URL"
 	EnvControlURL     = "BATON_CONTROL_URL"
 	EnvWorkerCommand  = "BATON_WORKER_COMMAND"
 	EnvLogLevel       = "BATON_LOG_LEVEL"
@@ -61,6 +62,7 @@ var Vars = []Var{
 	{EnvTickLeaseTTL, []string{FnTick}, "30s", "TTL of the tick lease."},
 	{EnvClockSkew, []string{FnTick, FnGPU, CLI}, "2s", "Clock-skew allowance added to every lease expiry."},
 	{EnvURL, []string{CLI}, "http://127.0.0.1:8080", "Base URL of the functions for the CLI (`/Schedules`, `/GPU` are appended)."},
+	{EnvSchedulesURL, []string{CLI}, "", "URL of the Schedules function for the CLI, when each function has its own URL (the cloud). Empty means `$BATON_URL/Schedules`."},
 	{EnvControlURL, []string{SvcWorker}, "", "URL of the GPU function, which the worker calls back (heartbeat, complete)."},
 	{EnvWorkerCommand, []string{SvcWorker}, `["sh","-c","cat"]`, "The command a GPU worker runs for each job, as a JSON argv list."},
 	{EnvLogLevel, nil, "info", "debug, info, warn or error."},
