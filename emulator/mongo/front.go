@@ -1,19 +1,513 @@
 package mongo
 
 import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/url"
+	"sync"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// startFront puts the wire-protocol front ahead of FerretDB and returns the
-// client-facing URI. PLACEHOLDER: until the front lands it returns the
-// backend URI unchanged, so writes are NOT yet serialised.
+// Wire protocol constants (MongoDB wire protocol, "Legacy opcodes" and
+// "OP_MSG" in the server docs).
+const (
+	opReply      = 1
+	opQuery      = 2004
+	opCompressed = 2012
+	opMsg        = 2013
+
+	headerLen = 16
+	// maxMessage bounds what the front buffers; MongoDB's own limit is
+	// 48 MB (maxMessageSizeBytes), so anything above it is garbage.
+	maxMessage = 48 * 1024 * 1024
+
+	flagChecksumPresent = 1 << 0
+	flagMoreToCome      = 1 << 1
+)
+
+// MongoDB error codes used in refusals. IllegalOperation is what a
+// standalone mongod answers to a txnNumber; 40573 is what it answers to
+// $changeStream, so client code written against MongoDB recognises both.
+const (
+	codeIllegalOperation     = 20
+	codeChangeStreamNotHere  = 40573
+	codeNameIllegalOperation = "IllegalOperation"
+	codeNameChangeStream     = "Location40573"
+)
+
+// writeCommands are serialised. FerretDB v1 runs a conditional update as
+// "query, then write by _id" without re-checking the filter, so two racing
+// compare-and-sets can both win unless no other write runs in between.
+var writeCommands = map[string]bool{
+	"insert":        true,
+	"update":        true,
+	"delete":        true,
+	"findAndModify": true,
+	"findandmodify": true, // mongod accepts both spellings
+}
+
+// front is the wire-protocol proxy in front of FerretDB.
+type front struct {
+	ln      net.Listener
+	backend string
+	logger  *slog.Logger
+
+	// writeMu is shared by every connection of this emulator (there is one
+	// FerretDB behind it), so write commands run one at a time.
+	writeMu sync.Mutex
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// startFront puts the wire-protocol front ahead of FerretDB (listening on
+// addr) and returns the client-facing URI and a function that stops it.
 func startFront(addr, backendURI string, logger *slog.Logger) (string, func() error, error) {
 	u, err := url.Parse(backendURI)
 	if err != nil {
-		return "", nil, err
+		return "", nil, fmt.Errorf("mongo emulator: front: backend URI: %w", err)
 	}
-	_ = addr
-	_ = logger
-	return "mongodb://" + u.Host + "/", func() error { return nil }, nil
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("mongo emulator: front: listen %s: %w", addr, err)
+	}
+	f := &front{ln: ln, backend: u.Host, logger: logger, conns: map[net.Conn]struct{}{}}
+	f.wg.Add(1)
+	go f.accept()
+	return "mongodb://" + ln.Addr().String() + "/", f.close, nil
+}
+
+func (f *front) accept() {
+	defer f.wg.Done()
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				f.logger.Error("mongo front: accept", "err", err)
+			}
+			return
+		}
+		if !f.track(c) {
+			_ = c.Close()
+			return
+		}
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			defer f.untrack(c)
+			f.serve(c)
+		}()
+	}
+}
+
+// track registers a connection so close can cut it; false once closed.
+func (f *front) track(c net.Conn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	f.conns[c] = struct{}{}
+	return true
+}
+
+func (f *front) untrack(c net.Conn) {
+	f.mu.Lock()
+	delete(f.conns, c)
+	f.mu.Unlock()
+	_ = c.Close()
+}
+
+// close stops the listener, cuts every connection, and waits for the
+// connection goroutines to finish.
+func (f *front) close() error {
+	f.mu.Lock()
+	f.closed = true
+	err := f.ln.Close()
+	for c := range f.conns {
+		_ = c.Close()
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+// serve proxies one client connection over its own backend connection.
+// The driver sends one request at a time per connection (a pipelined client
+// works too: requests wait in the socket), so a plain loop keeps requests
+// and replies paired.
+func (f *front) serve(client net.Conn) {
+	backend, err := net.Dial("tcp", f.backend)
+	if err != nil {
+		f.logger.Error("mongo front: dial backend", "err", err)
+		return
+	}
+	if !f.track(backend) {
+		_ = backend.Close()
+		return
+	}
+	defer f.untrack(backend)
+
+	cr := bufio.NewReader(client)
+	br := bufio.NewReader(backend)
+	for {
+		req, err := readMessage(cr)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				f.logger.Debug("mongo front: read request", "err", err)
+			}
+			return
+		}
+		if err := f.handle(req, client, backend, br); err != nil {
+			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
+				f.logger.Debug("mongo front: connection dropped", "err", err)
+			}
+			return
+		}
+	}
+}
+
+// handle answers one request: refuse it, or forward it (under the write lock
+// for write commands) and relay its replies.
+func (f *front) handle(req message, client, backend net.Conn, br *bufio.Reader) error {
+	cmd, err := inspect(req)
+	if err != nil {
+		// A message we cannot parse is not one a driver sends; cut the
+		// connection rather than forward something we cannot police.
+		return fmt.Errorf("inspect request: %w", err)
+	}
+	if r := cmd.refusal(); r != nil {
+		f.logger.Info("mongo front: refused", "command", cmd.name, "reason", r.codeName)
+		if cmd.moreToCome {
+			return nil // the client asked for no reply
+		}
+		reply, err := r.reply(req)
+		if err != nil {
+			return err
+		}
+		_, err = client.Write(reply)
+		return err
+	}
+
+	out := req.raw
+	if cmd.moreToCome {
+		// FerretDB v1 ignores moreToCome and answers anyway, and a server
+		// that honours it would leave us unable to tell when the write has
+		// finished. Ask for the reply, then swallow it.
+		out = withoutMoreToCome(req.raw)
+	}
+	unlock := func() {}
+	if cmd.write {
+		// Held from forwarding the request until its reply has been read:
+		// that is the whole critical section of FerretDB's query-then-write.
+		f.writeMu.Lock()
+		unlock = sync.OnceFunc(f.writeMu.Unlock)
+	}
+	defer unlock()
+	if _, err := backend.Write(out); err != nil {
+		return fmt.Errorf("forward request: %w", err)
+	}
+	for {
+		reply, err := readMessage(br)
+		if err != nil {
+			return fmt.Errorf("read reply: %w", err)
+		}
+		if reply.opCode != opMsg || reply.flags()&flagMoreToCome == 0 {
+			unlock() // the write is done; do not wait on a slow client
+		}
+		if !cmd.moreToCome {
+			if _, err := client.Write(reply.raw); err != nil {
+				return fmt.Errorf("relay reply: %w", err)
+			}
+		}
+		// An exhaust reply (moreToCome set) is followed by more replies to
+		// the same request, without another request.
+		if reply.opCode != opMsg || reply.flags()&flagMoreToCome == 0 {
+			return nil
+		}
+	}
+}
+
+// message is one wire message, header included.
+type message struct {
+	raw       []byte
+	requestID int32
+	opCode    int32
+}
+
+func (m message) flags() uint32 {
+	if m.opCode != opMsg || len(m.raw) < headerLen+4 {
+		return 0
+	}
+	return binary.LittleEndian.Uint32(m.raw[headerLen:])
+}
+
+func readMessage(r *bufio.Reader) (message, error) {
+	var hdr [headerLen]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return message{}, err
+	}
+	n := int32(binary.LittleEndian.Uint32(hdr[0:]))
+	if n < headerLen || n > maxMessage {
+		return message{}, fmt.Errorf("message length %d out of range", n)
+	}
+	raw := make([]byte, n)
+	copy(raw, hdr[:])
+	if _, err := io.ReadFull(r, raw[headerLen:]); err != nil {
+		return message{}, err
+	}
+	return message{
+		raw:       raw,
+		requestID: int32(binary.LittleEndian.Uint32(hdr[4:])),
+		opCode:    int32(binary.LittleEndian.Uint32(hdr[12:])),
+	}, nil
+}
+
+// withoutMoreToCome returns a copy of an OP_MSG with moreToCome cleared. A
+// checksum, if present, covered the old flags, so it is dropped too.
+func withoutMoreToCome(raw []byte) []byte {
+	flags := binary.LittleEndian.Uint32(raw[headerLen:])
+	out := append([]byte(nil), raw...)
+	if flags&flagChecksumPresent != 0 {
+		out = out[:len(out)-4]
+		binary.LittleEndian.PutUint32(out[0:], uint32(len(out)))
+	}
+	flags &^= flagMoreToCome | flagChecksumPresent
+	binary.LittleEndian.PutUint32(out[headerLen:], flags)
+	return out
+}
+
+// command is what the front needs to know about a request.
+type command struct {
+	opCode     int32
+	name       string
+	body       bson.Raw
+	write      bool
+	moreToCome bool
+}
+
+// inspect parses a request far enough to classify it. Only OP_MSG and
+// OP_QUERY (legacy handshakes) are accepted: the front never advertises
+// compression, so OP_COMPRESSED means a client that ignored the handshake.
+func inspect(m message) (command, error) {
+	c := command{opCode: m.opCode}
+	switch m.opCode {
+	case opMsg:
+		body, flags, err := parseOpMsg(m.raw)
+		if err != nil {
+			return c, err
+		}
+		c.body = body
+		c.moreToCome = flags&flagMoreToCome != 0
+	case opQuery:
+		body, isCmd, err := parseOpQuery(m.raw)
+		if err != nil {
+			return c, err
+		}
+		if !isCmd {
+			return c, errors.New("OP_QUERY on a collection (legacy find) is not supported")
+		}
+		c.body = body
+	case opCompressed:
+		return c, errors.New("OP_COMPRESSED: the front negotiates no compression")
+	default:
+		return c, fmt.Errorf("unsupported opCode %d", m.opCode)
+	}
+	first, err := c.body.IndexErr(0)
+	if err != nil {
+		return c, fmt.Errorf("command document: %w", err)
+	}
+	c.name = first.Key()
+	c.write = writeCommands[c.name]
+	return c, nil
+}
+
+// parseOpMsg returns the kind-0 body section and the flag bits.
+func parseOpMsg(raw []byte) (bson.Raw, uint32, error) {
+	if len(raw) < headerLen+5 {
+		return nil, 0, errors.New("OP_MSG too short")
+	}
+	flags := binary.LittleEndian.Uint32(raw[headerLen:])
+	end := len(raw)
+	if flags&flagChecksumPresent != 0 {
+		end -= 4
+	}
+	var body bson.Raw
+	p := headerLen + 4
+	for p < end {
+		kind := raw[p]
+		p++
+		if p+4 > end {
+			return nil, 0, errors.New("OP_MSG section truncated")
+		}
+		size := int(int32(binary.LittleEndian.Uint32(raw[p:])))
+		if size < 5 || p+size > end {
+			return nil, 0, fmt.Errorf("OP_MSG section size %d out of range", size)
+		}
+		switch kind {
+		case 0:
+			if body != nil {
+				return nil, 0, errors.New("OP_MSG has two body sections")
+			}
+			body = bson.Raw(raw[p : p+size])
+			if err := body.Validate(); err != nil {
+				return nil, 0, fmt.Errorf("OP_MSG body: %w", err)
+			}
+		case 1:
+			// Document sequence (insert's documents, for example): the
+			// front decides on the body alone, so it is skipped.
+		default:
+			return nil, 0, fmt.Errorf("OP_MSG section kind %d", kind)
+		}
+		p += size
+	}
+	if body == nil {
+		return nil, 0, errors.New("OP_MSG without a body section")
+	}
+	return body, flags, nil
+}
+
+// parseOpQuery returns the query document of an OP_QUERY and whether it is
+// a command (a query on "<db>.$cmd"). A command wrapped in {$query: …} is
+// unwrapped.
+func parseOpQuery(raw []byte) (bson.Raw, bool, error) {
+	p := headerLen + 4 // flags
+	nul := -1
+	for i := p; i < len(raw); i++ {
+		if raw[i] == 0 {
+			nul = i
+			break
+		}
+	}
+	if nul < 0 {
+		return nil, false, errors.New("OP_QUERY collection name unterminated")
+	}
+	coll := string(raw[p:nul])
+	p = nul + 1 + 8 // numberToSkip, numberToReturn
+	if p+5 > len(raw) {
+		return nil, false, errors.New("OP_QUERY too short")
+	}
+	size := int(int32(binary.LittleEndian.Uint32(raw[p:])))
+	if size < 5 || p+size > len(raw) {
+		return nil, false, fmt.Errorf("OP_QUERY query size %d out of range", size)
+	}
+	q := bson.Raw(raw[p : p+size])
+	if err := q.Validate(); err != nil {
+		return nil, false, fmt.Errorf("OP_QUERY query: %w", err)
+	}
+	if inner, err := q.LookupErr("$query"); err == nil {
+		if d, ok := inner.DocumentOK(); ok {
+			q = d
+		}
+	}
+	isCmd := len(coll) > 5 && coll[len(coll)-5:] == ".$cmd"
+	return q, isCmd, nil
+}
+
+// refusal is an error answer the front gives instead of forwarding.
+type refusal struct {
+	code     int32
+	codeName string
+	errmsg   string
+}
+
+// refusal decides whether Firestore (or baton's stand-in for it) would
+// refuse the command. It returns nil to forward it.
+func (c command) refusal() *refusal {
+	if _, err := c.body.LookupErr("txnNumber"); err == nil {
+		return &refusal{codeIllegalOperation, codeNameIllegalOperation, fmt.Sprintf(
+			"%s carries txnNumber: Firestore with MongoDB compatibility does not support retryable writes, "+
+				"and baton's emulator does not run transactions; connect with retryWrites=false and make the write idempotent "+
+				"(baton's store does: deterministic _id, conditional updates)", c.name)}
+	}
+	switch c.name {
+	case "startTransaction", "commitTransaction", "abortTransaction":
+		return &refusal{codeIllegalOperation, codeNameIllegalOperation, c.name +
+			": baton's Firestore emulator does not support transactions (FerretDB v1 has none); " +
+			"baton uses single-document conditional writes instead"}
+	}
+	if _, err := c.body.LookupErr("startTransaction"); err == nil {
+		return &refusal{codeIllegalOperation, codeNameIllegalOperation, c.name +
+			" with startTransaction: baton's Firestore emulator does not support transactions (FerretDB v1 has none); " +
+			"baton uses single-document conditional writes instead"}
+	}
+	if c.name == "aggregate" && hasChangeStream(c.body) {
+		return &refusal{codeChangeStreamNotHere, codeNameChangeStream,
+			"$changeStream is not supported: baton's Firestore emulator has no change streams " +
+				"(Firestore offers them only as a preview that must be created with gcloud first); poll on (updatedAt, _id) instead"}
+	}
+	return nil
+}
+
+// hasChangeStream reports whether an aggregate pipeline contains a
+// $changeStream stage (collection.Watch and database.Watch send one first).
+func hasChangeStream(body bson.Raw) bool {
+	v, err := body.LookupErr("pipeline")
+	if err != nil {
+		return false
+	}
+	stages, ok := v.ArrayOK()
+	if !ok {
+		return false
+	}
+	vals, err := stages.Values()
+	if err != nil {
+		return false
+	}
+	for _, s := range vals {
+		d, ok := s.DocumentOK()
+		if !ok {
+			continue
+		}
+		if _, err := d.LookupErr("$changeStream"); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// reply builds the error answer to req: an OP_MSG for an OP_MSG, an OP_REPLY
+// for a legacy OP_QUERY.
+func (r *refusal) reply(req message) ([]byte, error) {
+	doc, err := bson.Marshal(bson.D{
+		{Key: "ok", Value: 0.0},
+		{Key: "errmsg", Value: r.errmsg},
+		{Key: "code", Value: r.code},
+		{Key: "codeName", Value: r.codeName},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build refusal: %w", err)
+	}
+	var b []byte
+	b = binary.LittleEndian.AppendUint32(b, 0) // length, patched below
+	b = binary.LittleEndian.AppendUint32(b, 0) // requestID
+	b = binary.LittleEndian.AppendUint32(b, uint32(req.requestID))
+	if req.opCode == opQuery {
+		b = binary.LittleEndian.AppendUint32(b, opReply)
+		b = binary.LittleEndian.AppendUint32(b, 0) // responseFlags
+		b = binary.LittleEndian.AppendUint64(b, 0) // cursorID
+		b = binary.LittleEndian.AppendUint32(b, 0) // startingFrom
+		b = binary.LittleEndian.AppendUint32(b, 1) // numberReturned
+	} else {
+		b = binary.LittleEndian.AppendUint32(b, opMsg)
+		b = binary.LittleEndian.AppendUint32(b, 0) // flagBits
+		b = append(b, 0)                           // section kind 0
+	}
+	b = append(b, doc...)
+	binary.LittleEndian.PutUint32(b[0:], uint32(len(b)))
+	return b, nil
 }

@@ -3,7 +3,6 @@ package mongo
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -29,6 +28,7 @@ type Options struct {
 // Server is a running emulator.
 type Server struct {
 	uri     string
+	backend string // FerretDB's own URI, bypassing the front (tests only)
 	cancel  context.CancelFunc
 	done    chan struct{}
 	tempDir string
@@ -53,22 +53,16 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mongo emulator: data dir: %w", err)
 	}
-	level := slog.LevelError + 100 // silence
-	if opts.Verbose {
-		level = slog.LevelDebug
-	}
-	fl := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	if opts.Verbose && opts.Logger != nil {
-		fl = slog.New(opts.Logger.Handler())
-	}
-	_ = level
 	fdb, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{TCP: "127.0.0.1:0"},
 		Handler:   "sqlite",
 		SQLiteURL: "file:" + abs + "/",
-		Logger:    fl,
+		Logger:    ferretLogger(opts),
 	})
 	if err != nil {
+		if s.tempDir != "" {
+			_ = os.RemoveAll(s.tempDir)
+		}
 		return nil, fmt.Errorf("mongo emulator: start ferretdb: %w", err)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -77,7 +71,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		defer close(s.done)
 		_ = fdb.Run(runCtx)
 	}()
-	backend := fdb.MongoDBURI()
+	backend := fdb.MongoDBURI() // waits until FerretDB listens
+	s.backend = backend
 	addr := opts.Addr
 	if addr == "" {
 		addr = "127.0.0.1:0"
@@ -92,10 +87,25 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	return s, nil
 }
 
+// ferretLogger is the logger FerretDB gets. FerretDB logs every connection
+// and, at debug level, every message, so it is silent unless Verbose is set.
+// Verbose sends its logs to opts.Logger (whose handler decides the level) or,
+// without one, to stderr at debug level.
+func ferretLogger(opts Options) *slog.Logger {
+	if !opts.Verbose {
+		return slog.New(slog.DiscardHandler)
+	}
+	if opts.Logger != nil {
+		return opts.Logger.With("component", "ferretdb")
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
 // URI is the client-facing connection string (no database, no options).
 func (s *Server) URI() string { return s.uri }
 
-// Close stops the emulator and removes a temporary data directory.
+// Close stops the front (listener and every connection), then FerretDB, and
+// removes a temporary data directory.
 func (s *Server) Close() error {
 	for _, c := range s.closers {
 		_ = c()
