@@ -1,0 +1,42 @@
+output "function_urls" {
+  description = "URL of each function."
+  value       = { for k, f in google_cloudfunctions2_function.fn : k => f.service_config[0].uri }
+}
+
+output "gpu_worker_url" {
+  description = "URL of the GPU worker service."
+  value       = google_cloud_run_v2_service.gpu_worker.uri
+}
+
+output "rent_url" {
+  description = "Public URL of the Rent calculator."
+  value       = google_cloudfunctions2_function.fn["Rent"].service_config[0].uri
+}
+
+output "bucket" {
+  description = "Bucket for leases, job output and the function source."
+  value       = google_storage_bucket.baton.name
+}
+
+output "database" {
+  description = "Firestore database ID."
+  value       = google_firestore_database.baton.name
+}
+
+# Each gen2 function has its own URL, so the cloud has no single base for
+# BATON_URL (locally one port serves /Schedules and /GPU, and the CLI appends
+# those paths). The CLI must read BATON_SCHEDULES_URL and BATON_GPU_URL
+# instead. BATON_TOKEN carries the operator's Google ID token as the bearer
+# token: Cloud Run's IAM check accepts it, and the functions themselves have
+# no BATON_TOKEN set in the cloud. ID tokens last an hour; eval again after.
+output "cli_env" {
+  description = "Environment lines for the baton CLI: eval \"$(terraform output -raw cli_env)\"."
+  value = join("\n", [
+    "export BATON_SCHEDULES_URL=${google_cloudfunctions2_function.fn["Schedules"].service_config[0].uri}",
+    "export BATON_GPU_URL=${google_cloudfunctions2_function.fn["GPU"].service_config[0].uri}",
+    "export BATON_BUCKET=${google_storage_bucket.baton.name}",
+    "export BATON_DATABASE=${google_firestore_database.baton.name}",
+    "export BATON_TOKEN=\"$(gcloud auth print-identity-token)\"",
+    "",
+  ])
+}
