@@ -1,0 +1,31 @@
+package schedule
+
+import (
+	"fmt"
+	"time"
+
+	// Embed the IANA database, so zones resolve on a bare runtime image
+	// (distroless, scratch) that has no /usr/share/zoneinfo.
+	_ "time/tzdata"
+)
+
+// LoadLocation loads an IANA time zone such as "Europe/Berlin". The empty
+// string and "UTC" mean UTC. "Local" is refused: the server's own zone is
+// not something a schedule should depend on. Errors are *FieldError naming
+// "timeZone".
+func LoadLocation(tz string) (*time.Location, error) {
+	switch tz {
+	case "", "UTC":
+		return time.UTC, nil
+	case "Local":
+		return nil, &FieldError{Field: "timeZone", Reason: `"Local" is not allowed; name an IANA zone such as "Europe/Berlin"`}
+	}
+	if len(tz) > 64 {
+		return nil, &FieldError{Field: "timeZone", Reason: "is longer than 64 characters; want an IANA zone such as \"Europe/Berlin\""}
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil {
+		return nil, &FieldError{Field: "timeZone", Reason: fmt.Sprintf("unknown time zone %q; want an IANA zone such as \"Europe/Berlin\" or \"America/New_York\"", tz)}
+	}
+	return loc, nil
+}

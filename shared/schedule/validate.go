@@ -1,0 +1,438 @@
+package schedule
+
+import (
+	"fmt"
+	"net"
+	"net/textproto"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/net/http/httpguts"
+)
+
+// FieldError says which input field is wrong and why. Field is the JSON path
+// in dotted form ("target.http.url", "retry.maxAttempts"), or "" when the
+// body as a whole is at fault. The API turns it into a 400 naming the field.
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+// Error returns "field: reason".
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return e.Reason
+	}
+	return e.Field + ": " + e.Reason
+}
+
+func fieldErr(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// ValidateOptions carries what validation needs from the deployment.
+type ValidateOptions struct {
+	// AllowedHosts are the BATON_ALLOWED_TARGETS entries: "host",
+	// "host:port", "*.example.com" or "*.example.com:port". Empty refuses
+	// every http target. See IsAllowedHost.
+	AllowedHosts []string
+	// Builtins are the registered builtin target names; nil skips the check.
+	Builtins []string
+}
+
+// Defaults and bounds applied by Normalize. They are exported so that docs,
+// the API and the scheduler quote the same numbers.
+const (
+	DefaultMaxCatchup    = 10
+	DefaultCatchupWindow = time.Hour
+	DefaultRetryAttempts = 1
+	DefaultRetryBackoff  = 30 * time.Second
+	DefaultLeaseTTL      = 30 * time.Second
+	DefaultHTTPMethod    = "POST"
+	DefaultHTTPTimeout   = 30 * time.Second
+	DefaultGPUAttempts   = 3
+	DefaultGPUTimeout    = 10 * time.Minute
+
+	MaxMaxCatchup     = 1000
+	MaxCatchupWindow  = 7 * 24 * time.Hour
+	MaxRetryAttempts  = 10
+	MinRetryBackoff   = time.Second
+	MaxRetryBackoff   = 24 * time.Hour
+	MinLeaseTTL       = 3 * time.Second
+	MaxLeaseTTL       = time.Hour
+	MinHTTPTimeout    = time.Second
+	MaxHTTPTimeout    = 30 * time.Minute
+	MaxGPUAttempts    = 10
+	MinGPUTimeout     = time.Second
+	MaxGPUTimeout     = 24 * time.Hour
+	MaxDescription    = 1024
+	MaxHTTPBody       = 64 << 10
+	MaxHeaders        = 50
+	MaxHeaderValueLen = 8 << 10
+	MaxURLLen         = 2048
+	MaxCronLen        = 256
+)
+
+// IDPattern is what a schedule id must look like: lower-case letters and
+// digits, then up to 62 more of those, '-' or '_'. It is safe in a URL path,
+// a run id and a lease object name.
+var IDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// httpMethods are the methods an http target may use.
+var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
+
+// reservedHeaders are set by the transport or by baton itself and may not be
+// overridden by a schedule (compared in canonical form).
+var reservedHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Upgrade", "Te", "Trailer", "Keep-Alive", "Proxy-Connection", "X-Baton-Run-Id", "X-Baton-Fire-Time"}
+
+// Normalize fills the defaults of unset fields (Overlap buffer_one, Catchup
+// latest, MaxCatchup 10, CatchupWindow 1h, Retry.MaxAttempts 1, Retry.Backoff
+// 30s, LeaseTTL 30s, HTTP method POST and timeout 30s, GPU MaxAttempts 3 and
+// timeout 10m), upper-cases the HTTP method, and then validates every field.
+// It returns the first problem as a *FieldError. It does not touch NextRunAt
+// or any other server-managed field.
+func (s *Schedule) Normalize(o ValidateOptions) error {
+	s.fillDefaults()
+	return s.validate(o)
+}
+
+func (s *Schedule) fillDefaults() {
+	if s.Overlap == "" {
+		s.Overlap = OverlapBufferOne
+	}
+	if s.Catchup == "" {
+		s.Catchup = CatchupLatest
+	}
+	if s.MaxCatchup == 0 {
+		s.MaxCatchup = DefaultMaxCatchup
+	}
+	if s.CatchupWindow == 0 {
+		s.CatchupWindow = Duration(DefaultCatchupWindow)
+	}
+	if s.Retry.MaxAttempts == 0 {
+		s.Retry.MaxAttempts = DefaultRetryAttempts
+	}
+	if s.Retry.Backoff == 0 {
+		s.Retry.Backoff = Duration(DefaultRetryBackoff)
+	}
+	if s.LeaseTTL == 0 {
+		s.LeaseTTL = Duration(DefaultLeaseTTL)
+	}
+	if h := s.Target.HTTP; h != nil {
+		if h.Method == "" {
+			h.Method = DefaultHTTPMethod
+		}
+		h.Method = strings.ToUpper(h.Method)
+		if h.Timeout == 0 {
+			h.Timeout = Duration(DefaultHTTPTimeout)
+		}
+	}
+	if g := s.Target.GPU; g != nil {
+		if g.MaxAttempts == 0 {
+			g.MaxAttempts = DefaultGPUAttempts
+		}
+		if g.Timeout == 0 {
+			g.Timeout = Duration(DefaultGPUTimeout)
+		}
+	}
+}
+
+func (s *Schedule) validate(o ValidateOptions) error {
+	if s.ID == "" {
+		return fieldErr("id", "is required")
+	}
+	if !IDPattern.MatchString(s.ID) {
+		return fieldErr("id", "%q must match %s (lower-case letters, digits, '-' and '_', at most 63 characters, starting with a letter or digit)", s.ID, IDPattern)
+	}
+	if len(s.Description) > MaxDescription {
+		return fieldErr("description", "is %d bytes; at most %d", len(s.Description), MaxDescription)
+	}
+	if s.Cron == "" {
+		return fieldErr("cron", "is required")
+	}
+	if len(s.Cron) > MaxCronLen {
+		return fieldErr("cron", "is %d bytes; at most %d", len(s.Cron), MaxCronLen)
+	}
+	if _, err := Parse(s.Cron); err != nil {
+		return err
+	}
+	if _, err := LoadLocation(s.TimeZone); err != nil {
+		return err
+	}
+	if err := s.Target.validate(o); err != nil {
+		return err
+	}
+	switch s.Overlap {
+	case OverlapSkip, OverlapBufferOne, OverlapAllow:
+	default:
+		return fieldErr("overlap", "unknown policy %q; want skip, buffer_one or allow", s.Overlap)
+	}
+	switch s.Catchup {
+	case CatchupLatest, CatchupAll, CatchupNone:
+	default:
+		return fieldErr("catchup", "unknown policy %q; want latest, all or none", s.Catchup)
+	}
+	if s.MaxCatchup < 1 || s.MaxCatchup > MaxMaxCatchup {
+		return fieldErr("maxCatchup", "is %d; want 1 to %d", s.MaxCatchup, MaxMaxCatchup)
+	}
+	if err := durationIn("catchupWindow", s.CatchupWindow, 0, MaxCatchupWindow); err != nil {
+		return err
+	}
+	if s.Retry.MaxAttempts < 1 || s.Retry.MaxAttempts > MaxRetryAttempts {
+		return fieldErr("retry.maxAttempts", "is %d; want 1 (no retry) to %d", s.Retry.MaxAttempts, MaxRetryAttempts)
+	}
+	if err := durationIn("retry.backoff", s.Retry.Backoff, MinRetryBackoff, MaxRetryBackoff); err != nil {
+		return err
+	}
+	return durationIn("leaseTTL", s.LeaseTTL, MinLeaseTTL, MaxLeaseTTL)
+}
+
+func durationIn(field string, d Duration, lo, hi time.Duration) error {
+	if d.D() < lo || d.D() > hi {
+		return fieldErr(field, "is %s; want %s to %s", d, lo, hi)
+	}
+	return nil
+}
+
+func (t *Target) validate(o ValidateOptions) error {
+	set := map[string]bool{TargetHTTP: t.HTTP != nil, TargetGPU: t.GPU != nil, TargetBuiltin: t.Builtin != nil}
+	switch t.Type {
+	case "":
+		return fieldErr("target.type", "is required; want http, gpu or builtin")
+	case TargetHTTP, TargetGPU, TargetBuiltin:
+	default:
+		return fieldErr("target.type", "unknown target type %q; want http, gpu or builtin", t.Type)
+	}
+	if !set[t.Type] {
+		return fieldErr("target."+t.Type, "is required when target.type is %q", t.Type)
+	}
+	for _, other := range []string{TargetHTTP, TargetGPU, TargetBuiltin} {
+		if other != t.Type && set[other] {
+			return fieldErr("target."+other, "must be absent when target.type is %q", t.Type)
+		}
+	}
+	switch t.Type {
+	case TargetHTTP:
+		return t.HTTP.validate(o.AllowedHosts)
+	case TargetGPU:
+		return t.GPU.validate()
+	default:
+		return t.Builtin.validate(o.Builtins)
+	}
+}
+
+func (h *HTTPTarget) validate(allowed []string) error {
+	if !slices.Contains(httpMethods, h.Method) {
+		return fieldErr("target.http.method", "%q is not allowed; want one of %s", h.Method, strings.Join(httpMethods, ", "))
+	}
+	if _, err := CheckTargetURL(h.URL, allowed); err != nil {
+		return err
+	}
+	if len(h.Headers) > MaxHeaders {
+		return fieldErr("target.http.headers", "has %d headers; at most %d", len(h.Headers), MaxHeaders)
+	}
+	names := make([]string, 0, len(h.Headers))
+	for k := range h.Headers {
+		names = append(names, k)
+	}
+	slices.Sort(names) // report the same header first on every call
+	for _, k := range names {
+		v := h.Headers[k]
+		field := "target.http.headers." + k
+		if !httpguts.ValidHeaderFieldName(k) {
+			return fieldErr("target.http.headers", "%q is not a valid header name", k)
+		}
+		if slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(k)) {
+			return fieldErr(field, "is set by baton or the transport and cannot be overridden")
+		}
+		if len(v) > MaxHeaderValueLen {
+			return fieldErr(field, "value is %d bytes; at most %d", len(v), MaxHeaderValueLen)
+		}
+		if !httpguts.ValidHeaderFieldValue(v) {
+			return fieldErr(field, "value holds a control character (CR, LF, NUL …)")
+		}
+	}
+	if len(h.Body) > MaxHTTPBody {
+		return fieldErr("target.http.body", "is %d bytes; at most %d", len(h.Body), MaxHTTPBody)
+	}
+	return durationIn("target.http.timeout", h.Timeout, MinHTTPTimeout, MaxHTTPTimeout)
+}
+
+// CheckTargetURL parses an http target URL and checks it: absolute http or
+// https, a host, no userinfo, no fragment, and a host on the allowlist (see
+// IsAllowedHost). Errors are *FieldError naming "target.http.url".
+func CheckTargetURL(raw string, allowed []string) (*url.URL, error) {
+	const field = "target.http.url"
+	if raw == "" {
+		return nil, fieldErr(field, "is required")
+	}
+	if len(raw) > MaxURLLen {
+		return nil, fieldErr(field, "is %d bytes; at most %d", len(raw), MaxURLLen)
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fieldErr(field, "is not a valid URL: %v", unwrapURLError(err))
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fieldErr(field, "scheme %q is not allowed; want an absolute http or https URL", u.Scheme)
+	}
+	if u.Opaque != "" || u.Host == "" {
+		return nil, fieldErr(field, "has no host; want an absolute URL such as https://example.com/path")
+	}
+	if u.User != nil {
+		return nil, fieldErr(field, "must not carry credentials (user:password@); send them in a header")
+	}
+	if u.Fragment != "" || strings.Contains(raw, "#") {
+		return nil, fieldErr(field, "must not have a fragment (#…)")
+	}
+	if _, ok := hostKey(u.Hostname()); !ok {
+		return nil, fieldErr(field, "host %q is not a valid host name or IP address", u.Hostname())
+	}
+	if !IsAllowedHost(u, allowed) {
+		if len(allowed) == 0 {
+			return nil, fieldErr(field, "host %q is not allowed: BATON_ALLOWED_TARGETS is empty, so no http target is allowed", u.Host)
+		}
+		return nil, fieldErr(field, "host %q is not on the allowlist (BATON_ALLOWED_TARGETS)", u.Host)
+	}
+	return u, nil
+}
+
+func unwrapURLError(err error) error {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err
+	}
+	return err
+}
+
+// IsAllowedHost reports whether the host (and port) of u is on the allowlist.
+// Entries:
+//
+//   - "api.example.com" allows that host on any port;
+//   - "api.example.com:8443" allows that host on that port only (a URL
+//     without a port uses 80 for http and 443 for https);
+//   - "*.example.com" allows every subdomain of example.com, at any depth,
+//     but not example.com itself; "*.example.com:443" adds a port;
+//   - an IP literal ("10.0.0.7", "[::1]:8080") allows exactly that address.
+//
+// Host names compare case-insensitively and without a trailing dot. An IP
+// literal in the URL is only allowed by an entry naming that same address:
+// wildcards never match IP literals, so 169.254.169.254 (the metadata
+// server) or 127.0.0.1 pass only if listed. An empty allowlist allows
+// nothing. The scheduler calls this again before every request, because the
+// allowlist may have changed since the schedule was written.
+func IsAllowedHost(u *url.URL, allowed []string) bool {
+	if u == nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
+		return false
+	}
+	host, ok := hostKey(u.Hostname())
+	if !ok {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	isIP := net.ParseIP(host) != nil
+	for _, entry := range allowed {
+		eh, ep, ok := splitEntry(strings.TrimSpace(entry))
+		if !ok || (ep != "" && ep != port) {
+			continue
+		}
+		if strings.HasPrefix(eh, "*.") {
+			if !isIP && strings.HasSuffix(host, eh[1:]) && len(host) > len(eh)-1 {
+				return true
+			}
+			continue
+		}
+		if eh == host {
+			return true
+		}
+	}
+	return false
+}
+
+// splitEntry splits an allowlist entry into its normalised host and port.
+func splitEntry(e string) (host, port string, ok bool) {
+	if e == "" {
+		return "", "", false
+	}
+	switch {
+	case strings.HasPrefix(e, "["): // [v6] or [v6]:port
+		h, p, err := net.SplitHostPort(e)
+		if err != nil {
+			if !strings.HasSuffix(e, "]") {
+				return "", "", false
+			}
+			h, p = e[1:len(e)-1], ""
+		}
+		host, port = h, p
+	case strings.Count(e, ":") == 1:
+		host, port, _ = strings.Cut(e, ":")
+	default: // a name, an IPv4 address, or a bare IPv6 address
+		host = e
+	}
+	if strings.HasPrefix(host, "*.") {
+		rest, ok := hostKey(host[2:])
+		if !ok || net.ParseIP(rest) != nil {
+			return "", "", false
+		}
+		return "*." + rest, port, true
+	}
+	host, ok = hostKey(host)
+	return host, port, ok
+}
+
+// hostKey normalises a host for comparison: lower case, no trailing dot, IP
+// addresses in canonical form. It refuses anything that is neither an IP
+// address nor a DNS name (percent-escapes, zones, spaces …).
+func hostKey(h string) (string, bool) {
+	h = strings.TrimSuffix(strings.ToLower(h), ".")
+	if h == "" || len(h) > 253 {
+		return "", false
+	}
+	if ip := net.ParseIP(h); ip != nil {
+		return ip.String(), true
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return "", false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return "", false
+			}
+		}
+	}
+	return h, true
+}
+
+func (g *GPUTarget) validate() error {
+	if g.Priority < 0 {
+		return fieldErr("target.gpu.priority", "is %d; must be 0 or more", g.Priority)
+	}
+	if g.MaxAttempts < 1 || g.MaxAttempts > MaxGPUAttempts {
+		return fieldErr("target.gpu.maxAttempts", "is %d; want 1 to %d", g.MaxAttempts, MaxGPUAttempts)
+	}
+	if len(g.Payload) > MaxHTTPBody {
+		return fieldErr("target.gpu.payload", "is %d bytes; at most %d", len(g.Payload), MaxHTTPBody)
+	}
+	return durationIn("target.gpu.timeout", g.Timeout, MinGPUTimeout, MaxGPUTimeout)
+}
+
+func (b *BuiltinTarget) validate(known []string) error {
+	if b.Name == "" {
+		return fieldErr("target.builtin.name", "is required")
+	}
+	if known != nil && !slices.Contains(known, b.Name) {
+		return fieldErr("target.builtin.name", "unknown builtin %q; want one of %s", b.Name, strings.Join(known, ", "))
+	}
+	for k := range b.Args {
+		if k == "" {
+			return fieldErr("target.builtin.args", "has an empty argument name")
+		}
+	}
+	return nil
+}
