@@ -26,7 +26,10 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) er
 	if err := dec.Decode(dst); err != nil {
 		return decodeError(err, limit)
 	}
-	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
+	// Decode the rest as raw JSON: decoding it into a struct would apply
+	// DisallowUnknownFields and misreport trailing data as an unknown field.
+	var rest json.RawMessage
+	if err := dec.Decode(&rest); !errors.Is(err, io.EOF) {
 		if err == nil {
 			return BadRequest("", "body must hold exactly one JSON object")
 		}

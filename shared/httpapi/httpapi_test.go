@@ -1,0 +1,177 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/baton-cron/baton/shared/httpapi"
+)
+
+type payload struct {
+	Name  string `json:"name"`
+	Count int    `json:"count"`
+	Inner struct {
+		Flag bool `json:"flag"`
+	} `json:"inner"`
+}
+
+// wire is the error shape as a client sees it, plus the status.
+type wire struct {
+	Status int
+	Code   string
+	Field  string
+}
+
+// serve runs h on a real server and returns the status and decoded error.
+func serve(t *testing.T, h http.Handler, req func(url string) *http.Request) (wire, string) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	resp, err := http.DefaultClient.Do(req(srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var body struct {
+		Error struct {
+			Code, Message, Field string
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(raw, &body)
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 && !strings.HasPrefix(ct, "application/json") {
+		t.Errorf("Content-Type %q, want JSON", ct)
+	}
+	return wire{resp.StatusCode, body.Error.Code, body.Error.Field}, string(raw)
+}
+
+func decodeHandler(limit int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p payload
+		if err := httpapi.DecodeJSON(w, r, limit, &p); err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		httpapi.WriteJSON(w, http.StatusOK, p)
+	})
+}
+
+func TestDecodeJSON(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		body  string
+		limit int64
+		want  wire
+	}{
+		{"ok", `{"name":"a","count":2,"inner":{"flag":true}}`, 0, wire{Status: 200}},
+		{"unknown field", `{"name":"a","colour":"red"}`, 0, wire{400, httpapi.CodeInvalidArgument, "colour"}},
+		{"unknown nested field", `{"inner":{"flag":true,"extra":1}}`, 0, wire{400, httpapi.CodeInvalidArgument, "extra"}},
+		{"type error names field", `{"count":"many"}`, 0, wire{400, httpapi.CodeInvalidArgument, "count"}},
+		{"nested type error names path", `{"inner":{"flag":"yes"}}`, 0, wire{400, httpapi.CodeInvalidArgument, "inner.flag"}},
+		{"trailing object", `{"name":"a"}{"name":"b"}`, 0, wire{400, httpapi.CodeInvalidArgument, ""}},
+		{"trailing garbage", `{"name":"a"} x`, 0, wire{400, httpapi.CodeInvalidArgument, ""}},
+		{"syntax", `{"name":`, 0, wire{400, httpapi.CodeInvalidArgument, ""}},
+		{"empty", ``, 0, wire{400, httpapi.CodeInvalidArgument, ""}},
+		{"oversize", `{"name":"` + strings.Repeat("x", 200) + `"}`, 64, wire{413, httpapi.CodeTooLarge, ""}},
+		{"oversize default limit", `{"name":"` + strings.Repeat("x", httpapi.MaxBodyBytes) + `"}`, 0, wire{413, httpapi.CodeTooLarge, ""}},
+		{"trailing data past the limit", `{"name":"a"}` + strings.Repeat(" ", 100), 64, wire{413, httpapi.CodeTooLarge, ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, raw := serve(t, decodeHandler(tt.limit), func(url string) *http.Request {
+				r, _ := http.NewRequest("POST", url, strings.NewReader(tt.body))
+				return r
+			})
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("POST %.60q (-want,+got):\n%s\nbody: %s", tt.body, diff, raw)
+			}
+		})
+	}
+}
+
+func TestRequireToken(t *testing.T) {
+	t.Parallel()
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { httpapi.WriteJSON(w, 200, map[string]string{"ok": "yes"}) })
+	tests := []struct {
+		name, token, header string
+		want                int
+	}{
+		{"right token", "s3cret", "Bearer s3cret", 200},
+		{"no header", "s3cret", "", 401},
+		{"wrong token", "s3cret", "Bearer nope", 401},
+		{"prefix of token", "s3cret", "Bearer s3cre", 401},
+		{"wrong scheme", "s3cret", "Basic s3cret", 401},
+		{"disabled when empty", "", "", 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(httpapi.RequireToken(tt.token, ok))
+			defer srv.Close()
+			req, _ := http.NewRequest("GET", srv.URL, nil)
+			if tt.header != "" {
+				req.Header.Set("Authorization", tt.header)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Errorf("status %d, want %d", resp.StatusCode, tt.want)
+			}
+			if tt.want == 401 && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("401 without a Bearer WWW-Authenticate challenge: %q", resp.Header.Get("WWW-Authenticate"))
+			}
+		})
+	}
+}
+
+func TestWriteErrorHidesInternals(t *testing.T) {
+	// Not parallel: it swaps the default logger to capture the log line.
+	var logged bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&logged, nil)))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+
+	secret := errors.New("dial mongodb://admin:hunter2@10.0.0.7: refused")
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpapi.WriteError(w, r, fmt.Errorf("load schedule: %w", secret))
+	})
+	got, raw := serve(t, h, func(url string) *http.Request { r, _ := http.NewRequest("GET", url+"/x", nil); return r })
+	if diff := cmp.Diff(wire{500, httpapi.CodeInternal, ""}, got); diff != "" {
+		t.Errorf("(-want,+got):\n%s", diff)
+	}
+	if strings.Contains(raw, "hunter2") || strings.Contains(raw, "mongodb") {
+		t.Errorf("internal detail leaked to the caller: %s", raw)
+	}
+	if !strings.Contains(logged.String(), "hunter2") || !strings.Contains(logged.String(), "/x") {
+		t.Errorf("internal error not logged for operators: %s", logged.String())
+	}
+}
+
+func TestWriteErrorKeepsTypedErrors(t *testing.T) {
+	t.Parallel()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpapi.WriteError(w, r, fmt.Errorf("wrapped: %w", httpapi.BadRequest("cron", "bad cron %q", "* *")))
+	})
+	got, raw := serve(t, h, func(url string) *http.Request { r, _ := http.NewRequest("GET", url, nil); return r })
+	if diff := cmp.Diff(wire{400, httpapi.CodeInvalidArgument, "cron"}, got); diff != "" {
+		t.Errorf("(-want,+got):\n%s", diff)
+	}
+	if !strings.Contains(raw, `bad cron \"* *\"`) {
+		t.Errorf("message lost: %s", raw)
+	}
+}
