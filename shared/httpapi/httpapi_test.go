@@ -103,7 +103,9 @@ func TestDecodeJSON(t *testing.T) {
 
 func TestRequireToken(t *testing.T) {
 	t.Parallel()
-	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { httpapi.WriteJSON(w, 200, map[string]string{"ok": "yes"}) })
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpapi.WriteJSON(w, 200, map[string]string{"ok": "yes"})
+	})
 	tests := []struct {
 		name, token, header string
 		want                int
