@@ -1,0 +1,70 @@
+package emutest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+	"sync"
+	"testing"
+
+	"cloud.google.com/go/storage"
+
+	"github.com/baton-cron/baton/emulator/gcs"
+)
+
+var (
+	gcsOnce sync.Once
+	gcsSrv  *gcs.Server
+	gcsErr  error
+)
+
+// GCSServer returns the package-wide GCS emulator, starting it on first use.
+// It lives until the test binary exits.
+func GCSServer(t testing.TB) *gcs.Server {
+	t.Helper()
+	gcsOnce.Do(func() {
+		gcsSrv, gcsErr = gcs.Start(context.Background(), gcs.Options{})
+	})
+	if gcsErr != nil {
+		t.Fatalf("emutest: start gcs emulator: %v", gcsErr)
+	}
+	return gcsSrv
+}
+
+// BucketName returns a valid bucket name unique to this test.
+func BucketName(t testing.TB) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + ('a' - 'A')
+		}
+		return '-'
+	}, t.Name())
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return "t-" + strings.Trim(name, "-") + "-" + hex.EncodeToString(b[:])
+}
+
+// GCS returns a real storage client pointed at the package-wide emulator and
+// a fresh bucket for this test. The client is closed when the test ends.
+func GCS(t testing.TB) (*storage.Client, string) {
+	t.Helper()
+	srv := GCSServer(t)
+	ctx := context.Background()
+	bucket := BucketName(t)
+	if err := srv.CreateBucket(ctx, bucket); err != nil {
+		t.Fatalf("emutest: create bucket: %v", err)
+	}
+	c, err := srv.Client(ctx)
+	if err != nil {
+		t.Fatalf("emutest: gcs client: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, bucket
+}

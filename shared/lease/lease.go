@@ -1,0 +1,251 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/storage"
+
+	"github.com/baton-cron/baton/shared/store"
+)
+
+// Lease is a held lease. It heartbeats in the background until Release or
+// loss; its Context is cancelled on either.
+type Lease struct {
+	m      *Manager
+	name   string
+	ttl    time.Duration
+	token  string
+	epoch  int64
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	stop     chan struct{}
+	stopOnce sync.Once
+	stopped  chan struct{}
+
+	mu        sync.Mutex
+	st        state     // last state we wrote (generation, record)
+	lastRenew time.Time // monotonic: when the last successful write was sent
+	err       error     // ErrLost (wrapped) or ErrNotHeld once over
+	released  bool
+	renews    int64
+}
+
+// start makes a Lease from the state our acquire wrote, and starts its
+// heartbeat. The trust window starts now (after the write returned), which is
+// later than when the server stamped Updated, so the window is conservative
+// only by the SafetyMargin; contenders add Skew on top.
+func (m *Manager) start(name string, ttl time.Duration, st state) *Lease {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l := &Lease{
+		m: m, name: name, ttl: ttl, token: st.Token, epoch: st.Epoch,
+		ctx: ctx, cancel: cancel,
+		stop: make(chan struct{}), stopped: make(chan struct{}),
+		st: st, lastRenew: time.Now(),
+	}
+	go l.heartbeat()
+	return l
+}
+
+// Name returns the lease name.
+func (l *Lease) Name() string { return l.name }
+
+// Holder returns the holder id.
+func (l *Lease) Holder() string { return l.m.holder }
+
+// Epoch returns the fencing token: it is higher than that of every earlier
+// holder of this lease.
+func (l *Lease) Epoch() int64 { return l.epoch }
+
+// TTL returns the lease's ttl.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Context is cancelled when the lease is lost (a renew got 412, or the trust
+// window closed) or released. context.Cause tells which.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Done is closed when Context is cancelled.
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Err returns nil while the lease is held, an error wrapping ErrLost after
+// loss, and ErrNotHeld after Release.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Generation returns the generation of the lease object as last written by
+// this holder.
+func (l *Lease) Generation() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.st.Generation
+}
+
+// Renews returns the number of successful renews so far.
+func (l *Lease) Renews() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.renews
+}
+
+// Fence returns the fencing token for store.FencedUpdate.
+func (l *Lease) Fence() store.Fence {
+	return store.Fence{Field: store.DefaultFenceField, Epoch: l.epoch}
+}
+
+// trustEnd is lastSuccessfulRenew + ttl − safetyMargin, monotonic.
+func (l *Lease) trustEnd() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastRenew.Add(l.ttl - l.m.safetyMargin(l.ttl))
+}
+
+// lose records the loss and cancels the context, once.
+func (l *Lease) lose(err error) {
+	l.mu.Lock()
+	if l.err == nil {
+		l.err = err
+	}
+	l.mu.Unlock()
+	l.m.log.Warn("lease lost", "lease", l.name, "holder", l.m.holder, "epoch", l.epoch, "err", err)
+	l.cancel(err)
+}
+
+func (l *Lease) heartbeat() {
+	defer close(l.stopped)
+	interval := HeartbeatInterval(l.ttl)
+	next := time.NewTimer(interval)
+	defer next.Stop()
+	for {
+		end := l.trustEnd()
+		trust := time.NewTimer(time.Until(end))
+		select {
+		case <-l.stop:
+			trust.Stop()
+			return
+		case <-trust.C:
+			l.lose(fmt.Errorf("%w: lease %q: trust window closed without a successful renew", ErrLost, l.name))
+			return
+		case <-next.C:
+			trust.Stop()
+		}
+		if hook := l.m.beforeRenew; hook != nil {
+			hook(l.name)
+		}
+		// A pause (GC, SIGSTOP, a blocked hook) can outlast the window
+		// between the timers and here; never renew on a closed window.
+		if !time.Now().Before(end) {
+			l.lose(fmt.Errorf("%w: lease %q: trust window closed without a successful renew", ErrLost, l.name))
+			return
+		}
+		err := l.renew(end)
+		switch {
+		case err == nil:
+			next.Reset(interval)
+		case errors.Is(err, ErrLost):
+			l.lose(err)
+			return
+		default:
+			// The library has already retried until its deadline (the end
+			// of the trust window) or met a non-retryable error. Try again
+			// shortly; the trust timer decides when to give up.
+			l.m.log.Warn("lease renew failed; retrying", "lease", l.name, "err", err)
+			next.Reset(min(interval, 200*time.Millisecond))
+		}
+	}
+}
+
+// renew rewrites the object with GenerationMatch(current), with a deadline
+// at the end of the trust window. It returns an error wrapping ErrLost when
+// the lease is no longer ours.
+func (l *Lease) renew(end time.Time) error {
+	ctx, cancel := context.WithDeadline(context.Background(), end)
+	defer cancel()
+	l.mu.Lock()
+	st := l.st
+	l.mu.Unlock()
+	rec := st.record
+	rec.RenewedAt = l.m.now()
+	sent := time.Now()
+	nst, err := l.m.write(ctx, l.name, rec, storage.Conditions{GenerationMatch: st.Generation})
+	if err != nil && isPreconditionFailed(err) {
+		// Either someone else wrote (lost), or our own renew was applied and
+		// its response lost, and the library's retry met our new generation.
+		cur, rerr := l.m.read(ctx, l.name)
+		if rerr != nil && !errors.Is(rerr, ErrNotFound) {
+			return fmt.Errorf("lease %q: renew: re-read after 412: %w", l.name, rerr)
+		}
+		if rerr != nil || cur.Token != l.token || cur.Epoch != l.epoch || cur.Holder != l.m.holder {
+			return fmt.Errorf("%w: lease %q: renew got 412: now held by %q epoch %d", ErrLost, l.name, cur.Holder, cur.Epoch)
+		}
+		nst, err = cur, nil
+	}
+	if err != nil {
+		return fmt.Errorf("lease %q: renew: %w", l.name, err)
+	}
+	l.mu.Lock()
+	l.st = nst
+	l.lastRenew = sent
+	l.renews++
+	l.mu.Unlock()
+	return nil
+}
+
+// Release stops the heartbeat and frees the lease with a conditional write
+// (GenerationMatch of our last write) that keeps the epoch. Releasing a lost
+// lease returns its loss error; releasing twice returns nil. A release whose
+// generation is stale (someone took over) changes nothing.
+func (l *Lease) Release(ctx context.Context) error {
+	l.stopOnce.Do(func() { close(l.stop) })
+	select {
+	case <-l.stopped:
+	case <-ctx.Done():
+		return fmt.Errorf("lease %q: release: %w", l.name, ctx.Err())
+	}
+	l.mu.Lock()
+	st, lost, released := l.st, l.err, l.released
+	l.mu.Unlock()
+	if released {
+		return nil
+	}
+	if lost != nil {
+		return lost
+	}
+	freeRec := st.record
+	freeRec.Holder = ""
+	freeRec.RenewedAt = l.m.now()
+	nst, err := l.m.write(ctx, l.name, freeRec, storage.Conditions{GenerationMatch: st.Generation})
+	if err != nil && isPreconditionFailed(err) {
+		cur, rerr := l.m.read(ctx, l.name)
+		switch {
+		case rerr == nil && cur.free() && cur.Token == l.token && cur.Epoch == l.epoch:
+			nst, err = cur, nil // our release applied; its response was lost
+		case rerr == nil || errors.Is(rerr, ErrNotFound):
+			lostErr := fmt.Errorf("%w: lease %q: release got 412: now held by %q epoch %d", ErrLost, l.name, cur.Holder, cur.Epoch)
+			l.lose(lostErr)
+			return lostErr
+		default:
+			return fmt.Errorf("lease %q: release: re-read after 412: %w", l.name, rerr)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("lease %q: release: %w", l.name, err)
+	}
+	l.mu.Lock()
+	l.released = true
+	l.err = ErrNotHeld
+	l.st = nst
+	l.mu.Unlock()
+	l.m.mu.Lock()
+	l.m.free[l.name] = nst
+	l.m.mu.Unlock()
+	l.cancel(ErrNotHeld)
+	l.m.log.Debug("lease released", "lease", l.name, "holder", l.m.holder, "epoch", l.epoch)
+	return nil
+}

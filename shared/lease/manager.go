@@ -1,0 +1,336 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/api/iterator"
+)
+
+// Options configures a Manager. The zero value is usable.
+type Options struct {
+	// Holder is this process's unique holder id; default
+	// "hostname-pid-random".
+	Holder string
+	// Skew is the clock-skew allowance added to a lease's expiry; default 2s.
+	Skew time.Duration
+	// SafetyMargin shortens the holder's own trust window
+	// (lastSuccessfulRenew + ttl − SafetyMargin); default ttl/5.
+	SafetyMargin time.Duration
+	// Now is the wall clock used to judge expiry against the server's Updated
+	// time and to stamp acquiredAt/renewedAt; default time.Now.
+	Now func() time.Time
+	// Logger receives lease events; nil discards them.
+	Logger *slog.Logger
+}
+
+// DefaultSkew is the clock-skew allowance when Options.Skew is zero.
+const DefaultSkew = 2 * time.Second
+
+// MinHeartbeat is the shortest heartbeat period: GCS allows about one write
+// per second to one object.
+const MinHeartbeat = time.Second
+
+// Manager acquires and inspects leases under one bucket prefix. It is safe
+// for concurrent use.
+type Manager struct {
+	bucket *storage.BucketHandle
+	prefix string
+	holder string
+	skew   time.Duration
+	margin time.Duration
+	now    func() time.Time
+	log    *slog.Logger
+
+	backoff gax.Backoff
+	// beforeRenew, when set (tests only), runs before each renew; it may
+	// block to simulate a paused holder.
+	beforeRenew func(name string)
+
+	mu sync.Mutex
+	// free caches the state this manager left by its own release, so the
+	// next acquire can write directly with GenerationMatch, skipping a read.
+	free map[string]state
+}
+
+// NewManager returns a Manager for leases stored as PREFIX+NAME+".json" in b.
+func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
+	m := &Manager{
+		bucket:  b,
+		prefix:  prefix,
+		holder:  o.Holder,
+		skew:    o.Skew,
+		margin:  o.SafetyMargin,
+		now:     o.Now,
+		log:     o.Logger,
+		backoff: gax.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2},
+		free:    map[string]state{},
+	}
+	if m.holder == "" {
+		m.holder = defaultHolder()
+	}
+	if m.skew == 0 {
+		m.skew = DefaultSkew
+	}
+	if m.now == nil {
+		m.now = time.Now
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	return m
+}
+
+// Holder returns this manager's holder id.
+func (m *Manager) Holder() string { return m.holder }
+
+// Skew returns the clock-skew allowance in use.
+func (m *Manager) Skew() time.Duration { return m.skew }
+
+func defaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomHex(4))
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// HeartbeatInterval is how often a lease with this ttl is renewed: ttl/3,
+// but never more often than MinHeartbeat.
+func HeartbeatInterval(ttl time.Duration) time.Duration {
+	return max(ttl/3, MinHeartbeat)
+}
+
+func (m *Manager) safetyMargin(ttl time.Duration) time.Duration {
+	if m.margin > 0 {
+		return m.margin
+	}
+	return ttl / 5
+}
+
+func (m *Manager) validate(name string, ttl time.Duration) error {
+	if name == "" || strings.HasPrefix(name, "/") {
+		return fmt.Errorf("lease: invalid name %q", name)
+	}
+	window := ttl - m.safetyMargin(ttl)
+	if hb := HeartbeatInterval(ttl); window <= hb {
+		return fmt.Errorf("%w: ttl %s leaves a trust window of %s, not longer than the heartbeat period %s", ErrBadTTL, ttl, window, hb)
+	}
+	return nil
+}
+
+// maxAcquireSteps bounds the read/write rounds of one Acquire; every round
+// is caused by another writer winning a race, so a few suffice.
+const maxAcquireSteps = 6
+
+// Acquire takes the lease, or fails with a *HeldError (errors.Is(err,
+// ErrHeld)) when another live holder has it. On success the lease
+// heartbeats until Release or loss. The lease's context does not inherit
+// ctx's cancellation: ctx bounds Acquire only.
+func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	if err := m.validate(name, ttl); err != nil {
+		return nil, err
+	}
+	token := randomHex(8)
+	now := m.now()
+	rec := record{Holder: m.holder, Epoch: 1, TTLSeconds: ttl.Seconds(), AcquiredAt: now, RenewedAt: now, Token: token}
+
+	// First move: a direct write when we know the state (our own release),
+	// else a read. A lease never seen is created with DoesNotExist.
+	var cur state
+	var known bool
+	m.mu.Lock()
+	if st, ok := m.free[name]; ok {
+		cur, known = st, true
+		delete(m.free, name)
+	}
+	m.mu.Unlock()
+
+	for step := 0; step < maxAcquireSteps; step++ {
+		if !known {
+			st, err := m.read(ctx, name)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				cur = state{} // generation 0: DoesNotExist
+			case err != nil:
+				return nil, fmt.Errorf("lease %q: acquire: %w", name, err)
+			default:
+				cur = st
+			}
+		}
+		known = false
+		if cur.Generation != 0 && !cur.free() {
+			if cur.Token == token {
+				// Our own write, whose response was lost (see below).
+				return m.start(name, ttl, cur), nil
+			}
+			if exp := cur.expiresAt(m.skew); m.now().Before(exp) {
+				return nil, &HeldError{Name: name, Holder: cur.Holder, Epoch: cur.Epoch, ExpiresAt: exp}
+			}
+		}
+		cond := storage.Conditions{DoesNotExist: true}
+		rec.Epoch = 1
+		if cur.Generation != 0 {
+			cond = storage.Conditions{GenerationMatch: cur.Generation}
+			rec.Epoch = cur.Epoch + 1
+		}
+		st, err := m.write(ctx, name, rec, cond)
+		if err == nil {
+			m.log.Debug("lease acquired", "lease", name, "holder", m.holder, "epoch", rec.Epoch, "generation", st.Generation, "takeover", cur.Generation != 0 && !cur.free())
+			return m.start(name, ttl, st), nil
+		}
+		if !isPreconditionFailed(err) {
+			return nil, fmt.Errorf("lease %q: acquire: %w", name, err)
+		}
+		// 412: someone else wrote first, or our own write was applied and
+		// its response lost, so the library's retry met our own generation.
+		// The next read tells which (by token).
+	}
+	return nil, fmt.Errorf("lease %q: acquire: gave up after %d contended rounds", name, maxAcquireSteps)
+}
+
+// AcquireWait retries Acquire until it succeeds or ctx is done. While the
+// lease is held it polls at the holder's expiry, but at least every
+// heartbeat period, so a release is seen soon too.
+func (m *Manager) AcquireWait(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		l, err := m.Acquire(ctx, name, ttl)
+		if err == nil {
+			return l, nil
+		}
+		if errors.Is(err, ErrBadTTL) || ctx.Err() != nil {
+			return nil, err
+		}
+		wait := backoff
+		var held *HeldError
+		if errors.As(err, &held) {
+			wait = min(max(held.ExpiresAt.Sub(m.now()), 10*time.Millisecond), HeartbeatInterval(ttl))
+			backoff = 100 * time.Millisecond
+		} else {
+			m.log.Warn("lease acquire failed; retrying", "lease", name, "err", err)
+			backoff = min(backoff*2, HeartbeatInterval(ttl))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("lease %q: acquire wait: %w (last: %w)", name, ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}
+
+// Info describes a lease as stored.
+type Info struct {
+	// Name is the lease name; Object the object's name in the bucket.
+	Name, Object string
+	// Holder is the holder id; empty when the lease is free.
+	Holder string
+	// Epoch is the fencing epoch (kept in the free state).
+	Epoch int64
+	// TTL is the holder's ttl.
+	TTL time.Duration
+	// AcquiredAt and RenewedAt are the holder's own stamps (informational).
+	AcquiredAt, RenewedAt time.Time
+	// Updated is the server's time of the last write; expiry is judged on it.
+	Updated time.Time
+	// ExpiresAt is Updated + TTL + skew.
+	ExpiresAt time.Time
+	// Generation is the object's generation.
+	Generation int64
+	// Free is true for a released or broken lease.
+	Free bool
+}
+
+// Live reports whether the lease is held and not expired at now.
+func (i *Info) Live(now time.Time) bool { return !i.Free && now.Before(i.ExpiresAt) }
+
+func (m *Manager) info(name string, st state) *Info {
+	return &Info{
+		Name: name, Object: m.objectName(name), Holder: st.Holder, Epoch: st.Epoch, TTL: st.ttl(),
+		AcquiredAt: st.AcquiredAt, RenewedAt: st.RenewedAt, Updated: st.Updated,
+		ExpiresAt: st.expiresAt(m.skew), Generation: st.Generation, Free: st.free(),
+	}
+}
+
+// Status returns the lease as stored. When the lease is free it returns
+// ErrNotFound, with a non-nil *Info (carrying the last epoch) if the object
+// exists in the free state, and a nil one if it does not exist.
+func (m *Manager) Status(ctx context.Context, name string) (*Info, error) {
+	st, err := m.read(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	i := m.info(name, st)
+	if i.Free {
+		return i, ErrNotFound
+	}
+	return i, nil
+}
+
+// List returns every lease object under the prefix, free ones included.
+func (m *Manager) List(ctx context.Context) ([]Info, error) {
+	it := m.bucket.Objects(ctx, &storage.Query{Prefix: m.prefix})
+	var out []Info
+	for {
+		attrs, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("lease: list %q: %w", m.prefix, err)
+		}
+		name, ok := strings.CutSuffix(strings.TrimPrefix(attrs.Name, m.prefix), ".json")
+		if !ok {
+			continue
+		}
+		st, err := m.stateFromAttrs(ctx, name, attrs)
+		if err != nil {
+			m.log.Warn("lease: list: skipping object", "object", attrs.Name, "err", err)
+			continue
+		}
+		out = append(out, *m.info(name, st))
+	}
+}
+
+// Break frees the lease whoever holds it, keeping its epoch, so the next
+// acquirer gets epoch+1 and the old holder's next renew gets 412. It is for
+// operators. A lease already free gives ErrNotFound.
+func (m *Manager) Break(ctx context.Context, name string) error {
+	for step := 0; step < maxAcquireSteps; step++ {
+		st, err := m.read(ctx, name)
+		if err != nil {
+			return fmt.Errorf("lease %q: break: %w", name, err)
+		}
+		if st.free() {
+			return fmt.Errorf("lease %q: break: %w", name, ErrNotFound)
+		}
+		freeRec := record{Epoch: st.Epoch, TTLSeconds: st.TTLSeconds, AcquiredAt: st.AcquiredAt, RenewedAt: m.now()}
+		_, err = m.write(ctx, name, freeRec, storage.Conditions{GenerationMatch: st.Generation})
+		if err == nil {
+			m.log.Warn("lease broken", "lease", name, "holder", st.Holder, "epoch", st.Epoch)
+			return nil
+		}
+		if !isPreconditionFailed(err) {
+			return fmt.Errorf("lease %q: break: %w", name, err)
+		}
+	}
+	return fmt.Errorf("lease %q: break: gave up after %d contended rounds", name, maxAcquireSteps)
+}
