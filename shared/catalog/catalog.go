@@ -1,0 +1,449 @@
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+// Triggerer starts a manual run of a schedule now. The scheduler's Engine
+// implements it; the interface keeps this package free of the tick
+// machinery.
+type Triggerer interface {
+	Trigger(ctx context.Context, scheduleID string) (*schedule.Run, error)
+}
+
+// Options configures a Service.
+type Options struct {
+	// Validate is passed to (*schedule.Schedule).Normalize on every write:
+	// the http target host allowlist and the builtin names.
+	Validate schedule.ValidateOptions
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Triggerer runs a schedule now; nil makes Trigger return ErrNoTrigger.
+	Triggerer Triggerer
+	// NewID makes the id of a schedule created without one; nil means a
+	// random "s-" + 16 hex digits. Ids must match schedule.IDPattern.
+	NewID func() string
+}
+
+// Service is the schedule catalog over a store. It is safe for concurrent
+// use.
+type Service struct {
+	schedules *store.Collection
+	runs      *store.Collection
+	opts      Options
+}
+
+// New returns a Service on st.
+func New(st *store.Store, o Options) *Service {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.NewID == nil {
+		o.NewID = randomID
+	}
+	return &Service{
+		schedules: st.Collection(schedule.SchedulesCollection),
+		runs:      st.Collection(schedule.RunsCollection),
+		opts:      o,
+	}
+}
+
+// Indexes are the indexes ListRuns needs: the runs of one schedule, newest
+// first. Terraform declares the same index for Firestore.
+var Indexes = []store.Index{{
+	Collection: schedule.RunsCollection,
+	Name:       "runs_by_schedule_fireTime",
+	Keys:       bson.D{{Key: "scheduleId", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}},
+}}
+
+// Page sizes for List and ListRuns.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 500
+)
+
+// ListOptions selects one page of a list.
+type ListOptions struct {
+	// PageSize is 1..MaxPageSize; 0 means DefaultPageSize.
+	PageSize int
+	// PageToken is the NextPageToken of the previous page, or empty.
+	PageToken string
+}
+
+// SchedulePage is one page of schedules, in id order.
+type SchedulePage struct {
+	Schedules []schedule.Schedule `json:"schedules"`
+	// NextPageToken continues the list; empty on the last page.
+	NextPageToken string `json:"nextPageToken,omitempty"`
+}
+
+// RunPage is one page of a schedule's runs, newest fire time first.
+type RunPage struct {
+	Runs []schedule.Run `json:"runs"`
+	// NextPageToken continues the list; empty on the last page.
+	NextPageToken string `json:"nextPageToken,omitempty"`
+}
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "s-" + hex.EncodeToString(b[:])
+}
+
+// now is the clock truncated to what BSON stores (milliseconds), so a
+// returned schedule equals the stored one.
+func (s *Service) now() time.Time { return s.opts.Now().UTC().Truncate(time.Millisecond) }
+
+// prepare validates sc completely and recomputes its next fire time after
+// now. It is the one gate every write passes.
+func (s *Service) prepare(sc *schedule.Schedule, now time.Time) error {
+	if err := sc.Normalize(s.opts.Validate); err != nil {
+		return inputError("", err)
+	}
+	next, err := schedule.NextFire(sc.Cron, sc.TimeZone, now)
+	if err != nil {
+		return inputError("cron", err)
+	}
+	sc.NextRunAt = next.UTC()
+	return nil
+}
+
+// inputError returns err as a *schedule.FieldError, naming field when err
+// does not name one itself.
+func inputError(field string, err error) error {
+	var (
+		fe     *schedule.FieldError
+		maxErr *http.MaxBytesError
+	)
+	if errors.As(err, &fe) {
+		return fe
+	}
+	if errors.As(err, &maxErr) {
+		return maxErr // too large, not malformed: the API answers 413
+	}
+	return &schedule.FieldError{Field: field, Reason: err.Error()}
+}
+
+// CreateJSON decodes a schedule strictly (schedule.DecodeSchedule: unknown
+// fields are refused, "enabled" defaults to true) and creates it.
+func (s *Service) CreateJSON(ctx context.Context, body []byte) (*schedule.Schedule, error) {
+	sc, err := schedule.DecodeSchedule(bytes.NewReader(body))
+	if err != nil {
+		return nil, inputError("", err)
+	}
+	return s.Create(ctx, sc)
+}
+
+// Create validates sc, fills its defaults, id (when empty), version (1),
+// timestamps and next fire time, and inserts it. An id already taken is
+// ErrExists; invalid input is a *schedule.FieldError. Nothing is written
+// unless it succeeds. Fields the server owns (version, timestamps,
+// nextRunAt, misfire) are overwritten.
+func (s *Service) Create(ctx context.Context, sc *schedule.Schedule) (*schedule.Schedule, error) {
+	out := *sc
+	if out.ID == "" {
+		out.ID = s.opts.NewID()
+	}
+	now := s.now()
+	if err := s.prepare(&out, now); err != nil {
+		return nil, err
+	}
+	out.Version, out.CreatedAt, out.UpdatedAt, out.Misfire, out.Fence = 1, now, now, false, 0
+	inserted, err := s.schedules.InsertIdempotent(ctx, &out)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: create %s: %w", out.ID, err)
+	}
+	if !inserted {
+		return nil, fmt.Errorf("catalog: create %s: %w", out.ID, ErrExists)
+	}
+	return &out, nil
+}
+
+// Get reads one schedule, or returns ErrNotFound.
+func (s *Service) Get(ctx context.Context, id string) (*schedule.Schedule, error) {
+	var sc schedule.Schedule
+	if err := s.schedules.Get(ctx, id, &sc); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("catalog: get %s: %w", id, ErrNotFound)
+		}
+		return nil, fmt.Errorf("catalog: get %s: %w", id, err)
+	}
+	return &sc, nil
+}
+
+func pageQuery(o ListOptions) (store.PageQuery, error) {
+	switch {
+	case o.PageSize == 0:
+		o.PageSize = DefaultPageSize
+	case o.PageSize < 0 || o.PageSize > MaxPageSize:
+		return store.PageQuery{}, &schedule.FieldError{Field: "pageSize", Reason: fmt.Sprintf("must be between 1 and %d, not %d", MaxPageSize, o.PageSize)}
+	}
+	return store.PageQuery{Limit: o.PageSize, Token: o.PageToken}, nil
+}
+
+func pageError(op string, err error) error {
+	if errors.Is(err, store.ErrBadPageToken) {
+		return &schedule.FieldError{Field: "pageToken", Reason: "invalid page token: pass back the nextPageToken of the same list, unmodified"}
+	}
+	return fmt.Errorf("catalog: %s: %w", op, err)
+}
+
+// List returns one page of schedules in id order, with a keyset cursor: a
+// page of n costs n reads, however deep it is.
+func (s *Service) List(ctx context.Context, o ListOptions) (*SchedulePage, error) {
+	q, err := pageQuery(o)
+	if err != nil {
+		return nil, err
+	}
+	out := &SchedulePage{Schedules: []schedule.Schedule{}}
+	p, err := s.schedules.Page(ctx, q, &out.Schedules)
+	if err != nil {
+		return nil, pageError("list", err)
+	}
+	if out.Schedules == nil {
+		out.Schedules = []schedule.Schedule{}
+	}
+	out.NextPageToken = p.NextToken
+	return out, nil
+}
+
+// ListRuns returns one page of a schedule's runs, newest fire time first
+// (ties broken by _id), with a keyset cursor. Runs outlive their schedule,
+// so the history of a deleted schedule is still listed; an id with neither
+// a schedule nor runs is ErrNotFound.
+func (s *Service) ListRuns(ctx context.Context, scheduleID string, o ListOptions) (*RunPage, error) {
+	q, err := pageQuery(o)
+	if err != nil {
+		return nil, err
+	}
+	q.Filter = bson.D{{Key: "scheduleId", Value: scheduleID}}
+	q.SortField, q.Desc = "fireTime", true
+	out := &RunPage{Runs: []schedule.Run{}}
+	p, err := s.runs.Page(ctx, q, &out.Runs)
+	if err != nil {
+		return nil, pageError("list runs of "+scheduleID, err)
+	}
+	if out.Runs == nil {
+		out.Runs = []schedule.Run{}
+	}
+	if len(out.Runs) == 0 && o.PageToken == "" {
+		// One extra read, only for an empty first page: tell a typo from a
+		// schedule that has not run yet.
+		if _, err := s.Get(ctx, scheduleID); err != nil {
+			return nil, err
+		}
+	}
+	out.NextPageToken = p.NextToken
+	return out, nil
+}
+
+// serverOwned are the fields a caller cannot set: the server computes them
+// on every write. They are ignored in a patch, so that a schedule read with
+// GET can be edited and sent back whole.
+var serverOwned = []string{"version", "nextRunAt", "createdAt", "updatedAt", "misfire"}
+
+// maxUpdateAttempts bounds the re-read loop of an unconditional Update.
+const maxUpdateAttempts = 5
+
+// Update applies patch (a JSON merge patch, RFC 7396: the fields given
+// replace the stored ones, objects merge, null resets a field to its
+// default) to the stored schedule, validates the result completely,
+// recomputes nextRunAt from now, bumps the version and writes it, on the
+// condition that the stored version is still the one read.
+//
+// ifMatch, when non-zero, is the version the caller last saw: a different
+// stored version is ErrVersionMismatch. When zero, a concurrent change makes
+// Update re-read and re-apply the patch. An id in the patch must equal id.
+func (s *Service) Update(ctx context.Context, id string, patch map[string]any, ifMatch int64) (*schedule.Schedule, error) {
+	if v, ok := patch["id"]; ok && v != id {
+		return nil, &schedule.FieldError{Field: "id", Reason: "the id of a schedule cannot change; create a new schedule and delete this one"}
+	}
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		cur, err := s.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if ifMatch != 0 && cur.Version != ifMatch {
+			return nil, fmt.Errorf("catalog: update %s: stored version %d, If-Match %d: %w", id, cur.Version, ifMatch, ErrVersionMismatch)
+		}
+		next, err := s.apply(cur, patch)
+		if err != nil {
+			return nil, err
+		}
+		set, unset, err := changes(cur, next)
+		if err != nil {
+			return nil, fmt.Errorf("catalog: update %s: %w", id, err)
+		}
+		update := bson.D{{Key: "$set", Value: set}}
+		if len(unset) > 0 {
+			update = append(update, bson.E{Key: "$unset", Value: unset})
+		}
+		err = s.schedules.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "version", Value: cur.Version}}, update)
+		switch {
+		case err == nil:
+			return next, nil
+		case !errors.Is(err, store.ErrConflict):
+			return nil, fmt.Errorf("catalog: update %s: %w", id, err)
+		case ifMatch != 0:
+			// Someone else wrote between our read and our write; the
+			// caller's version is stale either way. Tell deletion apart.
+			if _, gerr := s.Get(ctx, id); gerr != nil {
+				return nil, gerr
+			}
+			return nil, fmt.Errorf("catalog: update %s: %w", id, ErrVersionMismatch)
+		}
+	}
+	return nil, fmt.Errorf("catalog: update %s: %d attempts: %w", id, maxUpdateAttempts, ErrBusy)
+}
+
+// apply merges patch onto cur through JSON, so a patch is decoded exactly
+// like a create body (strictly), then validates the result.
+func (s *Service) apply(cur *schedule.Schedule, patch map[string]any) (*schedule.Schedule, error) {
+	doc, err := toMap(cur)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: update %s: %w", cur.ID, err)
+	}
+	p := make(map[string]any, len(patch))
+	for k, v := range patch {
+		p[k] = v
+	}
+	for _, k := range serverOwned {
+		delete(p, k)
+	}
+	delete(p, "id")
+	merged, err := json.Marshal(MergePatch(doc, p))
+	if err != nil {
+		return nil, fmt.Errorf("catalog: update %s: %w", cur.ID, err)
+	}
+	next, err := schedule.DecodeSchedule(bytes.NewReader(merged))
+	if err != nil {
+		return nil, inputError("", err)
+	}
+	now := s.now()
+	next.ID = cur.ID
+	if err := s.prepare(next, now); err != nil {
+		return nil, err
+	}
+	next.Version, next.CreatedAt, next.UpdatedAt = cur.Version+1, cur.CreatedAt, now
+	next.Misfire, next.Fence = cur.Misfire, cur.Fence
+	return next, nil
+}
+
+func toMap(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// notWritten are the stored fields Update never writes: the id, and what
+// the tick owns (the misfire flag and its fence), so an edit racing a tick
+// cannot undo the tick's bookkeeping.
+var notWritten = map[string]bool{"_id": true, "createdAt": true, "misfire": true, "fence": true}
+
+// changes returns the $set and $unset that turn the stored cur into next:
+// every top-level field of next, and the fields that next omits (omitempty)
+// but cur has.
+func changes(cur, next *schedule.Schedule) (set, unset bson.D, err error) {
+	nb, err := bson.Marshal(next)
+	if err != nil {
+		return nil, nil, err
+	}
+	cb, err := bson.Marshal(cur)
+	if err != nil {
+		return nil, nil, err
+	}
+	nels, err := bson.Raw(nb).Elements()
+	if err != nil {
+		return nil, nil, err
+	}
+	present := map[string]bool{}
+	for _, e := range nels {
+		k := e.Key()
+		present[k] = true
+		if !notWritten[k] {
+			set = append(set, bson.E{Key: k, Value: e.Value()})
+		}
+	}
+	cels, err := bson.Raw(cb).Elements()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range cels {
+		if k := e.Key(); !present[k] && !notWritten[k] {
+			unset = append(unset, bson.E{Key: k, Value: ""})
+		}
+	}
+	return set, unset, nil
+}
+
+// Delete removes a schedule. ifMatch, when non-zero, must equal the stored
+// version (else ErrVersionMismatch). Its runs stay, as history.
+func (s *Service) Delete(ctx context.Context, id string, ifMatch int64) error {
+	filter := bson.D{{Key: "_id", Value: id}}
+	if ifMatch != 0 {
+		filter = append(filter, bson.E{Key: "version", Value: ifMatch})
+	}
+	err := s.schedules.DeleteOne(ctx, filter)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("catalog: delete %s: %w", id, err)
+	}
+	if ifMatch != 0 {
+		if _, gerr := s.Get(ctx, id); gerr != nil {
+			return gerr
+		}
+		return fmt.Errorf("catalog: delete %s: %w", id, ErrVersionMismatch)
+	}
+	return fmt.Errorf("catalog: delete %s: %w", id, ErrNotFound)
+}
+
+// Pause disables a schedule: the tick stops firing it. It is an Update, so
+// it validates, bumps the version and honours ifMatch.
+func (s *Service) Pause(ctx context.Context, id string, ifMatch int64) (*schedule.Schedule, error) {
+	return s.Update(ctx, id, map[string]any{"enabled": false}, ifMatch)
+}
+
+// Resume enables a schedule and recomputes nextRunAt from now, so the times
+// missed while paused are not fired as catch-up.
+func (s *Service) Resume(ctx context.Context, id string, ifMatch int64) (*schedule.Schedule, error) {
+	return s.Update(ctx, id, map[string]any{"enabled": true}, ifMatch)
+}
+
+// Trigger starts a manual run of an existing schedule through the
+// Triggerer, whether or not the schedule is enabled.
+func (s *Service) Trigger(ctx context.Context, id string) (*schedule.Run, error) {
+	if s.opts.Triggerer == nil {
+		return nil, fmt.Errorf("catalog: trigger %s: %w", id, ErrNoTrigger)
+	}
+	if _, err := s.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	run, err := s.opts.Triggerer.Trigger(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: trigger %s: %w", id, err)
+	}
+	return run, nil
+}

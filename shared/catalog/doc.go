@@ -1,0 +1,29 @@
+// Package catalog is baton's schedule service: create, read, update
+// (JSON merge patch), delete, pause, resume and trigger-now for schedules,
+// plus run history, over shared/store. NewHandler serves it as the REST API
+// behind the Schedules function.
+//
+// # Every write validates everything
+//
+// Create and Update decode strictly, merge, then run the whole schedule
+// through (*schedule.Schedule).Normalize and recompute nextRunAt from now.
+// An invalid schedule is refused with a *schedule.FieldError naming the
+// field, and nothing is written. Because the tick reads nextRunAt from the
+// database, a change is live at the next tick: nobody redeploys.
+//
+// # Conditional writes
+//
+// Firestore has no retryable writes, so every write here is idempotent or
+// conditional (DESIGN.md §5). Create inserts with the schedule id as _id, so
+// a duplicate is ErrExists, never a second document. Update and Delete are
+// conditional on the stored version: with an explicit precondition
+// (If-Match) a changed version is ErrVersionMismatch; without one, Update
+// re-reads and re-applies the patch, because a merge patch means "these
+// fields, on whatever is there now".
+//
+// # Lists
+//
+// Schedules are listed by _id and runs newest first by (fireTime, _id),
+// both with store.Page's keyset cursor, never skip: a page of n costs n
+// document reads however deep it is. Page tokens are opaque to callers.
+package catalog

@@ -1,0 +1,315 @@
+package catalog
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/baton-cron/baton/shared/httpapi"
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+// HandlerOptions configures NewHandler.
+type HandlerOptions struct {
+	// MaxBodyBytes limits request bodies; 0 means httpapi.MaxBodyBytes.
+	// A larger body gets 413 and nothing is written.
+	MaxBodyBytes int64
+}
+
+type handler struct {
+	svc   *Service
+	limit int64
+}
+
+// NewHandler serves svc as the Schedules REST API:
+//
+//	POST   /schedules                    create (201, Location)
+//	GET    /schedules?pageSize=&pageToken=  list
+//	GET    /schedules/{id}               read (ETag: "version")
+//	PATCH  /schedules/{id}               merge-patch update (If-Match: version → 412)
+//	DELETE /schedules/{id}               delete (204; If-Match honoured)
+//	POST   /schedules/{id}:pause         disable
+//	POST   /schedules/{id}:resume        enable, recompute nextRunAt
+//	POST   /schedules/{id}:trigger       run now (source manual)
+//	GET    /schedules/{id}/runs?pageSize=&pageToken=  run history, newest first
+//
+// Every error is the shared JSON shape; invalid input is 400 naming the
+// field. Authentication is the caller's job (httpapi.RequireToken).
+func NewHandler(svc *Service, o HandlerOptions) http.Handler {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = httpapi.MaxBodyBytes
+	}
+	return &handler{svc: svc, limit: o.MaxBodyBytes}
+}
+
+// ServeHTTP routes by hand: ServeMux wildcards cannot express "{id}:pause"
+// (a wildcard is a whole segment), so the last segment is split here.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(parts) == 0 || parts[0] != "schedules" || len(parts) > 3 {
+		httpapi.WriteError(w, r, httpapi.NotFound("no route for %s; see /schedules", r.URL.Path))
+		return
+	}
+	var err error
+	switch {
+	case len(parts) == 1:
+		err = h.collection(w, r)
+	case len(parts) == 2:
+		id, action, hasAction := strings.Cut(parts[1], ":")
+		if hasAction {
+			err = h.action(w, r, id, action)
+		} else {
+			err = h.item(w, r, id)
+		}
+	case parts[2] == "runs":
+		err = h.runs(w, r, parts[1])
+	default:
+		err = httpapi.NotFound("no route for %s", r.URL.Path)
+	}
+	if err != nil {
+		httpapi.WriteError(w, r, toHTTP(err))
+	}
+}
+
+func notAllowed(w http.ResponseWriter, r *http.Request, allow ...string) error {
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	return httpapi.MethodNotAllowed(r.Method)
+}
+
+func (h *handler) collection(w http.ResponseWriter, r *http.Request) error {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		o, err := listOptions(r)
+		if err != nil {
+			return err
+		}
+		page, err := h.svc.List(r.Context(), o)
+		if err != nil {
+			return err
+		}
+		httpapi.WriteJSON(w, http.StatusOK, page)
+	case http.MethodPost:
+		body, err := h.body(w, r)
+		if err != nil {
+			return err
+		}
+		sc, err := h.svc.CreateJSON(r.Context(), body)
+		if err != nil {
+			return err
+		}
+		w.Header().Set("Location", "/schedules/"+sc.ID)
+		writeSchedule(w, http.StatusCreated, sc)
+	default:
+		return notAllowed(w, r, http.MethodGet, http.MethodPost)
+	}
+	return nil
+}
+
+func (h *handler) item(w http.ResponseWriter, r *http.Request, id string) error {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		sc, err := h.svc.Get(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		writeSchedule(w, http.StatusOK, sc)
+	case http.MethodPatch:
+		ifMatch, err := parseIfMatch(r)
+		if err != nil {
+			return err
+		}
+		body, err := h.body(w, r)
+		if err != nil {
+			return err
+		}
+		patch, err := decodePatch(body)
+		if err != nil {
+			return err
+		}
+		sc, err := h.svc.Update(r.Context(), id, patch, ifMatch)
+		if err != nil {
+			return err
+		}
+		writeSchedule(w, http.StatusOK, sc)
+	case http.MethodDelete:
+		ifMatch, err := parseIfMatch(r)
+		if err != nil {
+			return err
+		}
+		if err := h.svc.Delete(r.Context(), id, ifMatch); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		return notAllowed(w, r, http.MethodGet, http.MethodPatch, http.MethodDelete)
+	}
+	return nil
+}
+
+func (h *handler) action(w http.ResponseWriter, r *http.Request, id, action string) error {
+	if action != "pause" && action != "resume" && action != "trigger" {
+		return httpapi.NotFound("unknown action %q; use :pause, :resume or :trigger", action)
+	}
+	if r.Method != http.MethodPost {
+		return notAllowed(w, r, http.MethodPost)
+	}
+	// An action takes no body; refuse one rather than ignore what the
+	// caller meant by it.
+	if body, err := h.body(w, r); err != nil {
+		return err
+	} else if len(bytes.TrimSpace(body)) > 0 && string(bytes.TrimSpace(body)) != "{}" {
+		return httpapi.BadRequest("", "%s takes no request body", action)
+	}
+	ifMatch, err := parseIfMatch(r)
+	if err != nil {
+		return err
+	}
+	switch action {
+	case "trigger":
+		run, err := h.svc.Trigger(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		httpapi.WriteJSON(w, http.StatusOK, run)
+		return nil
+	case "pause":
+		sc, err := h.svc.Pause(r.Context(), id, ifMatch)
+		if err != nil {
+			return err
+		}
+		writeSchedule(w, http.StatusOK, sc)
+	default:
+		sc, err := h.svc.Resume(r.Context(), id, ifMatch)
+		if err != nil {
+			return err
+		}
+		writeSchedule(w, http.StatusOK, sc)
+	}
+	return nil
+}
+
+func (h *handler) runs(w http.ResponseWriter, r *http.Request, id string) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return notAllowed(w, r, http.MethodGet)
+	}
+	o, err := listOptions(r)
+	if err != nil {
+		return err
+	}
+	page, err := h.svc.ListRuns(r.Context(), id, o)
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// body reads the whole request body under the limit, so an oversized body
+// is refused (413) before anything is decoded or written.
+func (h *handler) body(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.limit))
+	var maxErr *http.MaxBytesError
+	switch {
+	case errors.As(err, &maxErr):
+		return nil, maxErr
+	case err != nil:
+		return nil, httpapi.BadRequest("", "reading the body: %v", err)
+	}
+	return b, nil
+}
+
+// decodePatch reads a merge patch: one JSON object. Unknown fields are
+// caught after merging, by the same strict decoder as create.
+func decodePatch(body []byte) (map[string]any, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, httpapi.BadRequest("", "body is empty; a JSON object with the fields to change is required")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var patch map[string]any
+	if err := dec.Decode(&patch); err != nil || patch == nil {
+		return nil, httpapi.BadRequest("", "body must be a JSON object (a merge patch, RFC 7396)")
+	}
+	if dec.More() {
+		return nil, httpapi.BadRequest("", "body must hold exactly one JSON object")
+	}
+	return patch, nil
+}
+
+func listOptions(r *http.Request) (ListOptions, error) {
+	q := r.URL.Query()
+	o := ListOptions{PageToken: q.Get("pageToken")}
+	if s := q.Get("pageSize"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return o, httpapi.BadRequest("pageSize", "must be an integer between 1 and %d, not %q", MaxPageSize, s)
+		}
+		if n == 0 {
+			return o, httpapi.BadRequest("pageSize", "must be between 1 and %d, not 0", MaxPageSize)
+		}
+		o.PageSize = n
+	}
+	return o, nil
+}
+
+// parseIfMatch reads If-Match as a schedule version. It accepts the ETag
+// form ("3", W/"3") and the bare number; "*" or no header means no
+// precondition (0).
+func parseIfMatch(r *http.Request) (int64, error) {
+	s := strings.TrimSpace(r.Header.Get("If-Match"))
+	if s == "" || s == "*" {
+		return 0, nil
+	}
+	v := strings.Trim(strings.TrimPrefix(s, "W/"), `"`)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 {
+		return 0, httpapi.BadRequest("If-Match", "must be a schedule version (the ETag of GET), such as \"3\", not %q", s)
+	}
+	return n, nil
+}
+
+// writeSchedule answers with the schedule and its version as the ETag, for
+// the next If-Match.
+func writeSchedule(w http.ResponseWriter, status int, sc *schedule.Schedule) {
+	w.Header().Set("ETag", ETag(sc.Version))
+	httpapi.WriteJSON(w, status, sc)
+}
+
+// ETag formats a schedule version as an HTTP entity tag.
+func ETag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
+
+// toHTTP maps the service's outcomes onto the shared error shape.
+func toHTTP(err error) error {
+	var (
+		he     *httpapi.Error
+		fe     *schedule.FieldError
+		maxErr *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &he):
+		return he
+	case errors.As(err, &maxErr):
+		return &httpapi.Error{Status: http.StatusRequestEntityTooLarge, Code: httpapi.CodeTooLarge, Message: fmt.Sprintf("body is larger than %d bytes", maxErr.Limit)}
+	case errors.As(err, &fe):
+		return httpapi.BadRequest(fe.Field, "%s", fe.Reason)
+	case errors.Is(err, ErrNotFound):
+		return httpapi.NotFound("no such schedule")
+	case errors.Is(err, ErrExists):
+		return httpapi.Conflict("a schedule with this id already exists")
+	case errors.Is(err, ErrVersionMismatch):
+		return httpapi.PreconditionFailed("the schedule has changed since the version in If-Match; GET it again and retry")
+	case errors.Is(err, ErrBusy):
+		return httpapi.Conflict("the schedule is being changed concurrently; retry")
+	case errors.Is(err, ErrNoTrigger):
+		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable, Message: "manual trigger is not available in this deployment"}
+	case errors.Is(err, store.ErrNotFound):
+		return httpapi.NotFound("not found")
+	}
+	return err
+}
