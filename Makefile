@@ -35,3 +35,22 @@ bench:
 	$(GO) run ./cmd/baton bench lease
 	$(GO) run ./cmd/baton bench tick
 	$(GO) run ./cmd/baton bench gpu
+
+# Deployment (docs/deploy.md). `make package` writes the function source zip
+# that Terraform uploads; `make deploy` applies infra/terraform with it. Pass
+# the rest as TF_ARGS='-var project=... -var bucket_name=... -var worker_image=...'
+# or in infra/terraform/terraform.tfvars.
+TF_DIR     := infra/terraform
+SOURCE_ZIP := dist/functions-source.zip
+TF_ARGS    ?=
+
+package:
+	$(GO) run ./scripts/package -check -o $(SOURCE_ZIP)
+
+deploy: package
+	terraform -chdir=$(TF_DIR) init -input=false
+	terraform -chdir=$(TF_DIR) apply -var source_zip=$(CURDIR)/$(SOURCE_ZIP) $(TF_ARGS)
+
+# Offline: terraform fmt and validate against the real google provider 8.0.0.
+tf-check:
+	scripts/tf-check.sh
