@@ -9,20 +9,25 @@ resource "google_cloudfunctions2_function" "fn" {
   build_config {
     runtime     = "go126"
     entry_point = each.key # the name functions/<name>.go registers with functions-framework
-    # The function package is functions/, not the module root. The buildpacks
-    # docs (docs.cloud.google.com/docs/buildpacks/service-specific-configs,
-    # "additional Cloud Run functions environment variables") list
-    # GOOGLE_FUNCTION_SOURCE as "the name of the directory or file containing
-    # the function source, depending on the language", and pkg/env in
-    # GoogleCloudPlatform/buildpacks says every functions-framework buildpack
-    # must respect it. The Go buildpack's source
-    # (cmd/go/functions_framework/lib/lib.go) does not read it, though: it
-    # takes the package name of the .go files at the root and, when a
-    # directory of that name exists at the root, imports MODULE/<name>. So
-    # scripts/package.sh also writes a root function.go ("package functions",
-    # importing functions-framework's functions package so the buildpack uses
-    # its declarative main), which makes the buildpack import
-    # github.com/baton-cron/baton/functions. Both routes point at functions/.
+    # The function package is functions/, not the module root. What the
+    # sources say (checked 2026-11-30):
+    # - GoogleCloudPlatform/buildpacks README: GOOGLE_FUNCTION_SOURCE
+    #   "specifies the name of the directory or file containing the function
+    #   source, depending on the language ... only applicable to some
+    #   languages" (example: function.py for Python); pkg/env/env.go says
+    #   every functions-framework buildpack must respect it.
+    # - The Go functions-framework buildpack itself
+    #   (cmd/go/functions_framework/lib/lib.go) never reads it: it moves the
+    #   source aside, parses the package of the .go files at the source root
+    #   (failing with "unable to find Go package" when there are none) and
+    #   generates a main that imports that package. GOOGLE_BUILDABLE does not
+    #   help either: the buildpack overrides it with its generated main.
+    # So, following reality, scripts/package writes a root function.go that
+    # imports functions/ (whose init() registers all four functions) and
+    # functions-framework's functions package (which selects the buildpack's
+    # declarative main, serving FUNCTION_TARGET = entry_point). The variable
+    # stays set, as the DESIGN asks and in case a future Go buildpack honours
+    # it; both routes lead to functions/.
     environment_variables = {
       GOOGLE_FUNCTION_SOURCE = "functions"
     }
