@@ -40,13 +40,19 @@ type Store struct {
 
 // NormalizeURI checks a connection string for Firestore compatibility. It
 // adds retryWrites=false when the URI says nothing, and refuses
-// retryWrites=true with ErrRetryableWrites.
+// retryWrites=true with ErrRetryableWrites. Everything else in the URI is
+// kept byte for byte (a re-encoded query would mangle values such as
+// authMechanismProperties=ENVIRONMENT:gcp,TOKEN_RESOURCE:FIRESTORE), and
+// multi-host URIs, which net/url cannot parse, are accepted.
 func NormalizeURI(uri string) (string, error) {
-	u, err := url.Parse(uri)
-	if err != nil || (u.Scheme != "mongodb" && u.Scheme != "mongodb+srv") {
-		return "", fmt.Errorf("store: open: %q is not a mongodb:// or mongodb+srv:// URI", redact(uri))
+	p, err := splitURI(uri)
+	if err != nil {
+		return "", err
 	}
-	q := u.Query()
+	q, err := url.ParseQuery(p.query)
+	if err != nil {
+		return "", fmt.Errorf("store: open %s: query: %w", redact(uri), err)
+	}
 	for k, vs := range q {
 		if strings.EqualFold(k, "retryWrites") {
 			for _, v := range vs {
@@ -57,17 +63,70 @@ func NormalizeURI(uri string) (string, error) {
 			return uri, nil
 		}
 	}
-	q.Set("retryWrites", "false")
-	u.RawQuery = q.Encode()
-	return u.String(), nil
+	switch {
+	case p.hasQuery && (p.query == "" || strings.HasSuffix(p.query, "&")):
+		return uri + "retryWrites=false", nil
+	case p.hasQuery:
+		return uri + "&retryWrites=false", nil
+	case p.hasPath:
+		return uri + "?retryWrites=false", nil
+	default:
+		return uri + "/?retryWrites=false", nil
+	}
 }
 
-func redact(uri string) string {
-	u, err := url.Parse(uri)
-	if err != nil {
-		return "<unparseable URI>"
+// uriParts is a MongoDB connection string cut at its separators:
+// scheme://[userinfo@]hosts[/database][?query].
+type uriParts struct {
+	hosts    string
+	database string
+	hasPath  bool
+	query    string
+	hasQuery bool
+}
+
+func splitURI(uri string) (uriParts, error) {
+	var p uriParts
+	rest, ok := strings.CutPrefix(uri, "mongodb://")
+	if !ok {
+		rest, ok = strings.CutPrefix(uri, "mongodb+srv://")
 	}
-	return u.Redacted()
+	if !ok {
+		return p, fmt.Errorf("store: open: %q is not a mongodb:// or mongodb+srv:// URI", redact(uri))
+	}
+	rest, p.query, p.hasQuery = strings.Cut(rest, "?")
+	p.hosts, p.database, p.hasPath = strings.Cut(rest, "/")
+	if at := strings.LastIndex(p.hosts, "@"); at >= 0 {
+		p.hosts = p.hosts[at+1:]
+	}
+	if p.hosts == "" {
+		return p, fmt.Errorf("store: open: %q names no host", redact(uri))
+	}
+	db, err := url.PathUnescape(p.database)
+	if err != nil {
+		return p, fmt.Errorf("store: open %s: database name: %w", redact(uri), err)
+	}
+	p.database = db
+	return p, nil
+}
+
+// redact hides the password of a connection string, for error messages.
+func redact(uri string) string {
+	scheme, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		return "<not a URI>"
+	}
+	authority, _, _ := strings.Cut(rest, "/")
+	authority, _, _ = strings.Cut(authority, "?")
+	at := strings.LastIndex(authority, "@")
+	if at < 0 {
+		return uri
+	}
+	user, _, hasPass := strings.Cut(rest[:at], ":")
+	if !hasPass {
+		return uri
+	}
+	return scheme + "://" + user + ":xxxxx" + rest[at:]
 }
 
 // Open connects to the database named by uri and pings it. It is the only
@@ -95,8 +154,8 @@ func Open(ctx context.Context, uri string, o Options) (*Store, error) {
 	}
 	name := o.Database
 	if name == "" {
-		u, _ := url.Parse(norm)
-		name = strings.Trim(u.Path, "/")
+		p, _ := splitURI(norm) // norm passed splitURI in NormalizeURI
+		name = p.database
 	}
 	if name == "" {
 		name = DefaultDatabase
