@@ -65,9 +65,11 @@ type Emulator struct {
 	client *http.Client
 	log    *slog.Logger
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// stopCtx ends schedules and backoff waits (Shutdown, Close); hardCtx
+	// also cancels requests in flight (Close, or Shutdown's ctx ending).
+	stopCtx, hardCtx context.Context
+	stop, hard       context.CancelFunc
+	wg               sync.WaitGroup
 
 	mu       sync.Mutex
 	jobs     map[string]*jobEntry
@@ -92,12 +94,20 @@ func New(opts Options) *Emulator {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Emulator{
+	e := &Emulator{
 		clock: opts.Clock, client: opts.Client, log: opts.Logger,
-		ctx: ctx, cancel: cancel,
 		jobs: map[string]*jobEntry{}, changed: make(chan struct{}),
 	}
+	e.hardCtx, e.hard = context.WithCancel(context.Background())
+	e.stopCtx, e.stop = context.WithCancel(e.hardCtx)
+	return e
+}
+
+// merge returns a context that ends when either parent ends.
+func merge(a, b context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(a)
+	stop := context.AfterFunc(b, cancel)
+	return ctx, func() { stop(); cancel() }
 }
 
 // AddJob validates and adds a job. If the emulator is started, the job's
@@ -144,8 +154,27 @@ func (e *Emulator) startLocked(je *jobEntry) {
 // Close stops every schedule, cancels attempts in flight and waits for the
 // loops to end.
 func (e *Emulator) Close() {
-	e.cancel()
+	e.hard()
 	e.wg.Wait()
+}
+
+// Shutdown stops every schedule and retry, lets attempts in flight finish
+// (so a tick being served is not cut off), and cancels them only if ctx
+// ends first. It waits for the job loops; forced runs (TriggerNow) end on
+// their own.
+func (e *Emulator) Shutdown(ctx context.Context) error {
+	e.stop()
+	done := make(chan struct{})
+	go func() { e.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		e.hard()
+		return nil
+	case <-ctx.Done():
+		e.hard()
+		<-done
+		return fmt.Errorf("scheduler: shutdown: %w", ctx.Err())
+	}
 }
 
 // loop fires the job at each scheduled time. Times that pass while an
@@ -155,12 +184,15 @@ func (e *Emulator) loop(je *jobEntry) {
 	for {
 		t := e.clock.NewTimer(next.Sub(e.clock.Now()))
 		select {
-		case <-e.ctx.Done():
+		case <-e.stopCtx.Done():
 			t.Stop()
 			return
 		case <-t.C():
 		}
-		e.execute(e.ctx, je.job, next)
+		e.execute(e.stopCtx, e.hardCtx, je.job, next)
+		if e.stopCtx.Err() != nil {
+			return
+		}
 		now := e.clock.Now()
 		next = je.sched.Next(next)
 		for !next.After(now) {
@@ -178,30 +210,27 @@ func (e *Emulator) TriggerNow(ctx context.Context, name string) ([]Attempt, erro
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrNoJob, name)
 	}
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	go func() { // Close also ends a forced run
-		select {
-		case <-e.ctx.Done():
-			stop()
-		case <-ctx.Done():
-		}
-	}()
-	return e.execute(ctx, je.job, e.clock.Now()), nil
+	// Shutdown ends the retries of a forced run; Close also its request.
+	waitCtx, stopWait := merge(ctx, e.stopCtx)
+	defer stopWait()
+	reqCtx, stopReq := merge(ctx, e.hardCtx)
+	defer stopReq()
+	return e.execute(waitCtx, reqCtx, je.job, e.clock.Now()), nil
 }
 
 // execute makes attempts for one schedule time until one gets a 2xx or the
-// retry config is spent.
-func (e *Emulator) execute(ctx context.Context, j Job, scheduled time.Time) []Attempt {
+// retry config is spent. waitCtx ends the retries; reqCtx the request in
+// flight.
+func (e *Emulator) execute(waitCtx, reqCtx context.Context, j Job, scheduled time.Time) []Attempt {
 	scheduled = scheduled.Truncate(time.Second).UTC()
 	retry := j.Retry.withDefaults()
 	first := e.clock.Now()
 	var out []Attempt
 	for n := 1; ; n++ {
-		a := e.attempt(ctx, j, scheduled, n)
+		a := e.attempt(reqCtx, j, scheduled, n)
 		out = append(out, a)
 		e.record(a)
-		if a.OK() || ctx.Err() != nil {
+		if a.OK() || waitCtx.Err() != nil {
 			return out
 		}
 		retries := n - 1
@@ -212,7 +241,7 @@ func (e *Emulator) execute(ctx context.Context, j Job, scheduled time.Time) []At
 		}
 		t := e.clock.NewTimer(retry.Backoff(retries))
 		select {
-		case <-ctx.Done():
+		case <-waitCtx.Done():
 			t.Stop()
 			return out
 		case <-t.C():

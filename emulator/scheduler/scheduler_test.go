@@ -359,3 +359,36 @@ func TestCloseStopsLoopsAndForcedRuns(t *testing.T) {
 		t.Errorf("forced run made %d attempts, want 1 before Close ended it", len(as))
 	}
 }
+
+func TestShutdownLetsTheAttemptInFlightFinish(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	tg := newTarget(t, func(int, *http.Request) int { <-release; return http.StatusOK })
+	if err := b.emu.AddJob(scheduler.Job{Name: "tick", URL: tg.srv.URL, Every: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	b.emu.Start()
+	if !b.clock.WaitPending(b.done, 1) {
+		t.Fatal("schedule never parked")
+	}
+	b.clock.AdvanceToNext()
+	<-tg.arrived // a tick is being served
+	shut := make(chan error, 1)
+	go func() { shut <- b.emu.Shutdown(context.Background()) }()
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned (%v) while an attempt was in flight", err)
+	case <-tg.arrived:
+		t.Fatal("a new attempt started after Shutdown")
+	default:
+	}
+	close(release)
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	as := b.emu.Attempts("tick")
+	if len(as) != 1 || !as[0].OK() {
+		t.Errorf("attempts = %+v, want the one in flight, completed with 2xx", as)
+	}
+}
