@@ -1,0 +1,290 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/shared/lease"
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+// TickLease is the name of the lease that covers deciding (object
+// leases/tick.json).
+const TickLease = "tick"
+
+// JobLease is the name of the job lease of a schedule (object
+// leases/job-<id>.json).
+func JobLease(scheduleID string) string { return "job-" + scheduleID }
+
+// Defaults for Config.
+const (
+	DefaultTickLeaseTTL = 30 * time.Second
+	DefaultPageSize     = 100
+	DefaultGrace        = 90 * time.Second
+	DefaultWorkers      = 32
+)
+
+// GPU hands gpu targets to the GPU dispatcher. shared/gpu implements it; a
+// nil GPU in Config makes gpu targets fail their run with a clear error.
+type GPU interface {
+	// EnqueueRun queues the job of one run. It is idempotent per runID: a
+	// second call for the same run returns the same job.
+	EnqueueRun(ctx context.Context, runID string, t schedule.GPUTarget) (jobID string, err error)
+	// Sweep requeues jobs whose slot lease expired and dispatches queued
+	// jobs to free slots.
+	Sweep(ctx context.Context) (requeued, dead int, err error)
+}
+
+// Config configures an Engine.
+type Config struct {
+	// Store is the database. Required.
+	Store *store.Store
+	// Leases makes the tick lease and the job leases. Required.
+	Leases *lease.Manager
+	// Now is the clock used for decisions and run timestamps; nil means
+	// time.Now. (Lease expiry is judged by the lease manager on the storage
+	// server's clock, not on this one.)
+	Now func() time.Time
+	// TickLeaseTTL is the TTL of the tick lease; default 30s.
+	TickLeaseTTL time.Duration
+	// AllowedTargets is the http target host allowlist
+	// (BATON_ALLOWED_TARGETS), checked again at execution time.
+	AllowedTargets []string
+	// HTTPClient calls http targets; nil means a client without a global
+	// timeout (each target has its own).
+	HTTPClient *http.Client
+	// IDToken makes http targets carry a Google-signed OIDC ID token whose
+	// audience is the target URL (in the cloud; not locally, where there
+	// are no Google credentials).
+	IDToken bool
+	// GPU is the GPU dispatcher; nil fails gpu targets with a clear error.
+	GPU GPU
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+	// PageSize is the number of due schedules read per page; default 100.
+	PageSize int
+	// Grace is how old a fire time may be when a tick sees it and still be
+	// on time (source "scheduled"). Older fire times were missed, and their
+	// catch-up policy decides. Default 90s, which covers a one-minute tick.
+	Grace time.Duration
+	// Workers bounds the schedules executed concurrently by one tick;
+	// default 32.
+	Workers int
+}
+
+// Engine decides and executes runs. It is safe for concurrent use; every
+// decision it makes is guarded by leases and conditional writes, so any
+// number of engines (function instances, daemons) may share a database.
+type Engine struct {
+	cfg       Config
+	now       func() time.Time
+	log       *slog.Logger
+	schedules *store.Collection
+	runs      *store.Collection
+	http      *http.Client
+	idClients sync.Map // audience → *http.Client
+
+	bg sync.WaitGroup
+
+	// afterInsert, when set (tests), runs after a schedule's runs were
+	// inserted and before nextRunAt is advanced; an error aborts the tick
+	// there, as a crash would.
+	afterInsert func(scheduleID string) error
+}
+
+// New checks cfg and returns an Engine.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("scheduler: new: Config.Store is required")
+	}
+	if cfg.Leases == nil {
+		return nil, errors.New("scheduler: new: Config.Leases is required")
+	}
+	if cfg.TickLeaseTTL <= 0 {
+		cfg.TickLeaseTTL = DefaultTickLeaseTTL
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = DefaultPageSize
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	e := &Engine{
+		cfg:       cfg,
+		now:       cfg.Now,
+		log:       cfg.Logger,
+		schedules: cfg.Store.Collection(schedule.SchedulesCollection),
+		runs:      cfg.Store.Collection(schedule.RunsCollection),
+		http:      cfg.HTTPClient,
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.http == nil {
+		e.http = &http.Client{}
+	}
+	return e, nil
+}
+
+// Indexes are the indexes the scheduler's queries need. EnsureIndexes them
+// locally; Terraform declares the same ones.
+var Indexes = []store.Index{
+	// The due query: {enabled: true, nextRunAt <= now} sorted by (nextRunAt, _id).
+	{Collection: schedule.SchedulesCollection, Name: "due", Keys: bson.D{{Key: "enabled", Value: 1}, {Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}},
+	// The daemon's edit poll: keyset on (updatedAt, _id).
+	{Collection: schedule.SchedulesCollection, Name: "updated", Keys: bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},
+	// Run history and the latest-run lookups, newest first.
+	{Collection: schedule.RunsCollection, Name: "history", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}},
+	// The sweeps: pending runs that are due or orphaned, running runs whose
+	// heartbeat expired. sweepAt is when the sweeper should look at a run.
+	{Collection: schedule.RunsCollection, Name: "sweep", Keys: bson.D{{Key: "status", Value: 1}, {Key: "sweepAt", Value: 1}}},
+}
+
+// Summary is what a tick did. It is the Tick function's JSON answer.
+type Summary struct {
+	// Status is "ok", or "skipped" when another holder had the tick lease.
+	Status string `json:"status"`
+	// Reason says why a tick was skipped.
+	Reason string `json:"reason,omitempty"`
+	// Holder is the tick lease holder: the other one when skipped, this
+	// one otherwise.
+	Holder string `json:"holder,omitempty"`
+	// Epoch is the tick lease's fencing epoch.
+	Epoch int64 `json:"epoch,omitempty"`
+	// ScheduleTime is X-CloudScheduler-ScheduleTime, when given.
+	ScheduleTime *time.Time `json:"scheduleTime,omitempty"`
+	// Now is the time the tick decided at.
+	Now time.Time `json:"now"`
+	// Due is the number of due schedules read.
+	Due int `json:"due"`
+	// Decided is the number of run documents newly inserted.
+	Decided int `json:"decided"`
+	// Fired is the number of runs executed (claimed and started).
+	Fired int `json:"fired"`
+	// Succeeded and Failed count finished runs; Failed includes runs the
+	// failover sweep found with a stopped heartbeat.
+	Succeeded int `json:"succeeded"`
+	Failed    int `json:"failed"`
+	// Skipped counts runs recorded skipped by the overlap policy skip.
+	Skipped int `json:"skipped"`
+	// Misfired counts runs buffered by buffer_one (collapsed into one extra
+	// run with source misfire).
+	Misfired int `json:"misfired"`
+	// CaughtUp counts runs decided for missed fire times (source catchup).
+	CaughtUp int `json:"caughtUp"`
+	// Retried counts retry runs created.
+	Retried int `json:"retried"`
+	// Recovered counts pending runs the sweep picked up (orphaned by a
+	// crash, or retries that came due).
+	Recovered int `json:"recovered"`
+	// GPURequeued and GPUDead are the GPU sweep's counts.
+	GPURequeued int `json:"gpuRequeued"`
+	GPUDead     int `json:"gpuDead"`
+	// Errors counts operations that failed and were left for a later tick.
+	Errors int `json:"errors"`
+	// DocsRead is the number of documents read (store meter delta);
+	// SchedulesRead counts only schedule documents.
+	DocsRead      int64 `json:"docsRead"`
+	SchedulesRead int64 `json:"schedulesRead"`
+	// Took is the wall time of the tick.
+	Took string `json:"took"`
+}
+
+// counters accumulates a Summary from concurrent executions.
+type counters struct {
+	due, decided, fired, succeeded, failed, skipped, misfired, caughtUp, retried, recovered, errors atomic.Int64
+}
+
+func (c *counters) fill(s *Summary) {
+	s.Due = int(c.due.Load())
+	s.Decided = int(c.decided.Load())
+	s.Fired = int(c.fired.Load())
+	s.Succeeded = int(c.succeeded.Load())
+	s.Failed = int(c.failed.Load())
+	s.Skipped = int(c.skipped.Load())
+	s.Misfired = int(c.misfired.Load())
+	s.CaughtUp = int(c.caughtUp.Load())
+	s.Retried = int(c.retried.Load())
+	s.Recovered = int(c.recovered.Load())
+	s.Errors = int(c.errors.Load())
+}
+
+// Wait blocks until the background executions started by Trigger and by
+// TickHeld have finished.
+func (e *Engine) Wait() { e.bg.Wait() }
+
+func (e *Engine) readMeter() (total, schedules int64) {
+	m := e.cfg.Store.Meter()
+	snap := m.Snapshot()
+	for op, n := range snap {
+		if len(op) > len(schedule.SchedulesCollection) && op[:len(schedule.SchedulesCollection)+1] == schedule.SchedulesCollection+"." {
+			schedules += n
+		}
+	}
+	return m.Total(), schedules
+}
+
+// Tick is flow 1: take the tick lease, decide the due schedules, release the
+// lease, execute the fired runs, sweep, and summarise. A busy tick lease is
+// a normal outcome (Status "skipped"), not an error. scheduleTime is
+// X-CloudScheduler-ScheduleTime, or zero; it is recorded, while decisions
+// use the engine's clock, so a late duplicate delivery decides nothing new.
+func (e *Engine) Tick(ctx context.Context, scheduleTime time.Time) (*Summary, error) {
+	start := time.Now()
+	read0, sched0 := e.readMeter()
+	sum := &Summary{Status: "ok", Now: e.now().UTC()}
+	if !scheduleTime.IsZero() {
+		st := scheduleTime.UTC()
+		sum.ScheduleTime = &st
+	}
+	l, err := e.cfg.Leases.Acquire(ctx, TickLease, e.cfg.TickLeaseTTL)
+	if err != nil {
+		var held *lease.HeldError
+		if errors.As(err, &held) {
+			sum.Status = "skipped"
+			sum.Reason = fmt.Sprintf("tick lease held by %s (epoch %d) until %s", held.Holder, held.Epoch, held.ExpiresAt.UTC().Format(time.RFC3339))
+			sum.Holder = held.Holder
+			sum.Epoch = held.Epoch
+			sum.Took = time.Since(start).String()
+			return sum, nil
+		}
+		return nil, fmt.Errorf("scheduler: tick: %w", err)
+	}
+	sum.Holder, sum.Epoch = l.Holder(), l.Epoch()
+	var c counters
+	work, derr := e.decide(l.Context(), l.Fence(), sum.Now, &c)
+	// Release as soon as the decisions are committed: the tick lease covers
+	// deciding, never executing.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TickLeaseTTL)
+	if rerr := l.Release(rctx); rerr != nil {
+		e.log.Warn("tick lease release failed", "err", rerr)
+	}
+	cancel()
+	if derr != nil {
+		return nil, fmt.Errorf("scheduler: tick: %w", derr)
+	}
+	e.execute(ctx, work, &c)
+	swept := e.sweep(ctx, &c, sum)
+	e.execute(ctx, swept, &c)
+	c.fill(sum)
+	read1, sched1 := e.readMeter()
+	sum.DocsRead, sum.SchedulesRead = read1-read0, sched1-sched0
+	sum.Took = time.Since(start).String()
+	e.log.Info("tick", "summary", sum)
+	return sum, nil
+}

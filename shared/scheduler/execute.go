@@ -1,0 +1,378 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/shared/lease"
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+// ReasonBuffered starts the reason of a run that buffer_one collapsed into
+// the schedule's misfire flag.
+const ReasonBuffered = "buffered (buffer_one)"
+
+// jobFenceField is the schedule field fencing the job lease holder's writes
+// (clearing the misfire flag). It is separate from "fence", which holds the
+// tick lease's epoch: epochs of different leases do not compare.
+const jobFenceField = "jobFence"
+
+// execute runs the work, one goroutine per schedule (bounded by Workers),
+// and waits for all of it.
+func (e *Engine) execute(ctx context.Context, work []*scheduleWork, c *counters) {
+	sem := make(chan struct{}, e.cfg.Workers)
+	var wg sync.WaitGroup
+	for _, w := range work {
+		if w.s.Overlap == schedule.OverlapAllow {
+			// No job lease: every run goes at once.
+			for _, r := range w.runs {
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer func() { <-sem; wg.Done() }()
+					e.runAllow(ctx, &w.s, r, c)
+				}()
+			}
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			for _, r := range w.runs {
+				if ctx.Err() != nil {
+					return
+				}
+				e.runLeased(ctx, &w.s, r, c)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// runAllow executes a run of an allow schedule: no job lease, so its writes
+// are conditional on the run's status instead of fenced.
+func (e *Engine) runAllow(ctx context.Context, s *schedule.Schedule, r *runDoc, c *counters) {
+	ttl := leaseTTL(s)
+	now := e.now().UTC()
+	err := e.runs.UpdateOne(ctx, bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}},
+		bson.D{{Key: "$set", Value: bson.D{
+			{Key: "status", Value: schedule.RunRunning}, {Key: "holder", Value: e.cfg.Leases.Holder()},
+			{Key: "startedAt", Value: now}, {Key: "heartbeatAt", Value: now},
+			{Key: "sweepAt", Value: now.Add(ttl + e.cfg.Leases.Skew())},
+		}}})
+	if err != nil {
+		if !errors.Is(err, store.ErrConflict) {
+			c.errors.Add(1)
+			e.log.Error("claim run failed", "run", r.ID, "err", err)
+		}
+		return
+	}
+	c.fired.Add(1)
+	filter := bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunRunning}}
+	write := func(ctx context.Context, update bson.D) error { return e.runs.UpdateOne(ctx, filter, update) }
+	e.runTarget(ctx, s, r, ttl, write, c)
+}
+
+// runLeased executes a run under the schedule's job lease, applying the
+// overlap policy when the previous run still holds it.
+func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc, c *counters) {
+	l, err := e.cfg.Leases.Acquire(ctx, JobLease(s.ID), leaseTTL(s))
+	if err != nil {
+		var held *lease.HeldError
+		if errors.As(err, &held) {
+			e.onHeld(ctx, s, r, held, c)
+			return
+		}
+		// Left pending: the sweep picks it up when the reservation ends.
+		c.errors.Add(1)
+		e.log.Error("job lease acquire failed; run left pending for the sweep", "run", r.ID, "err", err)
+		return
+	}
+	e.claimAndRun(ctx, s, l, r, c)
+	e.misfireLoop(ctx, s, l, c)
+	e.releaseJob(ctx, s, l, c)
+}
+
+// claimAndRun moves r from pending to running under l's fence and executes
+// it. A run that is no longer pending (another executor has it, or it is
+// done) is left alone: this is what makes execution exactly-once.
+func (e *Engine) claimAndRun(ctx context.Context, s *schedule.Schedule, l *lease.Lease, r *runDoc, c *counters) {
+	ttl := leaseTTL(s)
+	now := e.now().UTC()
+	f := store.Fence{Epoch: l.Epoch()}
+	err := e.runs.FencedUpdate(ctx, bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}}, f,
+		bson.D{{Key: "$set", Value: bson.D{
+			{Key: "status", Value: schedule.RunRunning}, {Key: "holder", Value: l.Holder()}, {Key: "epoch", Value: l.Epoch()},
+			{Key: "startedAt", Value: now}, {Key: "heartbeatAt", Value: now},
+			{Key: "sweepAt", Value: now.Add(ttl + e.cfg.Leases.Skew())},
+		}}})
+	if err != nil {
+		if !errors.Is(err, store.ErrConflict) {
+			c.errors.Add(1)
+			e.log.Error("claim run failed", "run", r.ID, "err", err)
+		}
+		return
+	}
+	c.fired.Add(1)
+	filter := bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunRunning}}
+	write := func(ctx context.Context, update bson.D) error { return e.runs.FencedUpdate(ctx, filter, f, update) }
+	// The target runs on the lease's context too: when the lease is lost
+	// the run is cancelled at once.
+	rctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
+	defer func() { stop(); cancel(nil) }()
+	e.runTarget(rctx, s, r, ttl, write, c)
+}
+
+// runTarget executes r's target while heartbeating the run document, then
+// records the outcome and, on failure, the retry. write applies an update to
+// the running run (fenced, or conditional for allow).
+func (e *Engine) runTarget(ctx context.Context, s *schedule.Schedule, r *runDoc, ttl time.Duration, write func(context.Context, bson.D) error, c *counters) {
+	tctx, cancel := context.WithCancelCause(ctx)
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		t := time.NewTicker(lease.HeartbeatInterval(ttl))
+		defer t.Stop()
+		for {
+			select {
+			case <-tctx.Done():
+				return
+			case <-t.C:
+			}
+			now := e.now().UTC()
+			err := write(tctx, bson.D{{Key: "$set", Value: bson.D{{Key: "heartbeatAt", Value: now}, {Key: "sweepAt", Value: now.Add(ttl + e.cfg.Leases.Skew())}}}})
+			if errors.Is(err, store.ErrConflict) {
+				// Failed over, or fenced out by a newer holder: stop.
+				cancel(fmt.Errorf("run %s: heartbeat refused: %w", r.ID, err))
+				return
+			}
+		}
+	}()
+	out, runErr := e.callTarget(tctx, s, &r.Run)
+	if cause := context.Cause(tctx); runErr != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		runErr = fmt.Errorf("%w (cause: %v)", runErr, cause)
+	}
+	cancel(nil)
+	<-hbDone
+	now := e.now().UTC()
+	set := bson.D{{Key: "finishedAt", Value: now}, {Key: "output", Value: truncate(out, 1024)}}
+	status := schedule.RunSucceeded
+	if runErr != nil {
+		status = schedule.RunFailed
+		set = append(set, bson.E{Key: "error", Value: truncate(runErr.Error(), 1024)})
+	}
+	set = append(set, bson.E{Key: "status", Value: status})
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer wcancel()
+	if err := write(wctx, bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}}}); err != nil {
+		// Failed over meanwhile, or fenced out: the sweep (or the newer
+		// holder) owns the outcome.
+		c.errors.Add(1)
+		e.log.Warn("record run outcome refused", "run", r.ID, "status", status, "err", err)
+		return
+	}
+	if runErr == nil {
+		c.succeeded.Add(1)
+		return
+	}
+	c.failed.Add(1)
+	e.log.Warn("run failed", "run", r.ID, "schedule", s.ID, "err", runErr)
+	e.retry(wctx, s, &r.Run, now, c)
+}
+
+// retry records the next attempt of a failed run, if the schedule's retry
+// policy allows one: a pending run with source retry, attempt+1 and a
+// deterministic id, due after the backoff (doubling per attempt). The sweep
+// executes it when it is due.
+func (e *Engine) retry(ctx context.Context, s *schedule.Schedule, r *schedule.Run, now time.Time, c *counters) {
+	maxAttempts := max(s.Retry.MaxAttempts, 1)
+	if r.Attempt >= maxAttempts {
+		return
+	}
+	backoff := s.Retry.Backoff.D()
+	if backoff <= 0 {
+		backoff = schedule.DefaultRetryBackoff
+	}
+	for i := 1; i < r.Attempt && backoff < schedule.MaxRetryBackoff; i++ {
+		backoff *= 2
+	}
+	base := r.ID
+	if r.Attempt > 1 {
+		base = strings.TrimSuffix(base, fmt.Sprintf("-a%d", r.Attempt))
+	}
+	next := &runDoc{Run: schedule.Run{
+		ID:          fmt.Sprintf("%s-a%d", base, r.Attempt+1),
+		ScheduleID:  r.ScheduleID,
+		FireTime:    r.FireTime,
+		Source:      schedule.SourceRetry,
+		Status:      schedule.RunPending,
+		Attempt:     r.Attempt + 1,
+		CreatedAt:   now,
+		HeartbeatAt: now,
+	}, SweepAt: now.Add(backoff)}
+	inserted, err := e.runs.InsertIdempotent(ctx, next)
+	if err != nil {
+		c.errors.Add(1)
+		e.log.Error("record retry failed", "run", r.ID, "err", err)
+		return
+	}
+	if inserted {
+		c.retried.Add(1)
+	}
+}
+
+// onHeld applies the overlap policy to r when the previous run still holds
+// the job lease. Retries and misfire runs are not new fire times: they stay
+// pending and the sweep tries again.
+func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, held *lease.HeldError, c *counters) {
+	if r.Source == schedule.SourceRetry || r.Source == schedule.SourceMisfire {
+		return
+	}
+	now := e.now().UTC()
+	pending := bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}}
+	mark := func(reason string) error {
+		return e.runs.UpdateOne(ctx, pending, bson.D{
+			{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunSkipped}, {Key: "reason", Value: reason}, {Key: "finishedAt", Value: now}}},
+			{Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}},
+		})
+	}
+	who := fmt.Sprintf("job lease %s held by %s (epoch %d) until %s", held.Name, held.Holder, held.Epoch, held.ExpiresAt.UTC().Format(time.RFC3339))
+	switch s.Overlap {
+	case schedule.OverlapSkip:
+		if err := mark("overlap skip: the previous run is still running; " + who); err != nil {
+			if !errors.Is(err, store.ErrConflict) {
+				c.errors.Add(1)
+				e.log.Error("record skipped run failed", "run", r.ID, "err", err)
+			}
+			return
+		}
+		c.skipped.Add(1)
+	default: // buffer_one
+		if err := mark(ReasonBuffered + ": the previous run is still running; " + who + "; collapsed into one misfire run"); err != nil {
+			if !errors.Is(err, store.ErrConflict) {
+				c.errors.Add(1)
+				e.log.Error("record buffered run failed", "run", r.ID, "err", err)
+			}
+			return
+		}
+		err := e.schedules.UpdateOne(ctx, bson.D{{Key: "_id", Value: s.ID}}, bson.D{
+			{Key: "$set", Value: bson.D{{Key: "misfire", Value: true}}},
+			{Key: "$max", Value: bson.D{{Key: "misfireAt", Value: r.FireTime.UTC()}}},
+		})
+		if err != nil {
+			c.errors.Add(1)
+			e.log.Error("set misfire flag failed", "schedule", s.ID, "err", err)
+			return
+		}
+		c.misfired.Add(1)
+		// The holder may have checked the flag and released just before
+		// we set it. Try to take the lease: if we get it, the misfire is
+		// ours to run; if it is still held, its holder checks the flag
+		// again after releasing.
+		l, err := e.cfg.Leases.Acquire(ctx, JobLease(s.ID), leaseTTL(s))
+		if err != nil {
+			return
+		}
+		e.misfireLoop(ctx, s, l, c)
+		e.releaseJob(ctx, s, l, c)
+	}
+}
+
+// misfireLoop is the holder's side of buffer_one, before releasing: while
+// the misfire flag is set, clear it (conditionally, fenced by the job
+// lease) and run once more with source misfire. However many misfires were
+// buffered during the run, that is one extra run.
+func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease.Lease, c *counters) {
+	if s.Overlap != schedule.OverlapBufferOne {
+		return
+	}
+	for ctx.Err() == nil && l.Context().Err() == nil {
+		var got struct {
+			MisfireAt time.Time `bson:"misfireAt"`
+		}
+		err := e.schedules.FindOneAndUpdate(ctx,
+			bson.D{{Key: "_id", Value: s.ID}, {Key: "misfire", Value: true}, {Key: "$or", Value: bson.A{
+				bson.D{{Key: jobFenceField, Value: bson.D{{Key: "$lte", Value: l.Epoch()}}}},
+				bson.D{{Key: jobFenceField, Value: bson.D{{Key: "$exists", Value: false}}}},
+			}}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "misfire", Value: false}, {Key: jobFenceField, Value: l.Epoch()}}}},
+			&got)
+		if err != nil {
+			if !errors.Is(err, store.ErrConflict) {
+				c.errors.Add(1)
+				e.log.Error("clear misfire flag failed", "schedule", s.ID, "err", err)
+			}
+			return
+		}
+		now := e.now().UTC()
+		at := got.MisfireAt.UTC()
+		if at.IsZero() {
+			at = now.Truncate(time.Second)
+		}
+		rd := &runDoc{Run: schedule.Run{
+			ID:          schedule.RunID(s.ID, at, schedule.SourceMisfire, 1),
+			ScheduleID:  s.ID,
+			FireTime:    at,
+			Source:      schedule.SourceMisfire,
+			Status:      schedule.RunPending,
+			Attempt:     1,
+			CreatedAt:   now,
+			HeartbeatAt: now,
+		}, SweepAt: now.Add(e.reservation())}
+		if _, err := e.runs.InsertIdempotent(ctx, rd); err != nil {
+			c.errors.Add(1)
+			e.log.Error("record misfire run failed", "schedule", s.ID, "err", err)
+			return
+		}
+		e.claimAndRun(ctx, s, l, rd, c)
+	}
+}
+
+// releaseJob releases the job lease and then checks the misfire flag once
+// more: a buffering executor may have set it after our last check. If it
+// is set, take the lease again and run the misfire; if someone else holds
+// the lease, that holder sees the flag when it releases.
+func (e *Engine) releaseJob(ctx context.Context, s *schedule.Schedule, l *lease.Lease, c *counters) {
+	for {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTTL(s))
+		if err := l.Release(rctx); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+			e.log.Warn("job lease release failed", "lease", l.Name(), "err", err)
+		}
+		cancel()
+		if s.Overlap != schedule.OverlapBufferOne || ctx.Err() != nil {
+			return
+		}
+		n, err := e.schedules.Count(ctx, bson.D{{Key: "_id", Value: s.ID}, {Key: "misfire", Value: true}})
+		if err != nil || n == 0 {
+			return
+		}
+		l, err = e.cfg.Leases.Acquire(ctx, JobLease(s.ID), leaseTTL(s))
+		if err != nil {
+			return
+		}
+		e.misfireLoop(ctx, s, l, c)
+	}
+}
+
+func leaseTTL(s *schedule.Schedule) time.Duration {
+	if d := s.LeaseTTL.D(); d > 0 {
+		return d
+	}
+	return schedule.DefaultLeaseTTL
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

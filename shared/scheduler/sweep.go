@@ -1,0 +1,190 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+// sweep is flow 1, step 7. It needs no lease: every change it makes is
+// conditional on the value it read, so concurrent sweeps agree.
+//
+//   - Failover: a running run whose sweepAt (last heartbeat + lease TTL +
+//     skew) has passed is marked failed, and retried per its schedule.
+//   - Recovery: a pending run whose sweepAt has passed (a retry that came
+//     due, or a run whose deciding tick died before executing it) is
+//     reserved and returned for execution.
+//   - GPU: GPU.Sweep requeues expired slot leases and dispatches.
+//
+// Reads grow with the runs that need attention, not with the history.
+func (e *Engine) sweep(ctx context.Context, c *counters, sum *Summary) []*scheduleWork {
+	now := e.now().UTC()
+	e.failover(ctx, now, c)
+	work := e.recover(ctx, now, c)
+	if e.cfg.GPU != nil {
+		requeued, dead, err := e.cfg.GPU.Sweep(ctx)
+		if err != nil {
+			c.errors.Add(1)
+			e.log.Error("gpu sweep failed", "err", err)
+		}
+		sum.GPURequeued += requeued
+		sum.GPUDead += dead
+	}
+	return work
+}
+
+func (e *Engine) stale(ctx context.Context, status string, now time.Time) ([]runDoc, error) {
+	var out []runDoc
+	err := e.runs.Find(ctx, bson.D{{Key: "status", Value: status}, {Key: "sweepAt", Value: bson.D{{Key: "$lte", Value: now}}}}, &out,
+		options.Find().SetSort(bson.D{{Key: "sweepAt", Value: 1}}).SetLimit(int64(e.cfg.PageSize)))
+	if err != nil {
+		return nil, fmt.Errorf("sweep %s runs: %w", status, err)
+	}
+	return out, nil
+}
+
+func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
+	runs, err := e.stale(ctx, schedule.RunRunning, now)
+	if err != nil {
+		c.errors.Add(1)
+		e.log.Error("failover sweep failed", "err", err)
+		return
+	}
+	for i := range runs {
+		r := &runs[i]
+		msg := fmt.Sprintf("heartbeat stopped: last heartbeat at %s by %s (epoch %d); failed over at %s",
+			r.HeartbeatAt.UTC().Format(time.RFC3339), r.Holder, r.Epoch, now.Format(time.RFC3339))
+		// Conditional on the sweepAt we read: a heartbeat that lands
+		// meanwhile moves it, and the run stays alive.
+		err := e.runs.UpdateOne(ctx,
+			bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunRunning}, {Key: "sweepAt", Value: r.SweepAt}},
+			bson.D{
+				{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunFailed}, {Key: "error", Value: msg}, {Key: "finishedAt", Value: now}}},
+				{Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}},
+			})
+		if err != nil {
+			if !errors.Is(err, store.ErrConflict) {
+				c.errors.Add(1)
+				e.log.Error("fail over run failed", "run", r.ID, "err", err)
+			}
+			continue
+		}
+		c.failed.Add(1)
+		e.log.Warn("run failed over", "run", r.ID, "reason", msg)
+		var s schedule.Schedule
+		if err := e.schedules.Get(ctx, r.ScheduleID, &s); err != nil {
+			if !errors.Is(err, store.ErrNotFound) {
+				c.errors.Add(1)
+				e.log.Error("read schedule for retry failed", "run", r.ID, "err", err)
+			}
+			continue
+		}
+		e.retry(ctx, &s, &r.Run, now, c)
+	}
+}
+
+func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*scheduleWork {
+	runs, err := e.stale(ctx, schedule.RunPending, now)
+	if err != nil {
+		c.errors.Add(1)
+		e.log.Error("pending sweep failed", "err", err)
+		return nil
+	}
+	bySchedule := map[string]*scheduleWork{}
+	var work []*scheduleWork
+	for i := range runs {
+		r := &runs[i]
+		// Reserve it, conditional on the sweepAt we read, so that one
+		// sweeper takes it; the reservation ends after e.reservation().
+		err := e.runs.UpdateOne(ctx,
+			bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}, {Key: "sweepAt", Value: r.SweepAt}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: "sweepAt", Value: now.Add(e.reservation())}}}})
+		if err != nil {
+			if !errors.Is(err, store.ErrConflict) {
+				c.errors.Add(1)
+				e.log.Error("reserve pending run failed", "run", r.ID, "err", err)
+			}
+			continue
+		}
+		w := bySchedule[r.ScheduleID]
+		if w == nil {
+			var s schedule.Schedule
+			if err := e.schedules.Get(ctx, r.ScheduleID, &s); err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					e.abandon(ctx, r, "schedule deleted before the run executed", now, c)
+				} else {
+					c.errors.Add(1)
+					e.log.Error("read schedule of pending run failed", "run", r.ID, "err", err)
+				}
+				continue
+			}
+			w = &scheduleWork{s: s}
+			bySchedule[r.ScheduleID] = w
+			work = append(work, w)
+		}
+		c.recovered.Add(1)
+		w.runs = append(w.runs, r)
+	}
+	return work
+}
+
+func (e *Engine) abandon(ctx context.Context, r *runDoc, reason string, now time.Time, c *counters) {
+	err := e.runs.UpdateOne(ctx, bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}}, bson.D{
+		{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunSkipped}, {Key: "reason", Value: reason}, {Key: "finishedAt", Value: now}}},
+		{Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}},
+	})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		c.errors.Add(1)
+	}
+}
+
+// Trigger records a manual run of a schedule now (source "manual"), whether
+// or not the schedule is enabled, and starts executing it in the
+// background under the schedule's overlap policy. It returns the run as
+// recorded (pending). Two triggers in the same second are one run. If the
+// process dies before executing it, the sweep does. A missing schedule
+// gives an error wrapping store.ErrNotFound.
+func (e *Engine) Trigger(ctx context.Context, scheduleID string) (*schedule.Run, error) {
+	var s schedule.Schedule
+	if err := e.schedules.Get(ctx, scheduleID, &s); err != nil {
+		return nil, fmt.Errorf("scheduler: trigger %s: %w", scheduleID, err)
+	}
+	now := e.now().UTC()
+	at := now.Truncate(time.Second)
+	rd := &runDoc{Run: schedule.Run{
+		ID:          schedule.RunID(s.ID, at, schedule.SourceManual, 1),
+		ScheduleID:  s.ID,
+		FireTime:    at,
+		Source:      schedule.SourceManual,
+		Status:      schedule.RunPending,
+		Attempt:     1,
+		CreatedAt:   now,
+		HeartbeatAt: now,
+	}, SweepAt: now.Add(e.reservation())}
+	inserted, err := e.runs.InsertIdempotent(ctx, rd)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: trigger %s: %w", scheduleID, err)
+	}
+	if !inserted {
+		var cur schedule.Run
+		if err := e.runs.Get(ctx, rd.ID, &cur); err != nil {
+			return nil, fmt.Errorf("scheduler: trigger %s: %w", scheduleID, err)
+		}
+		return &cur, nil
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		var c counters
+		e.execute(context.WithoutCancel(ctx), []*scheduleWork{{s: s, runs: []*runDoc{rd}}}, &c)
+	}()
+	run := rd.Run
+	return &run, nil
+}
