@@ -30,6 +30,21 @@ if ! command -v terraform >/dev/null 2>&1; then
   exit 1
 fi
 
+tmp_bin=""
+cli_config="$(mktemp)"
+trap 'rm -f "${cli_config}"; if [ -n "${tmp_bin}" ]; then rm -rf "${tmp_bin}"; fi' EXIT
+# Our own CLI config for every terraform call, so a user's ~/.terraformrc (or
+# a TF_CLI_CONFIG_FILE naming a missing file) plays no part.
+cat >"${cli_config}" <<HCL
+provider_installation {
+  dev_overrides {
+    "hashicorp/google" = "${CACHE_DIR}"
+  }
+  direct {}
+}
+HCL
+export TF_CLI_CONFIG_FILE="${cli_config}"
+
 echo "tf-check: terraform fmt -check -recursive ${TF_DIR}"
 if ! terraform fmt -check -recursive "${TF_DIR}"; then
   echo "tf-check: the files above need formatting: run terraform fmt -recursive ${TF_DIR}" >&2
@@ -42,7 +57,6 @@ if [ ! -x "${PROVIDER_BIN}" ]; then
   echo "tf-check: this takes about 9 minutes and 2 GB of memory the first time; later runs use the cache."
   mkdir -p "${CACHE_DIR}"
   tmp_bin="$(mktemp -d)"
-  trap 'rm -rf "${tmp_bin}"' EXIT
   # Build outside the repository so this module's go.mod plays no part.
   (cd "${tmp_bin}" && GOBIN="${tmp_bin}" GOFLAGS=-buildvcs=false go install \
     -ldflags="-s -w -X ${PROVIDER_MODULE}/version.ProviderVersion=${PROVIDER_VERSION}" \
@@ -52,18 +66,7 @@ if [ ! -x "${PROVIDER_BIN}" ]; then
   mv "${PROVIDER_BIN}.tmp" "${PROVIDER_BIN}"
 fi
 
-cli_config="$(mktemp)"
-trap 'rm -f "${cli_config}"; [ -n "${tmp_bin:-}" ] && rm -rf "${tmp_bin}"' EXIT
-cat >"${cli_config}" <<HCL
-provider_installation {
-  dev_overrides {
-    "hashicorp/google" = "${CACHE_DIR}"
-  }
-  direct {}
-}
-HCL
-
 echo "tf-check: terraform validate (hashicorp/google ${PROVIDER_VERSION} from ${CACHE_DIR}, no init)"
 # TF_IN_AUTOMATION drops the hints meant for humans; the dev_overrides
 # warning stays, which is expected here.
-TF_CLI_CONFIG_FILE="${cli_config}" TF_IN_AUTOMATION=1 terraform -chdir="${TF_DIR}" validate -no-color
+TF_IN_AUTOMATION=1 terraform -chdir="${TF_DIR}" validate -no-color
