@@ -1,0 +1,174 @@
+package gpu
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/baton-cron/baton/shared/httpapi"
+)
+
+// maxBody bounds request bodies: a payload at its limit, JSON-escaped, fits.
+const maxBody = 4 * MaxPayloadBytes
+
+// NewHandler serves the GPU REST API (the GPU function):
+//
+//	POST /gpu/jobs                      enqueue (201; 200 when the id existed)
+//	GET  /gpu/jobs?status=&pageToken=&pageSize=   list, newest first
+//	GET  /gpu/jobs/{id}                 read
+//	POST /gpu/jobs/{id}:cancel          cancel a queued or running job
+//	POST /gpu/jobs/{id}:heartbeat       worker: {slot, epoch}; 409 when stale or cancelled
+//	POST /gpu/jobs/{id}:complete        worker: {slot, epoch, exitCode, …}; 409 when stale
+//	GET  /gpu/pool                      each slot with its job, epoch and lease left
+//
+// Authentication is the caller's job (httpapi.RequireToken locally, IAM in
+// the cloud).
+func NewHandler(d *Dispatcher) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := route(d, w, r); err != nil {
+			httpapi.WriteError(w, r, toHTTP(err))
+		}
+	})
+}
+
+// route dispatches by hand: ServeMux wildcards cannot express "{id}:cancel".
+func route(d *Dispatcher, w http.ResponseWriter, r *http.Request) error {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(parts) < 2 || parts[0] != "gpu" || len(parts) > 3 || (parts[1] != "jobs" && parts[1] != "pool") {
+		return httpapi.NotFound("no route for %s; see /gpu/jobs and /gpu/pool", r.URL.Path)
+	}
+	ctx := r.Context()
+	switch {
+	case parts[1] == "pool" && len(parts) == 2:
+		if err := only(w, r, http.MethodGet); err != nil {
+			return err
+		}
+		slots, err := d.Slots(ctx)
+		if err != nil {
+			return err
+		}
+		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"slots": slots})
+	case parts[1] == "jobs" && len(parts) == 2 && r.Method == http.MethodPost:
+		var req EnqueueRequest
+		if err := httpapi.DecodeJSON(w, r, maxBody, &req); err != nil {
+			return err
+		}
+		job, created, err := d.Enqueue(ctx, req)
+		if err != nil {
+			return err
+		}
+		status := http.StatusOK
+		if created {
+			status = http.StatusCreated
+			w.Header().Set("Location", "/gpu/jobs/"+url.PathEscape(job.ID))
+		}
+		httpapi.WriteJSON(w, status, job)
+	case parts[1] == "jobs" && len(parts) == 2:
+		if err := only(w, r, http.MethodGet, http.MethodPost); err != nil {
+			return err
+		}
+		q := r.URL.Query()
+		lq := ListQuery{Status: q.Get("status"), PageToken: q.Get("pageToken")}
+		if s := q.Get("pageSize"); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return httpapi.BadRequest("pageSize", "must be a positive integer, not %q", s)
+			}
+			lq.PageSize = n
+		}
+		jobs, next, err := d.List(ctx, lq)
+		if err != nil {
+			return err
+		}
+		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"jobs": jobs, "nextPageToken": next})
+	case parts[1] == "jobs" && len(parts) == 3:
+		return jobRoute(d, w, r, parts[2])
+	default:
+		return httpapi.NotFound("no route for %s", r.URL.Path)
+	}
+	return nil
+}
+
+func jobRoute(d *Dispatcher, w http.ResponseWriter, r *http.Request, seg string) error {
+	ctx := r.Context()
+	id, action, _ := strings.Cut(seg, ":")
+	var (
+		job Job
+		err error
+	)
+	switch action {
+	case "":
+		if err := only(w, r, http.MethodGet); err != nil {
+			return err
+		}
+		job, err = d.Get(ctx, id)
+	case "cancel":
+		if err := only(w, r, http.MethodPost); err != nil {
+			return err
+		}
+		job, err = d.Cancel(ctx, id)
+	case "heartbeat", "complete":
+		if err := only(w, r, http.MethodPost); err != nil {
+			return err
+		}
+		var c CompleteRequest
+		if action == "heartbeat" {
+			var h HeartbeatRequest
+			err = httpapi.DecodeJSON(w, r, maxBody, &h)
+			c.Fence = h.Fence
+		} else {
+			err = httpapi.DecodeJSON(w, r, maxBody, &c)
+		}
+		if err == nil {
+			err = checkFence(c.Fence)
+		}
+		if err != nil {
+			return err
+		}
+		if action == "heartbeat" {
+			job, err = d.Heartbeat(ctx, id, c.Fence)
+		} else {
+			job, err = d.Complete(ctx, id, c)
+		}
+	default:
+		return httpapi.NotFound("unknown action %q; want cancel, heartbeat or complete", action)
+	}
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, job)
+	return nil
+}
+
+func checkFence(f Fence) error {
+	if f.Slot == "" {
+		return httpapi.BadRequest("slot", "is required: the slot id from POST /run")
+	}
+	if f.Epoch < 1 {
+		return httpapi.BadRequest("epoch", "must be the positive fence epoch from POST /run, not %d", f.Epoch)
+	}
+	return nil
+}
+
+func only(w http.ResponseWriter, r *http.Request, methods ...string) error {
+	for _, m := range methods {
+		if r.Method == m {
+			return nil
+		}
+	}
+	w.Header().Set("Allow", strings.Join(methods, ", "))
+	return httpapi.MethodNotAllowed(r.Method)
+}
+
+// toHTTP maps the package's sentinels to API errors.
+func toHTTP(err error) error {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return httpapi.NotFound("%v", err)
+	case errors.Is(err, ErrStaleFence), errors.Is(err, ErrCancelled), errors.Is(err, ErrFinished):
+		return httpapi.Conflict("%v", err)
+	}
+	return err
+}

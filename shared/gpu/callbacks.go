@@ -1,0 +1,164 @@
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/shared/store"
+)
+
+// held is the filter for "job id is still held under fence f".
+func held(id string, f Fence) bson.D {
+	return bson.D{{Key: "_id", Value: id}, {Key: "slot", Value: f.Slot}, {Key: "epoch", Value: f.Epoch}, {Key: "status", Value: bson.D{{Key: "$in", Value: active}}}}
+}
+
+// Heartbeat records that the worker holding job id under fence f is alive:
+// the first one moves the job to running and stamps startedAt; each one
+// extends the job's and the slot's lease. A stale fence gets ErrStaleFence;
+// a job cancelled under this fence gets ErrCancelled. Either way the worker
+// must stop its command.
+func (d *Dispatcher) Heartbeat(ctx context.Context, id string, f Fence) (Job, error) {
+	now := d.cfg.Now().UTC()
+	lease := now.Add(d.cfg.LeaseTTL)
+	var job Job
+	err := d.jobs.FindOneAndUpdate(ctx, held(id, f),
+		bson.D{
+			{Key: "$set", Value: bson.D{{Key: "status", Value: StatusRunning}, {Key: "heartbeatAt", Value: now}, {Key: "leaseUntil", Value: lease}}},
+			// $min keeps the first heartbeat's time.
+			{Key: "$min", Value: bson.D{{Key: "startedAt", Value: now}}},
+		}, &job)
+	if errors.Is(err, store.ErrConflict) {
+		return Job{}, d.whyNotHeld(ctx, id, f, "heartbeat")
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("gpu: heartbeat %s: %w", id, err)
+	}
+	err = d.slots.FencedUpdate(ctx, bson.D{{Key: "_id", Value: f.Slot}}, store.Fence{Field: "epoch", Epoch: f.Epoch},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: id}, {Key: "leaseUntil", Value: lease}}}})
+	if err != nil {
+		// The job lease was extended; the slot's will be on the next beat.
+		d.cfg.Logger.Warn("gpu: heartbeat: extend slot lease", "job", id, "slot", f.Slot, "error", err.Error())
+	}
+	return job, nil
+}
+
+// whyNotHeld explains a failed fenced write on job id.
+func (d *Dispatcher) whyNotHeld(ctx context.Context, id string, f Fence, op string) error {
+	job, err := d.Get(ctx, id)
+	if err != nil {
+		return fmt.Errorf("gpu: %s %s: %w", op, id, err)
+	}
+	if job.Slot == f.Slot && job.Epoch == f.Epoch && job.Status == StatusCancelled {
+		return fmt.Errorf("gpu: %s %s: %w", op, id, ErrCancelled)
+	}
+	return fmt.Errorf("gpu: %s %s: fence %s@%d, job is %s on %q@%d: %w", op, id, f.Slot, f.Epoch, job.Status, job.Slot, job.Epoch, ErrStaleFence)
+}
+
+// Complete records the outcome reported by the worker holding job id under
+// fence c.Fence, frees the slot and dispatches the next job before it
+// returns. Exit 0 is succeeded, anything else failed; an interrupted job
+// (worker shutting down) is requeued at once with attempts+1, or dead when
+// that used up maxAttempts. A completion repeated after a lost answer is
+// accepted again; one from a stale holder gets ErrStaleFence. A worker that
+// stopped a cancelled job reports here too, which frees its slot.
+func (d *Dispatcher) Complete(ctx context.Context, id string, c CompleteRequest) (Job, error) {
+	job, err := d.Get(ctx, id)
+	if err != nil {
+		return Job{}, fmt.Errorf("gpu: complete: %w", err)
+	}
+	if job.Slot != c.Slot || job.Epoch != c.Epoch {
+		return Job{}, fmt.Errorf("gpu: complete %s: fence %s@%d, job is %s on %q@%d: %w", id, c.Slot, c.Epoch, job.Status, job.Slot, job.Epoch, ErrStaleFence)
+	}
+	if !Terminal(job.Status) {
+		now := d.cfg.Now().UTC()
+		var update bson.D
+		switch {
+		case c.Interrupted:
+			update = d.requeueUpdate(job, "interrupted: "+c.Error)
+		default:
+			status := StatusSucceeded
+			if c.ExitCode != 0 || c.TimedOut {
+				status = StatusFailed
+			}
+			code := c.ExitCode
+			update = bson.D{
+				{Key: "$set", Value: bson.D{{Key: "status", Value: status}, {Key: "exitCode", Value: code}, {Key: "output", Value: c.Output}, {Key: "stdout", Value: truncate(c.Stdout, StdoutHeadBytes)}, {Key: "error", Value: c.Error}, {Key: "finishedAt", Value: now}}},
+				{Key: "$unset", Value: bson.D{{Key: "leaseUntil", Value: ""}}},
+			}
+		}
+		filter := held(id, c.Fence)
+		filter = append(filter, bson.E{Key: "attempts", Value: job.Attempts})
+		if err := d.jobs.UpdateOne(ctx, filter, update); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				// Cancelled or requeued between our read and write.
+				if werr := d.whyNotHeld(ctx, id, c.Fence, "complete"); !errors.Is(werr, ErrCancelled) {
+					return Job{}, werr
+				}
+			} else {
+				return Job{}, fmt.Errorf("gpu: complete %s: %w", id, err)
+			}
+		}
+	}
+	// The worker is done with the slot, whatever the job's fate.
+	d.freeSlot(ctx, c.Slot, c.Epoch, time.Unix(0, 0).UTC())
+	if _, err := d.Dispatch(ctx); err != nil {
+		d.cfg.Logger.Warn("gpu: dispatch after completion", "job", id, "error", err.Error())
+	}
+	return d.Get(ctx, id)
+}
+
+// requeueUpdate takes a job back from its holder, using one attempt: queued
+// again, or dead when it has used maxAttempts.
+func (d *Dispatcher) requeueUpdate(job Job, reason string) bson.D {
+	now := d.cfg.Now().UTC()
+	attempts := job.Attempts + 1
+	if attempts >= job.MaxAttempts {
+		return bson.D{
+			{Key: "$set", Value: bson.D{{Key: "status", Value: StatusDead}, {Key: "attempts", Value: attempts}, {Key: "error", Value: reason}, {Key: "finishedAt", Value: now}}},
+			{Key: "$unset", Value: bson.D{{Key: "leaseUntil", Value: ""}}},
+		}
+	}
+	return bson.D{
+		{Key: "$set", Value: bson.D{{Key: "status", Value: StatusQueued}, {Key: "attempts", Value: attempts}, {Key: "error", Value: reason}, {Key: "epoch", Value: int64(0)}}},
+		{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "worker", Value: ""}, {Key: "leaseUntil", Value: ""}, {Key: "dispatchedAt", Value: ""}, {Key: "startedAt", Value: ""}, {Key: "heartbeatAt", Value: ""}}},
+	}
+}
+
+// Cancel cancels a queued, dispatched or running job. A running job's
+// worker learns it on its next heartbeat (409), stops its command and
+// reports, which frees the slot; if the worker is gone, the slot's lease
+// runs out. Cancelling a finished job gets ErrFinished.
+func (d *Dispatcher) Cancel(ctx context.Context, id string) (Job, error) {
+	for range 5 {
+		job, err := d.Get(ctx, id)
+		if err != nil {
+			return Job{}, fmt.Errorf("gpu: cancel: %w", err)
+		}
+		if Terminal(job.Status) {
+			return job, fmt.Errorf("gpu: cancel %s: it is %s: %w", id, job.Status, ErrFinished)
+		}
+		filter := bson.D{{Key: "_id", Value: id}, {Key: "status", Value: job.Status}, {Key: "epoch", Value: job.Epoch}}
+		err = d.jobs.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: bson.D{
+			{Key: "status", Value: StatusCancelled}, {Key: "finishedAt", Value: d.cfg.Now().UTC()}}},
+			{Key: "$unset", Value: bson.D{{Key: "leaseUntil", Value: ""}}}})
+		if errors.Is(err, store.ErrConflict) {
+			continue // it moved on; look again
+		}
+		if err != nil {
+			return Job{}, fmt.Errorf("gpu: cancel %s: %w", id, err)
+		}
+		return d.Get(ctx, id)
+	}
+	return Job{}, fmt.Errorf("gpu: cancel %s: the job kept changing state: %w", id, store.ErrConflict)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

@@ -1,0 +1,356 @@
+package gpu
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+// Defaults for Config.
+const (
+	DefaultLeaseTTL       = 60 * time.Second
+	DefaultRefusalBackoff = 2 * time.Second
+	DefaultRunTimeout     = 15 * time.Second
+)
+
+// Config configures a Dispatcher.
+type Config struct {
+	// Store holds gpu_jobs and gpu_slots. Required.
+	Store *store.Store
+	// Pool lists the workers (see ParsePool).
+	Pool Pool
+	// HTTPClient posts /run to workers; nil means a client with RunTimeout.
+	HTTPClient *http.Client
+	// Authorize adds credentials to each POST /run: a bearer token locally,
+	// a Google ID token for the worker's URL in the cloud. Nil adds none.
+	Authorize func(req *http.Request) error
+	// Now is the clock for leases; nil means time.Now.
+	Now func() time.Time
+	// LeaseTTL is the slot and job lease; heartbeats extend it.
+	LeaseTTL time.Duration
+	// RefusalBackoff keeps a slot whose worker refused a job out of
+	// dispatch for a moment, so a busy worker is not hammered.
+	RefusalBackoff time.Duration
+	// RunTimeout bounds POST /run. Cloud Run answers 429 after about 10 s
+	// at max instances, so the default is a little longer.
+	RunTimeout time.Duration
+	// Logger; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Dispatcher is the busy-aware GPU dispatcher. It is safe for concurrent
+// use, and any number of dispatchers (function instances) may share one
+// database: every state change is a conditional update.
+type Dispatcher struct {
+	cfg   Config
+	jobs  *store.Collection
+	slots *store.Collection
+	ids   []string
+	urls  map[string]string // slot id → worker URL
+
+	initMu sync.Mutex
+	inited bool
+}
+
+// New returns a dispatcher. Slot documents and indexes are created on
+// first use (see Init).
+func New(cfg Config) (*Dispatcher, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("gpu: new dispatcher: Config.Store is nil")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	if cfg.RefusalBackoff <= 0 {
+		cfg.RefusalBackoff = DefaultRefusalBackoff
+	}
+	if cfg.RunTimeout <= 0 {
+		cfg.RunTimeout = DefaultRunTimeout
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: cfg.RunTimeout}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	d := &Dispatcher{
+		cfg:   cfg,
+		jobs:  cfg.Store.Collection(JobsCollection),
+		slots: cfg.Store.Collection(SlotsCollection),
+		ids:   cfg.Pool.slotIDs(),
+		urls:  map[string]string{},
+	}
+	for _, w := range cfg.Pool {
+		for i := 0; i < w.Slots; i++ {
+			d.urls[SlotID(w.URL, i)] = w.URL
+		}
+	}
+	return d, nil
+}
+
+// Pool returns the configured pool.
+func (d *Dispatcher) Pool() Pool { return d.cfg.Pool }
+
+// LeaseTTL returns the slot and job lease.
+func (d *Dispatcher) LeaseTTL() time.Duration { return d.cfg.LeaseTTL }
+
+// Init creates the indexes and one document per configured slot. It is
+// idempotent, and every other method calls it first.
+func (d *Dispatcher) Init(ctx context.Context) error {
+	d.initMu.Lock()
+	defer d.initMu.Unlock()
+	if d.inited {
+		return nil
+	}
+	if err := d.cfg.Store.EnsureIndexes(ctx, Indexes...); err != nil {
+		return fmt.Errorf("gpu: init: %w", err)
+	}
+	for _, id := range d.ids {
+		slot := Slot{ID: id, Worker: d.urls[id], LeaseUntil: time.Unix(0, 0).UTC()}
+		if _, err := d.slots.InsertIdempotent(ctx, slot); err != nil {
+			return fmt.Errorf("gpu: init slot %s: %w", id, err)
+		}
+	}
+	d.inited = true
+	return nil
+}
+
+// Enqueue validates req, inserts the job (idempotently when req.ID is set)
+// and dispatches at once. created is false when a job with that id existed.
+func (d *Dispatcher) Enqueue(ctx context.Context, req EnqueueRequest) (job Job, created bool, err error) {
+	if err := req.normalize(); err != nil {
+		return Job{}, false, err
+	}
+	id := req.ID
+	if id == "" {
+		id = newJobID(d.cfg.Now())
+	}
+	return d.insert(ctx, id, SourceAPI, req)
+}
+
+// EnqueueRun enqueues the gpu target of a schedule run. The job id comes
+// from the run id, so a repeated call (a retried tick) enqueues nothing
+// twice. It implements scheduler.GPU.
+func (d *Dispatcher) EnqueueRun(ctx context.Context, runID string, t schedule.GPUTarget) (string, error) {
+	req := EnqueueRequest{ID: "run-" + runID, Payload: t.Payload, Priority: t.Priority, MaxAttempts: t.MaxAttempts, Timeout: t.Timeout}
+	if err := req.normalize(); err != nil {
+		return "", fmt.Errorf("gpu: enqueue run %s: %w", runID, err)
+	}
+	job, _, err := d.insert(ctx, req.ID, SourceRunPrefix+runID, req)
+	if err != nil {
+		return "", err
+	}
+	return job.ID, nil
+}
+
+func (d *Dispatcher) insert(ctx context.Context, id, source string, req EnqueueRequest) (Job, bool, error) {
+	if err := d.Init(ctx); err != nil {
+		return Job{}, false, err
+	}
+	job := Job{
+		ID: id, Status: StatusQueued, Priority: req.Priority, MaxAttempts: req.MaxAttempts,
+		Timeout: req.Timeout, Payload: req.Payload, Source: source, CreatedAt: d.cfg.Now().UTC(),
+	}
+	created, err := d.jobs.InsertIdempotent(ctx, job)
+	if err != nil {
+		return Job{}, false, fmt.Errorf("gpu: enqueue %s: %w", id, err)
+	}
+	if !created {
+		job, err = d.Get(ctx, id)
+		return job, false, err
+	}
+	if _, err := d.Dispatch(ctx); err != nil {
+		// The job is safely queued; the next completion or sweep
+		// dispatches it.
+		d.cfg.Logger.Warn("gpu: dispatch after enqueue", "job", id, "error", err.Error())
+	}
+	if got, err := d.Get(ctx, id); err == nil {
+		job = got
+	}
+	return job, true, nil
+}
+
+// newJobID is time-ordered (for humans reading a list) and random enough
+// to never collide.
+func newJobID(now time.Time) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "j" + now.UTC().Format("20060102T150405.000") + "-" + hex.EncodeToString(b[:])
+}
+
+// Dispatch sends queued jobs to free slots until it runs out of either,
+// and returns how many jobs it handed to a worker. Slots whose worker
+// refuses are skipped for the rest of the call and back off briefly.
+func (d *Dispatcher) Dispatch(ctx context.Context) (int, error) {
+	if err := d.Init(ctx); err != nil {
+		return 0, err
+	}
+	if len(d.ids) == 0 {
+		return 0, nil
+	}
+	refused := map[string]bool{}
+	n := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
+		slot, job, err := d.claim(ctx, refused)
+		if err != nil || job == nil {
+			return n, err
+		}
+		if err := d.send(ctx, slot, job); err != nil {
+			if !errors.Is(err, ErrRefused) {
+				return n, err
+			}
+			refused[slot.ID] = true
+			continue
+		}
+		n++
+	}
+}
+
+// claim takes a claimable slot and then the best queued job. It returns a
+// nil job when there is no free slot or no queued job.
+func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot, *Job, error) {
+	ids := make(bson.A, 0, len(d.ids))
+	for _, id := range d.ids {
+		if !refused[id] {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil, nil
+	}
+	now := d.cfg.Now().UTC()
+	lease := now.Add(d.cfg.LeaseTTL)
+	// Step 1: the slot. Bumping the epoch fences out whoever held it
+	// before. If we die here, the slot's lease runs out and it is
+	// claimable again.
+	var slot Slot
+	err := d.slots.FindOneAndUpdate(ctx,
+		bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "leaseUntil", Value: bson.D{{Key: "$lte", Value: now}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: lease}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}}},
+		&slot, options.FindOneAndUpdate().SetSort(bson.D{{Key: "leaseUntil", Value: 1}, {Key: "_id", Value: 1}}))
+	if errors.Is(err, store.ErrConflict) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("gpu: claim slot: %w", err)
+	}
+	// Step 2: the job, stamped with the slot's fence. If we die here, the
+	// job's own lease runs out and Sweep requeues it.
+	var job Job
+	err = d.jobs.FindOneAndUpdate(ctx,
+		bson.D{{Key: "status", Value: StatusQueued}},
+		bson.D{{Key: "$set", Value: bson.D{
+			{Key: "status", Value: StatusDispatched}, {Key: "slot", Value: slot.ID}, {Key: "worker", Value: slot.Worker},
+			{Key: "epoch", Value: slot.Epoch}, {Key: "leaseUntil", Value: lease}, {Key: "dispatchedAt", Value: now},
+		}}},
+		&job, options.FindOneAndUpdate().SetSort(bson.D{{Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}))
+	if errors.Is(err, store.ErrConflict) {
+		d.freeSlot(ctx, slot.ID, slot.Epoch, time.Unix(0, 0).UTC())
+		return nil, nil, nil
+	}
+	if err != nil {
+		d.freeSlot(ctx, slot.ID, slot.Epoch, time.Unix(0, 0).UTC())
+		return nil, nil, fmt.Errorf("gpu: claim job: %w", err)
+	}
+	// Step 3: link the slot to the job, under the fence.
+	err = d.slots.FencedUpdate(ctx, bson.D{{Key: "_id", Value: slot.ID}}, store.Fence{Field: "epoch", Epoch: slot.Epoch},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: job.ID}}}})
+	if err != nil {
+		// We were too slow and lost the slot: give the job back unharmed.
+		d.requeueUnharmed(ctx, &job)
+		if errors.Is(err, store.ErrConflict) {
+			return nil, nil, nil
+		}
+		return nil, nil, fmt.Errorf("gpu: link slot %s to job %s: %w", slot.ID, job.ID, err)
+	}
+	slot.JobID = job.ID
+	return &slot, &job, nil
+}
+
+// send posts the job to the slot's worker. On any refusal the job goes
+// back to the queue without using an attempt, and the slot backs off.
+func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job) error {
+	body, _ := json.Marshal(RunRequest{
+		JobID: job.ID, Attempt: job.Attempts + 1, Slot: slot.ID, Epoch: slot.Epoch,
+		Payload: job.Payload, Timeout: job.Timeout, Lease: schedule.Duration(d.cfg.LeaseTTL),
+	})
+	err := d.post(ctx, slot.Worker, body)
+	if err == nil {
+		return nil
+	}
+	d.cfg.Logger.Info("gpu: worker refused job; requeued without using an attempt", "job", job.ID, "slot", slot.ID, "error", err.Error())
+	d.requeueUnharmed(ctx, job)
+	d.freeSlot(ctx, slot.ID, slot.Epoch, d.cfg.Now().UTC().Add(d.cfg.RefusalBackoff))
+	return fmt.Errorf("%w: %s: %v", ErrRefused, slot.Worker, err)
+}
+
+func (d *Dispatcher) post(ctx context.Context, workerURL string, body []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.RunTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, workerURL+"/run", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if d.cfg.Authorize != nil {
+		if err := d.cfg.Authorize(req); err != nil {
+			return fmt.Errorf("authorize: %w", err)
+		}
+	}
+	resp, err := d.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST /run: %s: %s", resp.Status, bytes.TrimSpace(msg))
+	}
+	return nil
+}
+
+// requeueUnharmed puts a dispatched job back in the queue with its
+// attempts unchanged (the worker never ran it).
+func (d *Dispatcher) requeueUnharmed(ctx context.Context, job *Job) {
+	err := d.jobs.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: job.ID}, {Key: "slot", Value: job.Slot}, {Key: "epoch", Value: job.Epoch}, {Key: "status", Value: StatusDispatched}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: StatusQueued}, {Key: "epoch", Value: int64(0)}}},
+			{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "worker", Value: ""}, {Key: "leaseUntil", Value: ""}, {Key: "dispatchedAt", Value: ""}}}})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		// Its lease will run out and Sweep will requeue it.
+		d.cfg.Logger.Warn("gpu: requeue refused job", "job", job.ID, "error", err.Error())
+	}
+}
+
+// freeSlot releases a slot held at epoch, making it claimable at
+// claimableAt (the zero lease for at once). A newer holder is left alone.
+func (d *Dispatcher) freeSlot(ctx context.Context, id string, epoch int64, claimableAt time.Time) {
+	err := d.slots.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "epoch", Value: epoch}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: claimableAt}}}})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		// Its lease will run out on its own.
+		d.cfg.Logger.Warn("gpu: free slot", "slot", id, "error", err.Error())
+	}
+}

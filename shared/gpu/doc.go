@@ -1,0 +1,43 @@
+// Package gpu is baton's busy-aware dispatcher for a pool of GPU workers
+// (Cloud Run GPU services, or local in-process workers).
+//
+// # Model
+//
+// The queue lives in the database, not in the workers. Each GPU slot (one
+// instance of a worker service running one job) is a document in
+// gpu_slots: {_id, worker, jobId, leaseUntil, epoch}. Each job is a
+// document in gpu_jobs whose status moves
+//
+//	queued → dispatched → running → succeeded | failed | dead | cancelled
+//
+// # Dispatch
+//
+// Dispatch claims a slot whose lease has run out (a free slot has a lease in
+// the past) with a conditional findOneAndUpdate that bumps the slot's epoch,
+// then claims the best queued job (priority descending, then createdAt,
+// then _id) with a second one, links the two, and POSTs /run to the worker
+// with the job, the slot and the epoch. A worker that answers 429 or cannot
+// be reached costs the job no attempt: the job goes back to the queue and
+// the slot backs off briefly.
+//
+// The protocol is crash-safe without transactions. A dispatcher that dies
+// after claiming a slot leaves a slot whose lease expires, so it becomes
+// claimable again. One that dies after claiming the job leaves a dispatched
+// job whose own lease expires, so Sweep requeues it.
+//
+// # Fencing
+//
+// Every write a slot holder makes is conditional on the (slot, epoch) pair
+// it was given. A slot's epoch only goes up, so the pair is unique forever,
+// and a worker that was paused, partitioned or presumed dead gets
+// ErrStaleFence (HTTP 409) and stops its child.
+//
+// # Events instead of keyspace notifications
+//
+// A completion callback frees the slot and dispatches the next job before
+// it answers; Enqueue dispatches at once; Sweep, called by every tick,
+// requeues jobs whose lease expired (attempts+1) and marks dead those that
+// used up maxAttempts.
+//
+// The worker side lives in package gpu/worker.
+package gpu

@@ -1,0 +1,25 @@
+package gpu
+
+import "errors"
+
+// Sentinel errors. Callers branch on them with errors.Is; the HTTP layer
+// maps them to status codes (see Handler).
+var (
+	// ErrNotFound: no job with that id.
+	ErrNotFound = errors.New("gpu: job not found")
+	// ErrStaleFence: the caller's (slot, epoch) no longer holds the job; it
+	// must stop working on it. HTTP 409.
+	ErrStaleFence = errors.New("gpu: stale fence: the job is no longer held by this slot and epoch")
+	// ErrCancelled: the job was cancelled while the caller held it. The
+	// worker must stop its child and then report completion, which frees
+	// the slot. HTTP 409.
+	ErrCancelled = errors.New("gpu: job cancelled")
+	// ErrFinished: the job already reached a terminal state, so it cannot
+	// be cancelled. HTTP 409.
+	ErrFinished = errors.New("gpu: job already finished")
+	// ErrBadPool: the pool configuration cannot be parsed.
+	ErrBadPool = errors.New("gpu: bad pool")
+	// ErrRefused: the worker refused the job (429, unreachable, or another
+	// non-2xx answer). The job is requeued without using an attempt.
+	ErrRefused = errors.New("gpu: worker refused the job")
+)

@@ -1,0 +1,202 @@
+package gpu
+
+import (
+	"regexp"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/shared/httpapi"
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+// Collections.
+const (
+	JobsCollection  = "gpu_jobs"
+	SlotsCollection = "gpu_slots"
+)
+
+// Job statuses.
+const (
+	StatusQueued     = "queued"     // waiting for a slot
+	StatusDispatched = "dispatched" // sent to a worker, not yet heard from
+	StatusRunning    = "running"    // the worker heartbeated
+	StatusSucceeded  = "succeeded"  // the command exited 0
+	StatusFailed     = "failed"     // the command exited non-zero or timed out
+	StatusDead       = "dead"       // its lease expired maxAttempts times
+	StatusCancelled  = "cancelled"  // cancelled through the API
+)
+
+// Statuses lists every job status, for validating ?status=.
+var Statuses = []string{StatusQueued, StatusDispatched, StatusRunning, StatusSucceeded, StatusFailed, StatusDead, StatusCancelled}
+
+// active are the statuses in which a slot holds the job.
+var active = bson.A{StatusDispatched, StatusRunning}
+
+// Terminal reports whether status is final.
+func Terminal(status string) bool {
+	switch status {
+	case StatusSucceeded, StatusFailed, StatusDead, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// Job sources.
+const (
+	// SourceAPI marks a job enqueued with POST /gpu/jobs.
+	SourceAPI = "api"
+	// SourceRunPrefix, followed by the run id, marks a job enqueued by a
+	// schedule's gpu target.
+	SourceRunPrefix = "run:"
+)
+
+// Limits and defaults for a job.
+const (
+	MaxPayloadBytes    = 256 << 10
+	StdoutHeadBytes    = 4 << 10
+	MaxPriority        = 1000
+	DefaultMaxAttempts = 3
+	MaxMaxAttempts     = 100
+	DefaultTimeout     = time.Hour
+	MinTimeout         = time.Second
+	MaxTimeout         = 24 * time.Hour
+)
+
+// Job is a GPU job document.
+type Job struct {
+	ID          string            `bson:"_id" json:"id"`
+	Status      string            `bson:"status" json:"status"`
+	Priority    int               `bson:"priority" json:"priority"`
+	Attempts    int               `bson:"attempts" json:"attempts"`
+	MaxAttempts int               `bson:"maxAttempts" json:"maxAttempts"`
+	Timeout     schedule.Duration `bson:"timeout" json:"timeout"`
+	Payload     string            `bson:"payload" json:"payload,omitempty"`
+	Source      string            `bson:"source" json:"source"`
+	CreatedAt   time.Time         `bson:"createdAt" json:"createdAt"`
+
+	// Slot, Worker and Epoch name the holder while dispatched or running
+	// (and, for a job cancelled while running, the holder that must still
+	// report). Together Slot and Epoch are the fence.
+	Slot   string `bson:"slot,omitempty" json:"slot,omitempty"`
+	Worker string `bson:"worker,omitempty" json:"worker,omitempty"`
+	Epoch  int64  `bson:"epoch" json:"epoch,omitempty"`
+	// LeaseUntil is when Sweep may take the job back; heartbeats extend it.
+	LeaseUntil *time.Time `bson:"leaseUntil,omitempty" json:"leaseUntil,omitempty"`
+
+	DispatchedAt *time.Time `bson:"dispatchedAt,omitempty" json:"dispatchedAt,omitempty"`
+	StartedAt    *time.Time `bson:"startedAt,omitempty" json:"startedAt,omitempty"`
+	HeartbeatAt  *time.Time `bson:"heartbeatAt,omitempty" json:"heartbeatAt,omitempty"`
+	FinishedAt   *time.Time `bson:"finishedAt,omitempty" json:"finishedAt,omitempty"`
+
+	ExitCode *int   `bson:"exitCode,omitempty" json:"exitCode,omitempty"`
+	Output   string `bson:"output,omitempty" json:"output,omitempty"`
+	Stdout   string `bson:"stdout,omitempty" json:"stdout,omitempty"`
+	Error    string `bson:"error,omitempty" json:"error,omitempty"`
+}
+
+// Slot is a GPU slot document. A slot whose LeaseUntil is in the past is
+// claimable: free slots carry the zero lease; JobID is empty while the slot
+// is being claimed or backing off after a refusal.
+type Slot struct {
+	ID         string    `bson:"_id" json:"id"`
+	Worker     string    `bson:"worker" json:"worker"`
+	JobID      string    `bson:"jobId" json:"jobId,omitempty"`
+	LeaseUntil time.Time `bson:"leaseUntil" json:"leaseUntil"`
+	Epoch      int64     `bson:"epoch" json:"epoch"`
+}
+
+// Fence names the slot hold under which a worker acts.
+type Fence struct {
+	Slot  string `json:"slot"`
+	Epoch int64  `json:"epoch"`
+}
+
+// RunRequest is the body of POST /run to a worker.
+type RunRequest struct {
+	JobID   string            `json:"jobId"`
+	Attempt int               `json:"attempt"` // 1-based
+	Slot    string            `json:"slot"`
+	Epoch   int64             `json:"epoch"`
+	Payload string            `json:"payload"`
+	Timeout schedule.Duration `json:"timeout"`
+	// Lease is the slot lease; the worker heartbeats about three times per
+	// lease.
+	Lease schedule.Duration `json:"lease"`
+}
+
+// Fence returns the request's fence.
+func (r RunRequest) Fence() Fence { return Fence{Slot: r.Slot, Epoch: r.Epoch} }
+
+// HeartbeatRequest is the body of POST /gpu/jobs/{id}:heartbeat.
+type HeartbeatRequest struct {
+	Fence
+}
+
+// CompleteRequest is the body of POST /gpu/jobs/{id}:complete.
+type CompleteRequest struct {
+	Fence
+	// ExitCode is the command's exit status; -1 when it was killed.
+	ExitCode int `json:"exitCode"`
+	// Output is where stdout and stderr were stored (gs://bucket/outputs/<id>/…/).
+	Output string `json:"output,omitempty"`
+	// Stdout is the first StdoutHeadBytes of stdout, for a quick look
+	// without the bucket.
+	Stdout string `json:"stdout,omitempty"`
+	// Error describes a failure to start, a timeout or a kill.
+	Error string `json:"error,omitempty"`
+	// TimedOut: the worker killed the command at the job's timeout.
+	TimedOut bool `json:"timedOut,omitempty"`
+	// Interrupted: the worker is shutting down (SIGTERM) and stopped the
+	// command; the job is requeued at once with attempts+1.
+	Interrupted bool `json:"interrupted,omitempty"`
+}
+
+// EnqueueRequest is the body of POST /gpu/jobs.
+type EnqueueRequest struct {
+	// ID is an optional idempotency key; enqueueing the same id twice
+	// returns the first job.
+	ID          string            `json:"id,omitempty"`
+	Payload     string            `json:"payload"`
+	Priority    int               `json:"priority"`
+	MaxAttempts int               `json:"maxAttempts,omitempty"`
+	Timeout     schedule.Duration `json:"timeout,omitempty"`
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}$`)
+
+// normalize fills defaults and validates; errors are 400s naming the field.
+func (r *EnqueueRequest) normalize() error {
+	if r.ID != "" && !idPattern.MatchString(r.ID) {
+		return httpapi.BadRequest("id", "must be 1-200 characters of letters, digits and ._@+- (no colon: it starts an action) starting with a letter or digit")
+	}
+	if len(r.Payload) > MaxPayloadBytes {
+		return httpapi.BadRequest("payload", "is %d bytes; the limit is %d (store big inputs in the bucket and pass their name)", len(r.Payload), MaxPayloadBytes)
+	}
+	if r.Priority < 0 || r.Priority > MaxPriority {
+		return httpapi.BadRequest("priority", "must be from 0 to %d (higher runs first), not %d", MaxPriority, r.Priority)
+	}
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = DefaultMaxAttempts
+	}
+	if r.MaxAttempts < 1 || r.MaxAttempts > MaxMaxAttempts {
+		return httpapi.BadRequest("maxAttempts", "must be from 1 to %d, not %d", MaxMaxAttempts, r.MaxAttempts)
+	}
+	if r.Timeout == 0 {
+		r.Timeout = schedule.Duration(DefaultTimeout)
+	}
+	if r.Timeout.D() < MinTimeout || r.Timeout.D() > MaxTimeout {
+		return httpapi.BadRequest("timeout", "must be from %s to %s, not %s", MinTimeout, MaxTimeout, r.Timeout)
+	}
+	return nil
+}
+
+// Indexes are the indexes the dispatcher's queries need.
+var Indexes = []store.Index{
+	{Collection: JobsCollection, Name: "queue", Keys: bson.D{{Key: "status", Value: 1}, {Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}},
+	{Collection: JobsCollection, Name: "leases", Keys: bson.D{{Key: "status", Value: 1}, {Key: "leaseUntil", Value: 1}}},
+	{Collection: JobsCollection, Name: "list", Keys: bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: JobsCollection, Name: "list_status", Keys: bson.D{{Key: "status", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: SlotsCollection, Name: "claim", Keys: bson.D{{Key: "leaseUntil", Value: 1}, {Key: "_id", Value: 1}}},
+}

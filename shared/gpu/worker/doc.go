@@ -1,0 +1,20 @@
+// Package worker is baton's GPU worker: the HTTP server behind
+// cmd/gpu-worker (one Cloud Run GPU instance) and behind each local worker
+// that `baton local` runs in-process.
+//
+// POST /run accepts one job at a time (202) and answers 429 while a job
+// runs. The job's command (Config.Command, an argv list) gets the payload
+// on stdin and BATON_JOB_ID, BATON_JOB_ATTEMPT, BATON_JOB_FENCE and
+// BATON_JOB_SLOT in its environment. While it runs, the worker heartbeats
+// the control plane (POST {control}/gpu/jobs/{id}:heartbeat with the
+// fence); a 409 means the job was cancelled or taken back, and the worker
+// kills the command's process group. It kills it at the job's timeout too.
+// stdout and stderr stream to the bucket under outputs/<jobId>/<attempt>/.
+// The worker marks itself free as soon as the command is gone and then
+// reports POST …:complete, so the dispatcher may hand it the next job at
+// once. Shutdown (SIGTERM) stops the command and reports the job
+// interrupted, so it is requeued without waiting for its lease.
+//
+// GET /healthz answers with the busy state and, where nvidia-smi exists,
+// its GPU summary.
+package worker
