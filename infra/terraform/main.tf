@@ -34,9 +34,12 @@ locals {
     Tick = {
       name        = "baton-tick"
       description = "baton tick: decides due runs, sweeps leases, dispatches GPU jobs (called by Cloud Scheduler)"
-      ingress     = "ALLOW_INTERNAL_ONLY" # Cloud Scheduler in the same project counts as internal.
-      timeout     = var.tick_timeout_seconds
-      memory      = "512Mi"
+      # Cloud Run's ingress docs (run/docs/securing/ingress) count Cloud
+      # Scheduler in the same project, calling the default run.app URL, as
+      # internal; nothing else needs to reach Tick.
+      ingress = "ALLOW_INTERNAL_ONLY"
+      timeout = var.tick_timeout_seconds
+      memory  = "512Mi"
       env = {
         BATON_MONGO_URI       = local.mongo_uri
         BATON_DATABASE        = var.database_name
