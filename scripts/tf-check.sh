@@ -6,10 +6,13 @@
 #      built from the Go module proxy (the only network it needs) and cached
 #      under $HOME/.cache/baton/terraform-provider-google/8.0.0/, so only the
 #      first run on a machine pays for the build (about 9 minutes, 2 GB).
+#   3. terraform test: infra/terraform/tests/*.tftest.hcl plan the whole
+#      configuration against a mocked provider (same schema, no Google), which
+#      evaluates locals, for_each and the variables' validation rules.
 #
-# validate runs with no `terraform init`: a CLI config whose dev_overrides
-# points hashicorp/google at the cached binary makes Terraform load the
-# provider from there without a registry, a lock file or .terraform/.
+# Both run with no `terraform init`: a CLI config whose dev_overrides points
+# hashicorp/google at the cached binary makes Terraform load the provider
+# from there without a registry, a lock file or .terraform/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -70,3 +73,6 @@ echo "tf-check: terraform validate (hashicorp/google ${PROVIDER_VERSION} from ${
 # TF_IN_AUTOMATION drops the hints meant for humans; the dev_overrides
 # warning stays, which is expected here.
 TF_IN_AUTOMATION=1 terraform -chdir="${TF_DIR}" validate -no-color
+
+echo "tf-check: terraform test (offline plan with a mocked provider)"
+TF_IN_AUTOMATION=1 terraform -chdir="${TF_DIR}" test -no-color
