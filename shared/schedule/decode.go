@@ -141,7 +141,7 @@ func walkObject(dec *json.Decoder, tok json.Token, path string, typeOf func(stri
 	for dec.More() {
 		kt, err := dec.Token()
 		if err != nil {
-			return jsonFieldError(err)
+			return inside(err)
 		}
 		key, ok := kt.(string)
 		if !ok { // cannot happen: the decoder only yields string keys
@@ -158,16 +158,27 @@ func walkObject(dec *json.Decoder, tok json.Token, path string, typeOf func(stri
 		}
 		vt, err := dec.Token()
 		if err != nil {
-			return jsonFieldError(err)
+			return inside(err)
 		}
 		if err := walkJSON(dec, vt, ft, field); err != nil {
 			return err
 		}
 	}
-	if _, err := dec.Token(); err != nil { // the closing '}'
-		return jsonFieldError(err)
+	if end, err := dec.Token(); err != nil { // the closing '}'
+		return inside(err)
+	} else if d, ok := end.(json.Delim); !ok || d != '}' {
+		return &FieldError{Field: path, Reason: "object is not closed"}
 	}
 	return nil
+}
+
+// inside maps a token error met inside an object: there, the end of input
+// means a truncated body, not an empty one.
+func inside(err error) error {
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return jsonFieldError(err)
 }
 
 // jsonFields maps the JSON names of t's fields to their types. Fields tagged
