@@ -111,11 +111,6 @@ func collect(root string) ([]string, error) {
 			return nil, fmt.Errorf("collect %s: %w", r, err)
 		}
 	}
-	for _, f := range files {
-		if f == stubName {
-			return nil, fmt.Errorf("collect: %s already exists at the module root; the build stub would replace it", stubName)
-		}
-	}
 	sort.Strings(files)
 	return files, nil
 }
