@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"math/bits"
 	"time"
 )
 
@@ -118,17 +119,31 @@ func (c *cronSpec) next(loc *time.Location, after time.Time) time.Time {
 			w = time.Date(w.Year(), w.Month(), w.Day()+1, 0, 0, 0, 0, time.UTC)
 			continue
 		}
-		if s.Hour&(1<<uint(w.Hour())) == 0 {
+		// Within a matching day, jump straight to the next set bit of each
+		// time field rather than stepping one unit at a time.
+		h := nextBit(s.Hour, w.Hour())
+		if h < 0 {
+			w = time.Date(w.Year(), w.Month(), w.Day()+1, 0, 0, 0, 0, time.UTC)
+			continue
+		}
+		if h != w.Hour() {
+			w = time.Date(w.Year(), w.Month(), w.Day(), h, 0, 0, 0, time.UTC)
+		}
+		m := nextBit(s.Minute, w.Minute())
+		if m < 0 {
 			w = time.Date(w.Year(), w.Month(), w.Day(), w.Hour()+1, 0, 0, 0, time.UTC)
 			continue
 		}
-		if s.Minute&(1<<uint(w.Minute())) == 0 {
+		if m != w.Minute() {
+			w = time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), m, 0, 0, time.UTC)
+		}
+		sec := nextBit(s.Second, w.Second())
+		if sec < 0 {
 			w = time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute()+1, 0, 0, time.UTC)
 			continue
 		}
-		if s.Second&(1<<uint(w.Second())) == 0 {
-			w = w.Add(time.Second)
-			continue
+		if sec != w.Second() {
+			w = time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), sec, 0, time.UTC)
 		}
 		if t := resolve(w, loc); t.After(after) {
 			return t
@@ -136,6 +151,16 @@ func (c *cronSpec) next(loc *time.Location, after time.Time) time.Time {
 		w = w.Add(time.Second)
 	}
 	return time.Time{}
+}
+
+// nextBit returns the lowest set bit of mask at position i or above (the
+// star bit excluded), or -1 if there is none.
+func nextBit(mask uint64, i int) int {
+	m := (mask &^ starBit) >> uint(i) << uint(i)
+	if m == 0 {
+		return -1
+	}
+	return bits.TrailingZeros64(m)
 }
 
 // starBit is the library's marker for a field written as "*" or "?".
