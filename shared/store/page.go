@@ -15,10 +15,14 @@ import (
 
 // PageQuery describes one page of a keyset-paginated list.
 type PageQuery struct {
-	// Filter restricts the documents; nil means all.
+	// Filter restricts the documents; nil means all. A token is bound to
+	// the filter's encoding, so pass the same filter for every page, and use
+	// bson.D rather than a many-key bson.M inside it (map order varies).
 	Filter bson.D
 	// SortField is the primary sort key; empty means _id alone. _id is
 	// always the tie-breaker, so equal sort keys never repeat or vanish.
+	// The field must hold one BSON type (missing or null is fine): MongoDB
+	// range operators do not compare across types.
 	SortField string
 	// Desc sorts newest (largest) first.
 	Desc bool
@@ -115,6 +119,11 @@ func (c *Collection) decodeToken(q PageQuery) (*pageToken, error) {
 	if err != nil || !bytes.Equal(qh, t.Query) {
 		return nil, fmt.Errorf("%w: it belongs to a different query", ErrBadPageToken)
 	}
+	// Only our encoder can sign a body, but a body it could not have made
+	// (from an older version, say) must not reach the query as a zero value.
+	if t.ID.Type == 0 || (q.SortField != "" && t.Sort.Type == 0) {
+		return nil, fmt.Errorf("%w: incomplete position", ErrBadPageToken)
+	}
 	return &t, nil
 }
 
@@ -210,18 +219,45 @@ func (c *Collection) findRaw(ctx context.Context, op string, filter any, opts ..
 	return raws, nil
 }
 
+// keysetAfter is the filter for "after (t.Sort, t.ID)" in the page order.
+// MongoDB compares values only within one type ($gt: 5 never matches a
+// string or a null), so the sort field must hold one type, and a missing or
+// null sort key, which sorts before every value, is handled apart: without
+// that, a page ending on a null key would never reach the values after it.
 func keysetAfter(q PageQuery, t *pageToken) bson.D {
 	cmp := "$gt"
 	if q.Desc {
 		cmp = "$lt"
 	}
-	if q.SortField == "" {
-		return bson.D{{Key: "_id", Value: bson.D{{Key: cmp, Value: t.ID}}}}
+	idAfter := bson.D{{Key: "$gt", Value: t.ID}}
+	if q.Desc {
+		idAfter = bson.D{{Key: "$lt", Value: t.ID}}
 	}
-	return bson.D{{Key: "$or", Value: bson.A{
-		bson.D{{Key: q.SortField, Value: bson.D{{Key: cmp, Value: t.Sort}}}},
-		bson.D{{Key: q.SortField, Value: t.Sort}, {Key: "_id", Value: bson.D{{Key: cmp, Value: t.ID}}}},
-	}}}
+	if q.SortField == "" {
+		return bson.D{{Key: "_id", Value: idAfter}}
+	}
+	f := q.SortField
+	isNull := t.Sort.Type == bson.TypeNull || t.Sort.Type == bson.TypeUndefined
+	switch {
+	case isNull && !q.Desc: // nulls first: every value is still ahead
+		return bson.D{{Key: "$or", Value: bson.A{
+			bson.D{{Key: f, Value: bson.D{{Key: "$ne", Value: nil}}}},
+			bson.D{{Key: f, Value: nil}, {Key: "_id", Value: idAfter}},
+		}}}
+	case isNull && q.Desc: // nulls last: only later nulls remain
+		return bson.D{{Key: f, Value: nil}, {Key: "_id", Value: idAfter}}
+	case q.Desc: // values, then the nulls at the end
+		return bson.D{{Key: "$or", Value: bson.A{
+			bson.D{{Key: f, Value: bson.D{{Key: cmp, Value: t.Sort}}}},
+			bson.D{{Key: f, Value: t.Sort}, {Key: "_id", Value: idAfter}},
+			bson.D{{Key: f, Value: nil}},
+		}}}
+	default:
+		return bson.D{{Key: "$or", Value: bson.A{
+			bson.D{{Key: f, Value: bson.D{{Key: cmp, Value: t.Sort}}}},
+			bson.D{{Key: f, Value: t.Sort}, {Key: "_id", Value: idAfter}},
+		}}}
+	}
 }
 
 func splitPath(p string) []string {

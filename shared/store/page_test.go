@@ -1,0 +1,309 @@
+package store_test
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/emulator/emutest"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+type item struct {
+	ID string `bson:"_id"`
+	K  int    `bson:"k"`
+}
+
+// seed inserts n documents whose sort key k takes only `distinct` values, so
+// most documents share their key with many others.
+func seed(t *testing.T, c *store.Collection, n, distinct int) {
+	t.Helper()
+	docs := make([]any, n)
+	for i := range docs {
+		docs[i] = item{ID: fmt.Sprintf("d%04d", i), K: i % distinct}
+	}
+	if _, err := c.Raw().InsertMany(context.Background(), docs); err != nil {
+		t.Fatalf("seed: %v", err)
+	}
+}
+
+// TestPageEachDocumentOnceWhileInserting pages over 1,000 documents with ten
+// distinct sort keys, ascending and descending, while another goroutine
+// inserts: every pre-existing document comes back exactly once, nothing comes
+// back twice, and the order never goes backwards.
+func TestPageEachDocumentOnceWhileInserting(t *testing.T) {
+	t.Parallel()
+	for _, desc := range []bool{false, true} {
+		t.Run(fmt.Sprintf("desc=%v", desc), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			c := emutest.Store(t).Collection("items")
+			seed(t, c, 1000, 10)
+
+			stop := make(chan struct{})
+			var inserted atomic.Int64
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					// New keys on both sides of the cursor, and ids that sort
+					// between existing ones.
+					if _, err := c.InsertIdempotent(ctx, item{ID: fmt.Sprintf("d%04d-new%d", i%1000, i), K: (i * 7) % 10}); err != nil {
+						t.Errorf("concurrent insert: %v", err)
+						return
+					}
+					inserted.Add(1)
+				}
+			}()
+
+			seen := map[string]int{}
+			var prev *item
+			q := store.PageQuery{SortField: "k", Desc: desc, Limit: 37}
+			for pages := 0; ; pages++ {
+				if pages > 200 {
+					t.Fatal("no end after 200 pages")
+				}
+				var docs []item
+				p, err := c.Page(ctx, q, &docs)
+				if err != nil {
+					t.Fatalf("page %d: %v", pages, err)
+				}
+				if p.Count != len(docs) {
+					t.Errorf("page %d: Count %d, decoded %d", pages, p.Count, len(docs))
+				}
+				for i := range docs {
+					d := docs[i]
+					seen[d.ID]++
+					if prev != nil && !ordered(*prev, d, desc) {
+						t.Errorf("page %d: %v came after %v", pages, d, *prev)
+					}
+					prev = &d
+				}
+				if p.NextToken == "" {
+					break
+				}
+				q.Token = p.NextToken
+			}
+			close(stop)
+			wg.Wait()
+
+			for i := 0; i < 1000; i++ {
+				if id := fmt.Sprintf("d%04d", i); seen[id] != 1 {
+					t.Errorf("pre-existing %s seen %d times, want 1", id, seen[id])
+				}
+			}
+			for id, n := range seen {
+				if n > 1 {
+					t.Errorf("%s seen %d times", id, n)
+				}
+			}
+			t.Logf("%d inserted during the scan, %d of them seen", inserted.Load(), len(seen)-1000)
+		})
+	}
+}
+
+func ordered(a, b item, desc bool) bool {
+	if desc {
+		a, b = b, a
+	}
+	return a.K < b.K || a.K == b.K && a.ID < b.ID
+}
+
+// TestPageSortKeyMissing: documents without the sort field sort first
+// (MongoDB's null order) and paging still reaches every document.
+func TestPageSortKeyMissing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := emutest.Store(t).Collection("items")
+	for i := 0; i < 10; i++ {
+		doc := bson.D{{Key: "_id", Value: fmt.Sprintf("d%02d", i)}}
+		if i%2 == 0 {
+			doc = append(doc, bson.E{Key: "k", Value: i})
+		}
+		if _, err := c.InsertIdempotent(ctx, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, desc := range []bool{false, true} {
+		seen := map[string]int{}
+		q := store.PageQuery{SortField: "k", Desc: desc, Limit: 3}
+		for pages := 0; pages < 20; pages++ {
+			var docs []bson.M
+			p, err := c.Page(ctx, q, &docs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range docs {
+				seen[d["_id"].(string)]++
+			}
+			if p.NextToken == "" {
+				break
+			}
+			q.Token = p.NextToken
+		}
+		if len(seen) != 10 {
+			t.Errorf("desc=%v: saw %d distinct documents, want 10: %v", desc, len(seen), seen)
+		}
+		for id, n := range seen {
+			if n != 1 {
+				t.Errorf("desc=%v: %s seen %d times", desc, id, n)
+			}
+		}
+	}
+}
+
+// TestPageReadCost is the point of keyset pages: page k of size 50 reads 50
+// documents, while skip reads (k+1)*50, because Firestore bills the skipped
+// ones.
+func TestPageReadCost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := emutest.Store(t)
+	c := s.Collection("items")
+	seed(t, c, 400, 10)
+	const k, size = 5, 50
+	q := store.PageQuery{SortField: "k", Limit: size}
+	var cursorPage []item
+	for i := 0; i <= k; i++ {
+		if i == k {
+			s.Meter().Reset()
+		}
+		cursorPage = nil
+		p, err := c.Page(ctx, q, &cursorPage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q.Token = p.NextToken
+	}
+	if got := s.Meter().Op("items.page"); got != size {
+		t.Errorf("cursor page %d costs %d reads, want %d", k, got, size)
+	}
+	if got := s.Meter().Total(); got != size {
+		t.Errorf("meter total after cursor page = %d, want %d", got, size)
+	}
+
+	s.Meter().Reset()
+	var skipPage []item
+	if err := c.PageSkip(ctx, store.PageQuery{SortField: "k", Limit: size}, k, &skipPage); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Meter().Op("items.pageSkip"), int64((k+1)*size); got != want {
+		t.Errorf("skip page %d costs %d reads, want %d", k, got, want)
+	}
+	if len(skipPage) != size || len(cursorPage) != size {
+		t.Fatalf("page sizes: skip %d, cursor %d; want %d", len(skipPage), len(cursorPage), size)
+	}
+	for i := range skipPage {
+		if skipPage[i] != cursorPage[i] {
+			t.Fatalf("skip and cursor pages differ at %d: %v vs %v", i, skipPage[i], cursorPage[i])
+		}
+	}
+}
+
+func TestPageTokenErrors(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := emutest.Store(t)
+	c := s.Collection("items")
+	seed(t, c, 30, 3)
+	base := store.PageQuery{SortField: "k", Limit: 10, Filter: bson.D{{Key: "k", Value: bson.D{{Key: "$gte", Value: 0}}}}}
+	var docs []item
+	p, err := c.Page(ctx, base, &docs)
+	if err != nil || p.NextToken == "" {
+		t.Fatalf("first page: %v, token %q", err, p.NextToken)
+	}
+	tok := p.NextToken
+
+	// The genuine token works.
+	q := base
+	q.Token = tok
+	if _, err := c.Page(ctx, q, &docs); err != nil {
+		t.Fatalf("genuine token: %v", err)
+	}
+
+	raw, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip := func(i int) string {
+		b := append([]byte(nil), raw...)
+		b[i] ^= 1
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	other := func(f func(*store.PageQuery)) store.PageQuery {
+		q := base
+		f(&q)
+		q.Token = tok
+		return q
+	}
+	tests := []struct {
+		name string
+		q    store.PageQuery
+		coll string
+	}{
+		{"tampered body", other(func(q *store.PageQuery) { q.Token = "" }), ""},
+		{"other filter", other(func(q *store.PageQuery) { q.Filter = bson.D{{Key: "k", Value: 1}} }), ""},
+		{"no filter", other(func(q *store.PageQuery) { q.Filter = nil }), ""},
+		{"other sort field", other(func(q *store.PageQuery) { q.SortField = "x" }), ""},
+		{"other direction", other(func(q *store.PageQuery) { q.Desc = true }), ""},
+		{"other collection", other(func(*store.PageQuery) {}), "others"},
+		{"garbage", other(func(q *store.PageQuery) {}), ""},
+	}
+	tests[0].q.Token = flip(len(raw) - 3)
+	tests[len(tests)-1].q.Token = "not a token!"
+	garbage := []string{"x", "AAAA", "====", base64.RawURLEncoding.EncodeToString(make([]byte, 40)), flip(0), tok[:len(tok)-2], tok + "A"}
+	for _, g := range garbage {
+		q := base
+		q.Token = g
+		tests = append(tests, struct {
+			name string
+			q    store.PageQuery
+			coll string
+		}{"garbage " + g, q, ""})
+	}
+	for _, tc := range tests {
+		cc := c
+		if tc.coll != "" {
+			cc = s.Collection(tc.coll)
+		}
+		var out []item
+		if _, err := cc.Page(ctx, tc.q, &out); !errors.Is(err, store.ErrBadPageToken) {
+			t.Errorf("%s: Page = %v, want ErrBadPageToken", tc.name, err)
+		}
+	}
+
+	// A token signed with another key is refused too.
+	s2, err := store.Open(ctx, emutest.MongoURI(t), store.Options{Database: s.Database().Name(), PageKey: []byte("another key")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close(ctx)
+	q = base
+	q.Token = tok
+	if _, err := s2.Collection("items").Page(ctx, q, &docs); !errors.Is(err, store.ErrBadPageToken) {
+		t.Errorf("token from another key: %v, want ErrBadPageToken", err)
+	}
+}
+
+func TestPageLimit(t *testing.T) {
+	t.Parallel()
+	c := emutest.Store(t).Collection("items")
+	for _, n := range []int{-1, 1001} {
+		var out []item
+		if _, err := c.Page(context.Background(), store.PageQuery{Limit: n}, &out); err == nil {
+			t.Errorf("Limit %d accepted", n)
+		}
+	}
+}
