@@ -57,7 +57,8 @@ func (e *Engine) decide(ctx context.Context, f store.Fence, now time.Time, c *co
 		for i := range page {
 			w, err := e.decideOne(ctx, f, &page[i], now, c)
 			if err != nil {
-				if errors.Is(err, store.ErrStaleFence) || ctx.Err() != nil {
+				var abort *abortError
+				if errors.Is(err, store.ErrStaleFence) || ctx.Err() != nil || errors.As(err, &abort) {
 					// The tick lease was lost: a newer holder decides now.
 					return work, err
 				}
@@ -198,7 +199,7 @@ func (e *Engine) decideOne(ctx context.Context, f store.Fence, s *schedule.Sched
 	}
 	if e.afterInsert != nil {
 		if err := e.afterInsert(s.ID); err != nil {
-			return nil, err
+			return nil, &abortError{err}
 		}
 	}
 	next := schedule.Next(spec, loc, now)
@@ -228,3 +229,10 @@ func (e *Engine) decideOne(ctx context.Context, f store.Fence, s *schedule.Sched
 	sort.SliceStable(w.runs, func(i, j int) bool { return w.runs[i].FireTime.Before(w.runs[j].FireTime) })
 	return w, nil
 }
+
+// abortError stops a tick's decisions at once (the test hook's simulated
+// crash).
+type abortError struct{ err error }
+
+func (a *abortError) Error() string { return a.err.Error() }
+func (a *abortError) Unwrap() error { return a.err }

@@ -17,7 +17,8 @@ import (
 // conditional on the value it read, so concurrent sweeps agree.
 //
 //   - Failover: a running run whose sweepAt (last heartbeat + lease TTL +
-//     skew) has passed is marked failed, and retried per its schedule.
+//     skew) has passed, and whose job lease is no longer live at the run's
+//     epoch, is marked failed, and retried per its schedule.
 //   - Recovery: a pending run whose sweepAt has passed (a retry that came
 //     due, or a run whose deciding tick died before executing it) is
 //     reserved and returned for execution.
@@ -59,6 +60,9 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 	}
 	for i := range runs {
 		r := &runs[i]
+		if e.jobAlive(ctx, r) {
+			continue
+		}
 		msg := fmt.Sprintf("heartbeat stopped: last heartbeat at %s by %s (epoch %d); failed over at %s",
 			r.HeartbeatAt.UTC().Format(time.RFC3339), r.Holder, r.Epoch, now.Format(time.RFC3339))
 		// Conditional on the sweepAt we read: a heartbeat that lands
@@ -88,6 +92,22 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 		}
 		e.retry(ctx, &s, &r.Run, now, c)
 	}
+}
+
+// jobAlive reports whether the executor of a running run still holds its
+// job lease at the run's epoch. The run document's heartbeat is judged on
+// the writers' clocks; the lease's expiry is judged on the storage server's
+// clock (plus skew), so a run is failed over only when both say it stopped.
+// Runs of allow schedules have no lease (epoch 0): their heartbeat decides.
+func (e *Engine) jobAlive(ctx context.Context, r *runDoc) bool {
+	if r.Epoch == 0 {
+		return false
+	}
+	info, err := e.cfg.Leases.Status(ctx, JobLease(r.ScheduleID))
+	if err != nil {
+		return false
+	}
+	return info.Epoch == r.Epoch && info.Live(time.Now())
 }
 
 func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*scheduleWork {

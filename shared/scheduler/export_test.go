@@ -1,0 +1,6 @@
+package scheduler
+
+// SetAfterInsert installs a hook that runs after a schedule's runs are
+// inserted and before its nextRunAt is advanced; an error aborts the tick
+// there, as a crash would.
+func SetAfterInsert(e *Engine, fn func(scheduleID string) error) { e.afterInsert = fn }
