@@ -14,7 +14,11 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/baton-cron/baton/shared/catalog"
 	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/gpu"
+	"github.com/baton-cron/baton/shared/scheduler"
+	"github.com/baton-cron/baton/shared/store"
 )
 
 // The checks below read infra/terraform as HCL syntax, without evaluating
@@ -594,6 +598,89 @@ func checkFirestore(m *tfModule) []string {
 	return problems
 }
 
+// codeIndexes are the indexes the Go code declares, one string per index
+// ("runs(scheduleId ASCENDING, fireTime DESCENDING, _id DESCENDING)"),
+// sorted and without duplicates (two packages may need the same one).
+func codeIndexes() ([]string, error) {
+	var all []store.Index
+	all = append(all, scheduler.Indexes...)
+	all = append(all, catalog.Indexes...)
+	all = append(all, gpu.Indexes...)
+	set := map[string]bool{}
+	for _, ix := range all {
+		var fields []string
+		for _, k := range ix.Keys {
+			var dir int64
+			switch v := k.Value.(type) {
+			case int:
+				dir = int64(v)
+			case int32:
+				dir = int64(v)
+			case int64:
+				dir = v
+			default:
+				return nil, fmt.Errorf("index %s.%s: key %s has direction %v (%T); Terraform can only express 1 and -1", ix.Collection, ix.Name, k.Key, k.Value, k.Value)
+			}
+			order := map[int64]string{1: "ASCENDING", -1: "DESCENDING"}[dir]
+			if order == "" {
+				return nil, fmt.Errorf("index %s.%s: key %s has direction %d", ix.Collection, ix.Name, k.Key, dir)
+			}
+			fields = append(fields, k.Key+" "+order)
+		}
+		key := ix.Collection + "(" + strings.Join(fields, ", ") + ")"
+		if ix.Unique {
+			key += " unique"
+		}
+		set[key] = true
+	}
+	return sortedKeys(set), nil
+}
+
+// checkIndexes: local.firestore_indexes is exactly the set of indexes the
+// code declares.
+func checkIndexes(m *tfModule) []string {
+	want, err := codeIndexes()
+	if err != nil {
+		return []string{err.Error()}
+	}
+	l := m.locals["firestore_indexes"]
+	if l == nil {
+		return []string{"local.firestore_indexes is missing"}
+	}
+	v, ok := literal(l.Expr)
+	if !ok || !(v.Type().IsTupleType() || v.Type().IsListType()) {
+		return []string{"local.firestore_indexes must be a literal list of { collection, fields = [{ path, order }] }"}
+	}
+	var got []string
+	for it := v.ElementIterator(); it.Next(); {
+		_, ix := it.Element()
+		var fields []string
+		coll := ix.GetAttr("collection").AsString()
+		for ft := ix.GetAttr("fields").ElementIterator(); ft.Next(); {
+			_, f := ft.Element()
+			fields = append(fields, f.GetAttr("path").AsString()+" "+f.GetAttr("order").AsString())
+		}
+		key := coll + "(" + strings.Join(fields, ", ") + ")"
+		if ix.Type().IsObjectType() && ix.Type().HasAttribute("unique") && ix.GetAttr("unique").True() {
+			key += " unique"
+		}
+		got = append(got, key)
+	}
+	var problems []string
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			problems = append(problems, "local.firestore_indexes lacks "+w+", which the code declares")
+		}
+	}
+	for _, g := range got {
+		if !slices.Contains(want, g) {
+			problems = append(problems, "local.firestore_indexes has "+g+", which no code declares (scheduler, catalog, gpu .Indexes)")
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
 // checkValidations: every variable without a default-only boolean meaning
 // is validated.
 func checkValidations(m *tfModule) []string {
@@ -617,6 +704,7 @@ var tfChecks = map[string]func(*tfModule) []string{
 	"scheduler":       checkScheduler,
 	"gpuService":      checkGPUService,
 	"firestore":       checkFirestore,
+	"indexes":         checkIndexes,
 	"validations":     checkValidations,
 }
 
@@ -714,6 +802,13 @@ func TestTerraformRulesFail(t *testing.T) {
 		{"standard edition", "firestore", "firestore.tf",
 			`database_edition                    = "ENTERPRISE"`, `database_edition                    = "STANDARD"`,
 			`database_edition must be "ENTERPRISE"`},
+		{"index differs from the code", "indexes", "firestore.tf",
+			`{ path = "status", order = "ASCENDING" }, { path = "sweepAt", order = "ASCENDING" }`,
+			`{ path = "status", order = "ASCENDING" }, { path = "heartbeatAt", order = "ASCENDING" }`,
+			"local.firestore_indexes has runs(status ASCENDING, heartbeatAt ASCENDING), which no code declares"},
+		{"index missing", "indexes", "firestore.tf",
+			"    { collection = \"gpu_slots\", fields = [{ path = \"leaseUntil\", order = \"ASCENDING\" }, { path = \"_id\", order = \"ASCENDING\" }] },\n", "",
+			"local.firestore_indexes lacks gpu_slots(leaseUntil ASCENDING, _id ASCENDING), which the code declares"},
 		{"variable without validation", "validations", "variables.tf",
 			"  validation {\n    condition     = contains([\"debug\", \"info\", \"warn\", \"error\"], var.log_level)\n    error_message = \"log_level must be debug, info, warn or error.\"\n  }\n", "",
 			`variable "log_level" has no validation block`},

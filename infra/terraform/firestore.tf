@@ -14,26 +14,32 @@ resource "google_firestore_database" "baton" {
 }
 
 locals {
-  # The indexes baton's queries need, in the order the code declares them
-  # (store.Index values in shared/). Keep this list and the code in step:
-  # a query without its index is refused by Firestore. `_id` is the
-  # keyset tie-breaker; this was checked against the provider schema and
-  # validate, not against a live database (there is no cloud access here):
-  # if Firestore refuses `_id` as an index field, drop it, since Firestore
-  # orders by the document name last anyway.
+  # The indexes baton's queries need: exactly the store.Index values the code
+  # declares (scheduler.Indexes, catalog.Indexes, gpu.Indexes), which
+  # tests/terraform_test.go compares with this list. In the Enterprise
+  # edition a query without its index still runs, as a scan billed for every
+  # document it reads. `_id` is the keyset tie-breaker; it was checked
+  # against the provider schema and validate, not a live database (there is
+  # no cloud access here): should Firestore refuse `_id` as an index field,
+  # drop it, since Firestore orders by the document name last anyway.
   firestore_indexes = [
-    # Tick: due schedules, keyset by (nextRunAt, _id).
+    # scheduler: due schedules, keyset on (nextRunAt, _id).
     { collection = "schedules", fields = [{ path = "enabled", order = "ASCENDING" }, { path = "nextRunAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
-    # Daemon fallback: changed schedules, polled by (updatedAt, _id).
+    # scheduler: the daemon's edit poll, keyset on (updatedAt, _id).
     { collection = "schedules", fields = [{ path = "updatedAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
-    # Run history of a schedule, newest first.
+    # scheduler, catalog: run history of a schedule, newest first.
     { collection = "runs", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "fireTime", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
-    # Sweep: running runs whose heartbeat stopped.
-    { collection = "runs", fields = [{ path = "status", order = "ASCENDING" }, { path = "heartbeatAt", order = "ASCENDING" }] },
-    # Dispatch: best queued job (priority, then age).
+    # scheduler: the sweeps (pending runs due, running runs whose heartbeat expired).
+    { collection = "runs", fields = [{ path = "status", order = "ASCENDING" }, { path = "sweepAt", order = "ASCENDING" }] },
+    # gpu: the queue, best job first (priority, then age).
     { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "priority", order = "DESCENDING" }, { path = "createdAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
-    # Dispatch and sweep: free or expired slots.
-    { collection = "gpu_slots", fields = [{ path = "leaseUntil", order = "ASCENDING" }] },
+    # gpu: expired job leases.
+    { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "leaseUntil", order = "ASCENDING" }] },
+    # gpu: job listing, newest first, with and without a status filter.
+    { collection = "gpu_jobs", fields = [{ path = "createdAt", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
+    { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "createdAt", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
+    # gpu: claiming a free or expired slot.
+    { collection = "gpu_slots", fields = [{ path = "leaseUntil", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
   ]
 }
 

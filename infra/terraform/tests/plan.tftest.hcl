@@ -45,8 +45,8 @@ run "plan" {
     error_message = "max instances must equal gpu_slots"
   }
   assert {
-    condition     = length(google_firestore_index.baton) == 6
-    error_message = "expected the six indexes of local.firestore_indexes"
+    condition     = length(google_firestore_index.baton) == length(local.firestore_indexes)
+    error_message = "every entry of local.firestore_indexes must become one index (are two the same?)"
   }
   assert {
     condition     = length(google_cloud_run_v2_service_iam_member.function_invoker) == 4
