@@ -46,6 +46,7 @@ const (
 	EnvControlURL     = "BATON_CONTROL_URL"
 	EnvWorkerCommand  = "BATON_WORKER_COMMAND"
 	EnvLogLevel       = "BATON_LOG_LEVEL"
+	EnvTargetIDToken  = "BATON_TARGET_ID_TOKEN"
 )
 
 var functions = []string{FnTick, FnSchedules, FnGPU}
@@ -66,6 +67,7 @@ var Vars = []Var{
 	{EnvControlURL, []string{SvcWorker}, "", "URL of the GPU function, which the worker calls back (heartbeat, complete)."},
 	{EnvWorkerCommand, []string{SvcWorker}, `["sh","-c","cat"]`, "The command a GPU worker runs for each job, as a JSON argv list."},
 	{EnvLogLevel, nil, "info", "debug, info, warn or error."},
+	{EnvTargetIDToken, []string{FnTick, CLI}, "false", "`true` makes `http` targets carry a Google-signed OIDC ID token (audience: the target URL), as in the cloud, where Terraform sets it. Locally there are no Google credentials: leave it `false`."},
 }
 
 // Get returns the variable's value, or its declared default. It panics on a
