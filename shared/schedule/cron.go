@@ -88,7 +88,10 @@ func Parse(expr string) (Spec, error) {
 		probe := fieldDefaults
 		probe[i] = f
 		if _, err := fullParser.Parse(strings.Join(probe[:], " ")); err != nil {
-			return nil, cronError("%s field %q: %v", fieldNames[i], f, err)
+			// The library ends its messages with ": <field>"; the prefix
+			// already quotes the field.
+			reason := strings.TrimSuffix(err.Error(), ": "+f)
+			return nil, cronError("%s field %q: %s", fieldNames[i], f, reason)
 		}
 	}
 	sched, err := fullParser.Parse(strings.Join(fields, " "))
