@@ -1,0 +1,68 @@
+package functions
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/httpapi"
+	"github.com/baton-cron/baton/shared/lease"
+	"github.com/baton-cron/baton/shared/scheduler"
+)
+
+// HeaderScheduleTime is the header Cloud Scheduler sets to the scheduled
+// time; it stays the same across the retries of one scheduled time.
+const HeaderScheduleTime = "X-CloudScheduler-ScheduleTime"
+
+func init() { register(config.FnTick, newTick) }
+
+// newTick builds the Tick function (flow 1): Cloud Scheduler calls it every
+// minute; it answers with the scheduler's JSON summary. The algorithm lives
+// in shared/scheduler.
+func newTick(d *Deps) (http.Handler, error) {
+	var eng *scheduler.Engine
+	if d.Store != nil && d.Storage != nil && d.Bucket != "" {
+		// The lease manager judges expiry on the storage server's clock,
+		// so it gets no injected clock; decisions use d.Clock().
+		m := lease.NewManager(d.Storage.Bucket(d.Bucket), "leases/", lease.Options{Skew: d.ClockSkew, Logger: d.Logger})
+		var err error
+		eng, err = scheduler.New(scheduler.Config{
+			Store: d.Store, Leases: m, Now: d.Clock(), TickLeaseTTL: d.TickLeaseTTL,
+			AllowedTargets: d.AllowedTargets, HTTPClient: d.HTTPClient, Logger: d.Logger,
+			IDToken: config.Get(config.EnvTargetIDToken) == "true",
+			GPU:     nil, // integrator wires GPU
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return httpapi.RequireToken(d.Token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost && r.Method != http.MethodGet {
+			w.Header().Set("Allow", "GET, POST")
+			httpapi.WriteError(w, r, httpapi.MethodNotAllowed(r.Method))
+			return
+		}
+		if eng == nil {
+			httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable,
+				Message: "Tick needs " + config.EnvMongoURI + " and " + config.EnvBucket})
+			return
+		}
+		var st time.Time
+		if v := r.Header.Get(HeaderScheduleTime); v != "" {
+			var err error
+			if st, err = time.Parse(time.RFC3339Nano, v); err != nil {
+				httpapi.WriteError(w, r, httpapi.BadRequest(HeaderScheduleTime, "must be an RFC 3339 time, got %q", v))
+				return
+			}
+		}
+		// A caller that hangs up (Cloud Scheduler's attempt deadline) must not
+		// cancel runs in flight: they finish under their own job leases.
+		sum, err := eng.Tick(context.WithoutCancel(r.Context()), st)
+		if err != nil {
+			httpapi.WriteError(w, r, err)
+			return
+		}
+		httpapi.WriteJSON(w, http.StatusOK, sum)
+	})), nil
+}
