@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -60,6 +61,47 @@ var descriptors = map[string]string{
 // Errors are *FieldError with Field "cron" and a reason naming the cron field
 // at fault.
 func Parse(expr string) (Spec, error) {
+	if sp, ok := specs.get(expr); ok {
+		return sp, nil
+	}
+	sp, err := parse(expr)
+	if err != nil {
+		return nil, err
+	}
+	specs.put(expr, sp)
+	return sp, nil
+}
+
+// specCache remembers parsed expressions: the tick parses the expression of
+// every due schedule on every decision (~35 µs each), and a Spec is
+// immutable. It holds at most specCacheSize entries and simply starts over
+// when full, which is enough for a working set of schedules.
+type specCache struct {
+	mu sync.Mutex
+	m  map[string]Spec
+}
+
+const specCacheSize = 4096
+
+var specs = &specCache{m: map[string]Spec{}}
+
+func (c *specCache) get(expr string) (Spec, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sp, ok := c.m[expr]
+	return sp, ok
+}
+
+func (c *specCache) put(expr string, sp Spec) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= specCacheSize {
+		clear(c.m)
+	}
+	c.m[expr] = sp
+}
+
+func parse(expr string) (Spec, error) {
 	s := strings.TrimSpace(expr)
 	if s == "" {
 		return nil, cronError("is empty; want 5 fields (minute hour day-of-month month day-of-week), 6 with leading seconds, or a descriptor such as @hourly")

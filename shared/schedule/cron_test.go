@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -128,5 +129,43 @@ func TestSpecString(t *testing.T) {
 		if got := spec.String(); got != expr {
 			t.Errorf("String() (-want,+got):\n-%s\n+%s", expr, got)
 		}
+	}
+}
+
+// TestParseCache: a cached Spec is the same Spec, the cache stays bounded,
+// and concurrent use is safe (run with -race).
+func TestParseCache(t *testing.T) {
+	t.Parallel()
+	a, err := Parse("7 7 * * *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Parse("7 7 * * *")
+	if a != b {
+		t.Errorf("Parse of the same expression twice: got two Specs, want the cached one")
+	}
+	if _, err := Parse("7 7 * * * * *"); err == nil {
+		t.Fatal("an invalid expression parsed")
+	}
+	done := make(chan struct{})
+	for g := 0; g < 4; g++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := 0; i < specCacheSize/2+10; i++ {
+				if _, err := Parse(fmt.Sprintf("%d %d * * %d", i%60, (i/60)%24, g)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for g := 0; g < 4; g++ {
+		<-done
+	}
+	specs.mu.Lock()
+	n := len(specs.m)
+	specs.mu.Unlock()
+	if n > specCacheSize {
+		t.Errorf("spec cache holds %d entries, want at most %d", n, specCacheSize)
 	}
 }

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	// Embed the IANA database, so zones resolve on a bare runtime image
@@ -23,9 +24,19 @@ func LoadLocation(tz string) (*time.Location, error) {
 	if len(tz) > 64 {
 		return nil, &FieldError{Field: "timeZone", Reason: "is longer than 64 characters; want an IANA zone such as \"Europe/Berlin\""}
 	}
+	if loc, ok := locations.Load(tz); ok {
+		return loc.(*time.Location), nil
+	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
 		return nil, &FieldError{Field: "timeZone", Reason: fmt.Sprintf("unknown time zone %q; want an IANA zone such as \"Europe/Berlin\" or \"America/New_York\"", tz)}
 	}
+	locations.Store(tz, loc)
 	return loc, nil
 }
+
+// locations caches loaded zones: time.LoadLocation reads and parses the
+// embedded database on every call (~30 µs), and the tick loads the zone of
+// every due schedule. Only valid names are stored, so the cache is bounded by
+// the size of the IANA database; a *time.Location is safe to share.
+var locations sync.Map
