@@ -1,7 +1,8 @@
-# One service account per deployable, each granted only what it uses. None
-# of them holds a project-wide role except roles/datastore.user, which IAM
-# only grants at project level and which is narrowed to baton's database by a
-# condition. Invoker grants are on the exact Cloud Run service.
+# One service account per deployable, each granted only what it uses.
+# Storage roles are on the bucket and invoker grants on the exact Cloud Run
+# service. The only project-level grants are roles/datastore.user, which IAM
+# only grants at project level (a condition narrows it to baton's database),
+# and the build account's roles/cloudbuild.builds.builder.
 
 resource "google_service_account" "function" {
   for_each = local.functions
