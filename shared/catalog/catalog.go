@@ -256,7 +256,7 @@ func (s *Service) ListRuns(ctx context.Context, scheduleID string, o ListOptions
 var serverOwned = []string{"version", "nextRunAt", "createdAt", "updatedAt", "misfire"}
 
 // maxUpdateAttempts bounds the re-read loop of an unconditional Update.
-const maxUpdateAttempts = 5
+const maxUpdateAttempts = 8
 
 // Update applies patch (a JSON merge patch, RFC 7396: the fields given
 // replace the stored ones, objects merge, null resets a field to its
