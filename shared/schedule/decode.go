@@ -46,6 +46,9 @@ func DecodeSchedule(r io.Reader) (*Schedule, error) {
 	if err != nil {
 		return nil, jsonFieldError(err)
 	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, typeError("", "a JSON object", tok)
+	}
 	if err := walkJSON(dec, tok, reflect.TypeFor[Schedule](), ""); err != nil {
 		return nil, err
 	}

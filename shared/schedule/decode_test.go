@@ -65,8 +65,9 @@ func TestDecodeScheduleErrors(t *testing.T) {
 		name, body, field, reason string
 	}{
 		{"empty", ``, "", "body is empty"},
-		{"not an object", `[1,2]`, "", "must be an object"},
-		{"string", `"x"`, "", "must be an object"},
+		{"not an object", `[1,2]`, "", "must be a JSON object, not an array"},
+		{"string", `"x"`, "", "must be a JSON object, not a string"},
+		{"null", `null`, "", "must be a JSON object, not null"},
 		{"truncated", `{"id": "x"`, "", "middle of the JSON"},
 		{"malformed", `{"id": x}`, "", "malformed JSON"},
 		{"trailing", `{"id": "x"} {}`, "", "nothing after it"},

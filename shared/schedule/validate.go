@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -352,6 +353,23 @@ func IsAllowedHost(u *url.URL, allowed []string) bool {
 		}
 	}
 	return false
+}
+
+// CheckAllowlist reports the first malformed BATON_ALLOWED_TARGETS entry
+// (IsAllowedHost ignores those), so a deployment can refuse to start on a
+// typo instead of silently refusing that target.
+func CheckAllowlist(entries []string) error {
+	for _, e := range entries {
+		if _, _, ok := splitEntry(strings.TrimSpace(e)); !ok {
+			return fmt.Errorf("allowlist entry %q: want host, host:port, *.domain, *.domain:port or an IP address ([v6]:port)", e)
+		}
+		if _, p, _ := splitEntry(strings.TrimSpace(e)); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return fmt.Errorf("allowlist entry %q: port %q is not a number from 1 to 65535", e, p)
+			}
+		}
+	}
+	return nil
 }
 
 // splitEntry splits an allowlist entry into its normalised host and port.

@@ -272,3 +272,15 @@ func TestFieldErrorString(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckAllowlist(t *testing.T) {
+	t.Parallel()
+	if err := CheckAllowlist([]string{"api.example.com", "h.example.org:8443", "*.svc.example.net", "10.1.2.3", "[::1]:9000", "2001:db8::1", " x.test "}); err != nil {
+		t.Errorf("CheckAllowlist of good entries: %v", err)
+	}
+	for _, bad := range []string{"", "*", "https://api.example.com", "api.example.com:http", "a.test:70000", "*.10.0.0.1", "bad host", "[::1"} {
+		if err := CheckAllowlist([]string{bad}); err == nil {
+			t.Errorf("CheckAllowlist(%q): got nil, want an error", bad)
+		}
+	}
+}
