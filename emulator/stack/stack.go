@@ -1,0 +1,317 @@
+package stack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/storage"
+
+	"github.com/baton-cron/baton/emulator/gcs"
+	"github.com/baton-cron/baton/emulator/mongo"
+	"github.com/baton-cron/baton/emulator/scheduler"
+	"github.com/baton-cron/baton/functions"
+	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+// Defaults for Config's zero values.
+const (
+	DefaultAddr     = "127.0.0.1:8080"
+	DefaultBucket   = "baton-local"
+	DefaultDatabase = "baton"
+	DefaultTick     = time.Minute
+	// TickJob is the scheduler job that calls /Tick.
+	TickJob = "baton-tick"
+)
+
+// Hook starts something extra once the HTTP server is up (local GPU
+// workers, say) and returns how to stop it. Hooks start in order and stop in
+// reverse, before the HTTP server drains.
+type Hook func(ctx context.Context, s *Stack) (stop func(ctx context.Context) error, err error)
+
+// Config configures Start. The zero value is a throwaway stack on
+// 127.0.0.1:8080 with temporary data.
+type Config struct {
+	// Addr is the functions' listen address; "" means 127.0.0.1:8080, and
+	// port 0 picks a free port (tests).
+	Addr string
+	// MongoAddr and GCSAddr are the emulators' listen addresses; "" means a
+	// free port on 127.0.0.1.
+	MongoAddr, GCSAddr string
+	// DataDir keeps the database under DataDir/mongo across restarts. ""
+	// means a temporary directory removed by Close.
+	DataDir string
+	// Fresh wipes DataDir/mongo before starting.
+	Fresh bool
+	// Bucket is created in the GCS emulator; "" means baton-local.
+	Bucket string
+	// Database is the database name; "" means baton.
+	Database string
+	// Tick is the scheduler's period for /Tick; 0 means one minute, and a
+	// negative value starts no tick job.
+	Tick time.Duration
+	// Token is the bearer token the API requires; "" means a random one.
+	Token string
+	// Logger receives JSON logs; nil discards them.
+	Logger *slog.Logger
+	// Verbose passes the emulators' own logs through.
+	Verbose bool
+	// Clock drives the scheduler emulator; nil means the wall clock.
+	Clock scheduler.Clock
+	// Hooks run after the HTTP server is up, in order.
+	Hooks []Hook
+}
+
+// Stack is a running local stack.
+type Stack struct {
+	// URL is the functions' base URL, e.g. http://127.0.0.1:8080.
+	URL string
+	// Token is the bearer token the API requires.
+	Token string
+	// MongoURI is the database's connection string, database included.
+	MongoURI string
+	// StorageHost is host:port of the GCS emulator (STORAGE_EMULATOR_HOST).
+	StorageHost string
+	// Bucket is the bucket the functions use.
+	Bucket string
+	// Deps are the functions' dependencies; hooks may read them.
+	Deps *functions.Deps
+	// Scheduler is the Cloud Scheduler emulator; tests read its attempts.
+	Scheduler *scheduler.Emulator
+	// Logger is the stack's logger.
+	Logger *slog.Logger
+
+	mongo   *mongo.Server
+	gcs     *gcs.Server
+	store   *store.Store
+	storage *storage.Client
+	http    *http.Server
+	served  chan error
+	stops   []func(ctx context.Context) error // hooks' stops, in start order
+}
+
+// Start brings the stack up and returns when every part accepts requests.
+// On error, whatever had started is closed again.
+func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
+	cfg = withDefaults(cfg)
+	s := &Stack{Token: cfg.Token, Bucket: cfg.Bucket, Logger: cfg.Logger}
+	defer func() {
+		if err != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_ = s.Close(cctx)
+		}
+	}()
+
+	mongoDir := ""
+	if cfg.DataDir != "" {
+		mongoDir = filepath.Join(cfg.DataDir, "mongo")
+		if cfg.Fresh {
+			if err := os.RemoveAll(mongoDir); err != nil {
+				return nil, fmt.Errorf("stack: wipe %s: %w", mongoDir, err)
+			}
+			cfg.Logger.Info("stack: wiped data (--fresh)", "dir", mongoDir)
+		}
+	}
+	if s.mongo, err = mongo.Start(ctx, mongo.Options{Dir: mongoDir, Addr: cfg.MongoAddr, Logger: cfg.Logger, Verbose: cfg.Verbose}); err != nil {
+		return nil, fmt.Errorf("stack: mongo emulator: %w", err)
+	}
+	s.MongoURI = strings.TrimSuffix(s.mongo.URI(), "/") + "/" + cfg.Database
+
+	var gcsLog *slog.Logger
+	if cfg.Verbose {
+		gcsLog = cfg.Logger
+	}
+	if s.gcs, err = gcs.Start(ctx, gcs.Options{Addr: cfg.GCSAddr, Logger: gcsLog}); err != nil {
+		return nil, fmt.Errorf("stack: gcs emulator: %w", err)
+	}
+	s.StorageHost = s.gcs.Host()
+	if err := s.gcs.CreateBucket(ctx, cfg.Bucket); err != nil {
+		return nil, fmt.Errorf("stack: create bucket: %w", err)
+	}
+	if s.storage, err = s.gcs.Client(ctx); err != nil {
+		return nil, fmt.Errorf("stack: storage client: %w", err)
+	}
+	if s.store, err = store.Open(ctx, s.MongoURI, store.Options{Database: cfg.Database}); err != nil {
+		return nil, fmt.Errorf("stack: open store: %w", err)
+	}
+
+	deps := &functions.Deps{
+		Store: s.store, Storage: s.storage, Bucket: cfg.Bucket, Token: cfg.Token, Logger: cfg.Logger,
+		// Local targets live on this machine; nothing else is allowed.
+		AllowedTargets: []string{"127.0.0.1", "localhost", "::1"},
+		GPUPool:        config.Get(config.EnvGPUPool),
+	}
+	if deps.TickLeaseTTL, err = config.Duration(config.EnvTickLeaseTTL); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	if deps.ClockSkew, err = config.Duration(config.EnvClockSkew); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	s.Deps = deps
+	mux, err := functions.Mux(deps)
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("stack: listen %s: %w", cfg.Addr, err)
+	}
+	s.URL = "http://" + ln.Addr().String()
+	s.http = &http.Server{Handler: accessLog(cfg.Logger, mux), ReadHeaderTimeout: 10 * time.Second}
+	s.served = make(chan error, 1)
+	go func() { s.served <- s.http.Serve(ln) }()
+
+	for i, h := range cfg.Hooks {
+		stop, err := h(ctx, s)
+		if err != nil {
+			return nil, fmt.Errorf("stack: hook %d: %w", i, err)
+		}
+		if stop != nil {
+			s.stops = append(s.stops, stop)
+		}
+	}
+
+	s.Scheduler = scheduler.New(scheduler.Options{Clock: cfg.Clock, Logger: cfg.Logger})
+	if cfg.Tick > 0 {
+		if err := s.Scheduler.AddJob(scheduler.Job{Name: TickJob, URL: s.URL + "/Tick", Method: http.MethodPost, Every: cfg.Tick, Token: cfg.Token}); err != nil {
+			return nil, fmt.Errorf("stack: tick job: %w", err)
+		}
+	}
+	s.Scheduler.Start()
+	cfg.Logger.Info("stack: up", "url", s.URL, "mongo", s.MongoURI, "storage", s.StorageHost, "bucket", s.Bucket, "tick", cfg.Tick.String(), "functions", functions.Names())
+	return s, nil
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.Bucket == "" {
+		cfg.Bucket = DefaultBucket
+	}
+	if cfg.Database == "" {
+		cfg.Database = DefaultDatabase
+	}
+	if cfg.Tick == 0 {
+		cfg.Tick = DefaultTick
+	}
+	if cfg.Token == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+		cfg.Token = hex.EncodeToString(b[:])
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg
+}
+
+// Close shuts the stack down in reverse order: the scheduler (its tick in
+// flight finishes), hooks, the HTTP server (requests in flight finish), the
+// clients, then the emulators. ctx bounds the graceful part; past it,
+// requests are cut off. It is safe on a partly started stack.
+func (s *Stack) Close(ctx context.Context) error {
+	var errs []error
+	if s.Scheduler != nil {
+		if err := s.Scheduler.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i := len(s.stops) - 1; i >= 0; i-- {
+		if err := s.stops[i](ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stack: stop hook %d: %w", i, err))
+		}
+	}
+	s.stops = nil
+	if s.http != nil {
+		if err := s.http.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stack: http shutdown: %w", err))
+			_ = s.http.Close()
+		}
+		if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("stack: serve: %w", err))
+		}
+		s.http = nil
+	}
+	if s.store != nil {
+		if err := s.store.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stack: close store: %w", err))
+		}
+		s.store = nil
+	}
+	if s.storage != nil {
+		_ = s.storage.Close()
+		s.storage = nil
+	}
+	if s.gcs != nil {
+		if err := s.gcs.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		s.gcs = nil
+	}
+	if s.mongo != nil {
+		if err := s.mongo.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("stack: close mongo: %w", err))
+		}
+		s.mongo = nil
+	}
+	if len(errs) > 0 {
+		s.Logger.Warn("stack: closed with errors", "error", errors.Join(errs...).Error())
+	} else {
+		s.Logger.Info("stack: closed")
+	}
+	return errors.Join(errs...)
+}
+
+// Exports returns shell lines that point a client at this stack, one
+// `export NAME='value'` per line, for `eval "$(baton local ...)"`-style use.
+func (s *Stack) Exports() string {
+	var b strings.Builder
+	for _, kv := range [][2]string{
+		{config.EnvURL, s.URL},
+		{config.EnvStorageEmu, s.StorageHost},
+		{config.EnvBucket, s.Bucket},
+		{config.EnvMongoURI, s.MongoURI},
+		{config.EnvToken, s.Token},
+	} {
+		fmt.Fprintf(&b, "export %s=%s\n", kv[0], shellQuote(kv[1]))
+	}
+	return b.String()
+}
+
+// shellQuote single-quotes v for POSIX shells.
+func shellQuote(v string) string {
+	return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'"
+}
+
+// accessLog logs every request at debug level (shown with --verbose or
+// --log-level debug).
+func accessLog(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		log.Debug("http", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", time.Since(start).Milliseconds())
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) { r.status = code; r.ResponseWriter.WriteHeader(code) }
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -1,0 +1,169 @@
+package stack_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/emulator/scheduler"
+	"github.com/baton-cron/baton/emulator/stack"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+func start(t *testing.T, cfg stack.Config) *stack.Stack {
+	t.Helper()
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := stack.Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("stack.Start: %v", err)
+	}
+	return s
+}
+
+func closeStack(t *testing.T, s *stack.Stack) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestStackServesTicksAndRunsHooks(t *testing.T) {
+	clock := scheduler.NewManualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	var events []string
+	hook := func(ctx context.Context, s *stack.Stack) (func(context.Context) error, error) {
+		// The server is already up when a hook runs.
+		if code, _ := get(t, s.URL+"/healthz"); code != 200 {
+			t.Errorf("healthz from a hook: %d, want 200", code)
+		}
+		events = append(events, "start")
+		return func(context.Context) error {
+			// ...and still up while hooks stop.
+			resp, err := http.Get(s.URL + "/healthz")
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			events = append(events, "stop")
+			return nil
+		}, nil
+	}
+	s := start(t, stack.Config{Clock: clock, Tick: 30 * time.Second, Hooks: []stack.Hook{hook}})
+
+	if code, body := get(t, s.URL+"/Rent?jeonse=300000000&deposit=100000000&rate=4.5"); code != 200 || !strings.Contains(body, `"monthlyRent":750000`) {
+		t.Errorf("Rent: %d %s", code, body)
+	}
+
+	// The scheduler ticks /Tick with the stack's token on its clock.
+	done := make(chan struct{})
+	defer close(done)
+	if !clock.WaitPending(done, 1) {
+		t.Fatal("tick job never parked")
+	}
+	if d, _ := clock.AdvanceToNext(); d != 30*time.Second {
+		t.Errorf("first tick after %s, want 30s", d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	as, err := s.Scheduler.WaitAttempts(ctx, stack.TickJob, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 404 until a Tick function is registered; never 401 (the token is
+	// wired) and never 0 (the server was reached).
+	if st := as[0].Status; st == 0 || st == http.StatusUnauthorized {
+		t.Errorf("tick attempt %+v: want the server reached with the right token", as[0])
+	}
+
+	closeStack(t, s)
+	if got := strings.Join(events, ","); got != "start,stop" {
+		t.Errorf("hook events %q, want start,stop", got)
+	}
+	if _, err := http.Get(s.URL + "/healthz"); err == nil {
+		t.Error("server still answers after Close")
+	}
+}
+
+func TestDataDirPersistsAndFreshWipes(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := start(t, stack.Config{DataDir: dir, Tick: -1})
+	if _, err := s.Deps.Store.Collection("things").InsertIdempotent(ctx, bson.M{"_id": "kept"}); err != nil {
+		t.Fatal(err)
+	}
+	closeStack(t, s)
+
+	s = start(t, stack.Config{DataDir: dir, Tick: -1})
+	var doc bson.M
+	if err := s.Deps.Store.Collection("things").Get(ctx, "kept", &doc); err != nil {
+		t.Errorf("after restart: %v, want the document kept", err)
+	}
+	closeStack(t, s)
+
+	s = start(t, stack.Config{DataDir: dir, Fresh: true, Tick: -1})
+	defer closeStack(t, s)
+	if err := s.Deps.Store.Collection("things").Get(ctx, "kept", &doc); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("after --fresh: %v, want ErrNotFound", err)
+	}
+}
+
+func TestExports(t *testing.T) {
+	s := start(t, stack.Config{Tick: -1, Token: "t0k", Bucket: "b-1"})
+	defer closeStack(t, s)
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(s.Exports()), "\n") {
+		kv, ok := strings.CutPrefix(line, "export ")
+		k, v, ok2 := strings.Cut(kv, "=")
+		if !ok || !ok2 || !strings.HasPrefix(v, "'") || !strings.HasSuffix(v, "'") {
+			t.Fatalf("line %q is not export NAME='value'", line)
+		}
+		got[k] = strings.Trim(v, "'")
+	}
+	want := map[string]string{
+		"BATON_URL": s.URL, "STORAGE_EMULATOR_HOST": s.StorageHost, "BATON_BUCKET": "b-1",
+		"BATON_MONGO_URI": s.MongoURI, "BATON_TOKEN": "t0k",
+	}
+	for k, v := range want {
+		if got[k] != v || v == "" {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("exports %v, want exactly %v", got, want)
+	}
+	if !strings.HasSuffix(s.MongoURI, "/baton") {
+		t.Errorf("MongoURI %q should name the database", s.MongoURI)
+	}
+}
+
+func TestHookErrorUnwindsStart(t *testing.T) {
+	boom := errors.New("no GPU today")
+	_, err := stack.Start(context.Background(), stack.Config{Addr: "127.0.0.1:0", Tick: -1, Hooks: []stack.Hook{
+		func(context.Context, *stack.Stack) (func(context.Context) error, error) { return nil, boom },
+	}})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Start = %v, want the hook's error", err)
+	}
+}
