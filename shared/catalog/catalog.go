@@ -61,14 +61,6 @@ func New(st *store.Store, o Options) *Service {
 	}
 }
 
-// Indexes are the indexes ListRuns needs: the runs of one schedule, newest
-// first. Terraform declares the same index for Firestore.
-var Indexes = []store.Index{{
-	Collection: schedule.RunsCollection,
-	Name:       "runs_by_schedule_fireTime",
-	Keys:       bson.D{{Key: "scheduleId", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}},
-}}
-
 // Page sizes for List and ListRuns.
 const (
 	DefaultPageSize = 50

@@ -23,7 +23,8 @@
 //
 // # Lists
 //
-// Schedules are listed by _id and runs newest first by (fireTime, _id),
+// Schedules are listed by _id, and runs newest first by (fireTime, _id),
 // both with store.Page's keyset cursor, never skip: a page of n costs n
 // document reads however deep it is. Page tokens are opaque to callers.
+// The runs query is served by the "history" index in scheduler.Indexes.
 package catalog

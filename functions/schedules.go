@@ -1,0 +1,46 @@
+package functions
+
+import (
+	"net/http"
+
+	"github.com/baton-cron/baton/shared/catalog"
+	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/httpapi"
+	"github.com/baton-cron/baton/shared/lease"
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/scheduler"
+)
+
+func init() { register(config.FnSchedules, newSchedules) }
+
+// newSchedules builds the Schedules function: the REST API for schedules and
+// run history (flow 4). The service and its routes live in shared/catalog.
+func newSchedules(d *Deps) (http.Handler, error) {
+	if err := d.NeedStore(); err != nil {
+		return httpapi.RequireToken(d.Token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			httpapi.WriteError(w, r, err)
+		})), nil
+	}
+	opts := catalog.Options{
+		Validate: schedule.ValidateOptions{AllowedHosts: d.AllowedTargets, Builtins: scheduler.Builtins()},
+		Now:      d.Clock(),
+	}
+	// Trigger-now runs the schedule through the scheduler's Engine, which
+	// needs the lease bucket; without one, :trigger answers 503 and the
+	// other routes still work.
+	if d.Storage != nil && d.Bucket != "" {
+		m := lease.NewManager(d.Storage.Bucket(d.Bucket), "leases/", lease.Options{Skew: d.ClockSkew, Logger: d.Logger})
+		eng, err := scheduler.New(scheduler.Config{
+			Store: d.Store, Leases: m, Now: d.Clock(), TickLeaseTTL: d.TickLeaseTTL,
+			AllowedTargets: d.AllowedTargets, HTTPClient: d.HTTPClient, Logger: d.Logger,
+			IDToken: config.Get(config.EnvTargetIDToken) == "true",
+			GPU:     nil, // integrator wires GPU, as in tick.go
+		})
+		if err != nil {
+			return nil, err
+		}
+		opts.Triggerer = eng
+	}
+	h := catalog.NewHandler(catalog.New(d.Store, opts), catalog.HandlerOptions{})
+	return httpapi.RequireToken(d.Token, h), nil
+}
