@@ -25,6 +25,9 @@ const MinEvery = time.Second
 // order, for error messages.
 var fieldNames = [6]string{"second", "minute", "hour", "day-of-month", "month", "day-of-week"}
 
+// nameHints complete "is not a number" for the fields that take names.
+var nameHints = [6]string{4: " or a month name (JAN-DEC)", 5: " or a day name (SUN-SAT)"}
+
 // fieldDefaults fill the other five fields when one field is checked alone.
 var fieldDefaults = [6]string{"0", "0", "0", "*", "*", "*"}
 
@@ -133,6 +136,11 @@ func parse(expr string) (Spec, error) {
 			// The library ends its messages with ": <field>"; the prefix
 			// already quotes the field.
 			reason := strings.TrimSuffix(err.Error(), ": "+f)
+			const notInt = "failed to parse int from "
+			if _, rest, ok := strings.Cut(reason, notInt); ok {
+				bad, _, _ := strings.Cut(rest, ":")
+				reason = fmt.Sprintf("%q is not a number%s", bad, nameHints[i])
+			}
 			return nil, cronError("%s field %q: %s", fieldNames[i], f, reason)
 		}
 	}
