@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/baton-cron/baton/emulator/stack"
+	"github.com/baton-cron/baton/functions"
+	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/logging"
+)
+
+// localShutdownTimeout bounds the graceful part of shutdown: requests and
+// the tick in flight get this long to finish.
+const localShutdownTimeout = 30 * time.Second
+
+// localHooks start extra parts of `baton local` (local GPU workers, say)
+// once the HTTP server is up. Another file adds to it in its own init,
+// and may add flags there with localCmd.Flags(); local.go need not change.
+var localHooks []stack.Hook
+
+// localCmd is a package variable (initialised before any init runs) so that
+// other files' init functions can add flags to it.
+var localCmd = newLocalCmd()
+
+func init() { rootCmd.AddCommand(localCmd) }
+
+// newLocalCmd builds `baton local`.
+func newLocalCmd() *cobra.Command {
+	var (
+		cfg      stack.Config
+		tick     time.Duration
+		verbose  bool
+		logLevel string
+	)
+	cmd := &cobra.Command{
+		Use:   "local",
+		Short: "Run all of baton locally against embedded emulators",
+		Long: `Run all of baton in one process, with no cloud account and nothing to install:
+the MongoDB API (FerretDB on SQLite, data kept in --data-dir), a GCS emulator
+(fake-gcs-server, in memory) with the bucket created, every function on one
+port (/Rent, /Schedules, /Tick, /GPU, /healthz), and a Cloud Scheduler
+emulator that POSTs /Tick every --tick with the real headers.
+
+It prints export lines on stdout (and writes them to DATA_DIR/env), so another
+shell can run:  . .baton/env
+Logs are JSON on stderr. SIGINT or SIGTERM shuts down cleanly: the tick and
+requests in flight finish (up to 30s), then the emulators stop.`,
+		Example: `  baton local
+  baton local --tick 5s --fresh
+  baton local --addr 127.0.0.1:0 --mongo-addr 127.0.0.1:0 --gcs-addr 127.0.0.1:0 --data-dir /tmp/b`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			began := time.Now()
+			if tick < 0 {
+				return usageError("local: --tick %s: want a positive period, or 0 to turn ticking off", tick)
+			}
+			switch strings.ToLower(logLevel) {
+			case "debug", "info", "warn", "warning", "error":
+			default:
+				return usageError("local: --log-level %q: want debug, info, warn or error", logLevel)
+			}
+			cfg.Tick = tick
+			if tick == 0 {
+				cfg.Tick = -1 // no tick job
+			}
+			if verbose {
+				logLevel = "debug"
+			}
+			log := logging.New(cmd.ErrOrStderr(), logLevel)
+			cfg.Logger, cfg.Verbose = log, verbose
+			cfg.Hooks = append(cfg.Hooks, localHooks...)
+			// The package default too, so httpapi's 500 logs are JSON on stderr.
+			slog.SetDefault(log)
+
+			ctx := cmd.Context()
+			s, err := stack.Start(ctx, cfg)
+			if err != nil {
+				return fmt.Errorf("local: %w", err)
+			}
+			exports := s.Exports()
+			envFile := ""
+			if cfg.DataDir != "" {
+				envFile = filepath.Join(cfg.DataDir, "env")
+				// 0600: the file holds the bearer token.
+				if err := os.WriteFile(envFile, []byte(exports), 0o600); err != nil {
+					log.Warn("local: could not write the env file", "file", envFile, "error", err.Error())
+					envFile = ""
+				}
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprint(out, exports)
+			fmt.Fprint(out, tryLines(envFile))
+			log.Info("local: ready", "startup_ms", time.Since(began).Milliseconds(), "url", s.URL, "functions", functions.Names())
+
+			<-ctx.Done()
+			log.Info("local: shutting down", "reason", context.Cause(ctx).Error())
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), localShutdownTimeout)
+			defer cancel()
+			if err := s.Close(sctx); err != nil {
+				return fmt.Errorf("local: shutdown: %w", err)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Addr, "addr", stack.DefaultAddr, "listen address of the functions (BATON_URL); port 0 picks a free one")
+	f.StringVar(&cfg.MongoAddr, "mongo-addr", "127.0.0.1:27018", "listen address of the MongoDB API emulator (BATON_MONGO_URI); port 0 picks a free one")
+	f.StringVar(&cfg.GCSAddr, "gcs-addr", "127.0.0.1:4443", "listen address of the GCS emulator (STORAGE_EMULATOR_HOST); port 0 picks a free one")
+	f.StringVar(&cfg.DataDir, "data-dir", ".baton", "directory for the database (DATA_DIR/mongo, kept across restarts) and the env file; empty keeps nothing")
+	f.BoolVar(&cfg.Fresh, "fresh", false, "wipe DATA_DIR/mongo before starting")
+	f.DurationVar(&tick, "tick", stack.DefaultTick, "how often the scheduler emulator POSTs /Tick (e.g. 5s for demos); 0 turns it off")
+	f.StringVar(&cfg.Bucket, "bucket", stack.DefaultBucket, "bucket to create in the GCS emulator (BATON_BUCKET)")
+	f.BoolVar(&verbose, "verbose", false, "log every request and the emulators' own logs (implies --log-level debug)")
+	f.StringVar(&logLevel, "log-level", config.Get(config.EnvLogLevel), "debug, info, warn or error; BATON_LOG_LEVEL sets the default")
+	return cmd
+}
+
+// tryLines are shell comments, so the whole stdout stays safe to eval.
+func tryLines(envFile string) string {
+	var b strings.Builder
+	b.WriteString("# baton local is up. In another shell:\n")
+	if envFile != "" {
+		fmt.Fprintf(&b, "#   . %s\n", envFile)
+	} else {
+		b.WriteString("#   (paste the export lines above)\n")
+	}
+	b.WriteString(`#   curl "$BATON_URL/Rent?jeonse=300000000&deposit=100000000&rate=4.5"` + "\n")
+	b.WriteString(`#   curl "$BATON_URL/healthz"` + "\n")
+	b.WriteString("# Ctrl-C stops it.\n")
+	return b.String()
+}
