@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/baton-cron/baton/shared/catalog"
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/gpu"
 	"github.com/baton-cron/baton/shared/scheduler"
@@ -598,14 +597,31 @@ func checkFirestore(m *tfModule) []string {
 	return problems
 }
 
+// indexPackages are the packages whose Indexes the deployment must declare,
+// by directory under shared/. codeIndexes refuses to run when another
+// package declares store.Index values, so a new one cannot be missed.
+var indexPackages = map[string][]store.Index{
+	"scheduler": scheduler.Indexes,
+	"gpu":       gpu.Indexes,
+}
+
 // codeIndexes are the indexes the Go code declares, one string per index
 // ("runs(scheduleId ASCENDING, fireTime DESCENDING, _id DESCENDING)"),
 // sorted and without duplicates (two packages may need the same one).
 func codeIndexes() ([]string, error) {
+	declaring, err := packagesDeclaringIndexes("../shared")
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range declaring {
+		if _, ok := indexPackages[p]; !ok {
+			return nil, fmt.Errorf("shared/%s declares store.Index values: add its Indexes to indexPackages in tests/terraform_test.go and to local.firestore_indexes", p)
+		}
+	}
 	var all []store.Index
-	all = append(all, scheduler.Indexes...)
-	all = append(all, catalog.Indexes...)
-	all = append(all, gpu.Indexes...)
+	for _, p := range sortedKeys(indexPackages) {
+		all = append(all, indexPackages[p]...)
+	}
 	set := map[string]bool{}
 	for _, ix := range all {
 		var fields []string
@@ -634,6 +650,27 @@ func codeIndexes() ([]string, error) {
 		set[key] = true
 	}
 	return sortedKeys(set), nil
+}
+
+// packagesDeclaringIndexes lists the directories under root whose non-test
+// Go files build a []store.Index.
+func packagesDeclaringIndexes(root string) ([]string, error) {
+	set := map[string]bool{}
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), "[]store.Index{") {
+			rel, _ := filepath.Rel(root, filepath.Dir(p))
+			set[filepath.ToSlash(rel)] = true
+		}
+		return nil
+	})
+	return sortedKeys(set), err
 }
 
 // checkIndexes: local.firestore_indexes is exactly the set of indexes the
@@ -674,7 +711,7 @@ func checkIndexes(m *tfModule) []string {
 	}
 	for _, g := range got {
 		if !slices.Contains(want, g) {
-			problems = append(problems, "local.firestore_indexes has "+g+", which no code declares (scheduler, catalog, gpu .Indexes)")
+			problems = append(problems, "local.firestore_indexes has "+g+", which no code declares (indexPackages)")
 		}
 	}
 	sort.Strings(problems)
@@ -836,5 +873,32 @@ func TestTerraformRulesFail(t *testing.T) {
 			}
 			t.Errorf("check %s did not report %q; it reported %q", tc.check, tc.want, got)
 		})
+	}
+}
+
+// TestIndexPackagesGuard: a package that starts declaring indexes is found,
+// so codeIndexes cannot silently miss it.
+func TestIndexPackagesGuard(t *testing.T) {
+	root := t.TempDir()
+	for name, body := range map[string]string{
+		"foo/foo.go":      "package foo\n\nvar Indexes = []store.Index{{Collection: \"foo\"}}\n",
+		"foo/foo_test.go": "package foo\n\nvar x = []store.Index{}\n",
+		"bar/bar_test.go": "package bar\n\nvar x = []store.Index{}\n",
+		"baz/baz.go":      "package baz\n",
+	} {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := packagesDeclaringIndexes(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"foo"}; !slices.Equal(got, want) {
+		t.Errorf("packagesDeclaringIndexes = %v, want %v", got, want)
 	}
 }

@@ -15,7 +15,7 @@ resource "google_firestore_database" "baton" {
 
 locals {
   # The indexes baton's queries need: exactly the store.Index values the code
-  # declares (scheduler.Indexes, catalog.Indexes, gpu.Indexes), which
+  # declares (scheduler.Indexes, gpu.Indexes), which
   # tests/terraform_test.go compares with this list. In the Enterprise
   # edition a query without its index still runs, as a scan billed for every
   # document it reads. `_id` is the keyset tie-breaker; it was checked
@@ -27,7 +27,7 @@ locals {
     { collection = "schedules", fields = [{ path = "enabled", order = "ASCENDING" }, { path = "nextRunAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # scheduler: the daemon's edit poll, keyset on (updatedAt, _id).
     { collection = "schedules", fields = [{ path = "updatedAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
-    # scheduler, catalog: run history of a schedule, newest first.
+    # scheduler: run history of a schedule, newest first.
     { collection = "runs", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "fireTime", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
     # scheduler: the sweeps (pending runs due, running runs whose heartbeat expired).
     { collection = "runs", fields = [{ path = "status", order = "ASCENDING" }, { path = "sweepAt", order = "ASCENDING" }] },
