@@ -138,6 +138,13 @@ func (l *Lease) heartbeat() {
 		if hook := l.m.beforeRenew; hook != nil {
 			hook(l.name)
 		}
+		// Release may have been asked for during a pause; it writes with the
+		// generation we have, which tells whether the lease is still ours.
+		select {
+		case <-l.stop:
+			return
+		default:
+		}
 		// A pause (GC, SIGSTOP, a blocked hook) can outlast the window
 		// between the timers and here; never renew on a closed window.
 		if !time.Now().Before(end) {

@@ -138,6 +138,11 @@ func (m *Manager) write(ctx context.Context, name string, rec record, c storage.
 	w.ContentType = "application/json"
 	w.CacheControl = "no-store"
 	w.Metadata = rec.metadata()
+	// The body is a few hundred bytes. The default 16 MiB chunk buffer would
+	// be allocated and zeroed on every heartbeat; the minimum chunk size still
+	// sends one request and keeps the library's retries (ChunkSize 0 would
+	// disable them, and the lost-create recovery relies on them).
+	w.ChunkSize = googleapi.MinUploadChunkSize
 	if _, err := w.Write(body); err != nil {
 		_ = w.Close()
 		return state{}, fmt.Errorf("lease %q: write: %w", name, err)
