@@ -67,8 +67,8 @@ func (f *faultTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		body := `{"error":{"code":503,"message":"injected","errors":[{"reason":"backendError","message":"injected"}]}}`
 		return &http.Response{
 			StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable",
-			Header:     http.Header{"Content-Type": {"application/json"}},
-			Body:       io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)),
+			Header: http.Header{"Content-Type": {"application/json"}},
+			Body:   io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)),
 			Request: r, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		}, nil
 	}
