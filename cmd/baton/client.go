@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/httpapi"
+)
+
+// apiClient talks to one baton function over HTTP with the bearer token.
+type apiClient struct {
+	// base is the function's URL, such as http://127.0.0.1:8080/Schedules.
+	base  string
+	token string
+	http  *http.Client
+}
+
+// schedulesClientFromEnv builds the client for the Schedules function:
+// BATON_SCHEDULES_URL when set (in the cloud every function has its own
+// URL), else $BATON_URL/Schedules (`baton local` serves all functions on
+// one port).
+func schedulesClientFromEnv() (*apiClient, error) {
+	base, from := config.Get(config.EnvSchedulesURL), config.EnvSchedulesURL
+	if base == "" {
+		base, from = strings.TrimRight(config.Get(config.EnvURL), "/")+"/"+config.FnSchedules, config.EnvURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usageError("%s=%q is not an http(s) URL", from, base)
+	}
+	return &apiClient{base: strings.TrimRight(base, "/"), token: config.Get(config.EnvToken), http: &http.Client{Timeout: 60 * time.Second}}, nil
+}
+
+// apiError is an error answer from the API, in the shared shape.
+type apiError struct {
+	Status               int
+	Code, Message, Field string
+}
+
+// Error names the field first, so the operator sees what to fix.
+func (e *apiError) Error() string {
+	msg := fmt.Sprintf("HTTP %d %s: ", e.Status, e.Code)
+	if e.Field != "" {
+		msg += e.Field
+		if f, ok := fieldFlags[e.Field]; ok {
+			msg += " (" + f + ")"
+		}
+		msg += ": "
+	}
+	return msg + e.Message
+}
+
+// do sends one request. body, when non-nil, is sent as JSON (a []byte is
+// sent as is). A 2xx answer is decoded into out (when non-nil); anything
+// else becomes an *apiError.
+func (c *apiClient) do(ctx context.Context, method, path string, q url.Values, header http.Header, body any, out any) (http.Header, error) {
+	u := c.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	var rd io.Reader
+	if body != nil {
+		b, ok := body.([]byte)
+		if !ok {
+			var err error
+			if b, err = json.Marshal(body); err != nil {
+				return nil, fmt.Errorf("%s %s: encode body: %w", method, path, err)
+			}
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	res, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach %s (is `baton local` running? check %s / %s): %w", c.base, config.EnvURL, config.EnvSchedulesURL, err)
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(res.Body, 32<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		return nil, decodeAPIError(res.StatusCode, data)
+	}
+	if out != nil && len(data) > 0 {
+		if raw, ok := out.(*json.RawMessage); ok {
+			*raw = append((*raw)[:0], data...)
+		} else if err := json.Unmarshal(data, out); err != nil {
+			return nil, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return res.Header, nil
+}
+
+func decodeAPIError(status int, data []byte) error {
+	var e struct {
+		Error *httpapi.Error `json:"error"`
+	}
+	if json.Unmarshal(data, &e) == nil && e.Error != nil && e.Error.Code != "" {
+		return &apiError{Status: status, Code: e.Error.Code, Message: e.Error.Message, Field: e.Error.Field}
+	}
+	// Not baton's shape (a proxy, a load balancer): show the start of it.
+	text := strings.TrimSpace(string(data))
+	if len(text) > 200 {
+		text = text[:200] + "…"
+	}
+	return &apiError{Status: status, Code: http.StatusText(status), Message: text}
+}

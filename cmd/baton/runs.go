@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/baton-cron/baton/shared/catalog"
+	"github.com/baton-cron/baton/shared/schedule"
+)
+
+// newRunsCmd builds `baton runs …`: run history from the Schedules API.
+func newRunsCmd(client clientFunc) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "runs",
+		Short: "Show the run history of schedules",
+	}
+	var (
+		id       string
+		pageSize int
+		token    string
+		all      bool
+		asJSON   bool
+	)
+	list := &cobra.Command{
+		Use:     "list --schedule ID",
+		Short:   "List a schedule's runs, newest fire time first",
+		Example: "  baton runs list --schedule nightly --page-size 20",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if id == "" {
+				return usageError("runs list: --schedule ID is required")
+			}
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			var runs []schedule.Run
+			next := token
+			for {
+				q := url.Values{}
+				if pageSize > 0 {
+					q.Set("pageSize", strconv.Itoa(pageSize))
+				}
+				if next != "" {
+					q.Set("pageToken", next)
+				}
+				var page catalog.RunPage
+				if _, err := c.do(cmd.Context(), http.MethodGet, "/schedules/"+url.PathEscape(id)+"/runs", q, nil, nil, &page); err != nil {
+					return apiFailure("runs list --schedule "+id, err)
+				}
+				runs = append(runs, page.Runs...)
+				next = page.NextPageToken
+				if !all || next == "" {
+					break
+				}
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), catalog.RunPage{Runs: nonNil(runs), NextPageToken: next})
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "RUN\tFIRE TIME\tSOURCE\tSTATUS\tATTEMPT\tFINISHED\tDETAIL")
+			for _, r := range runs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.FireTime.UTC().Format(time.RFC3339), r.Source, r.Status, r.Attempt, orDash(r.FinishedAt), runDetail(r))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if next != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "more: baton runs list --schedule %s --page-token %s (or --all)\n", id, next)
+			}
+			return nil
+		},
+	}
+	flagUsage(list)
+	list.Flags().StringVar(&id, "schedule", "", "the schedule id (required)")
+	list.Flags().IntVar(&pageSize, "page-size", 0, fmt.Sprintf("runs per page, 1 to %d (default %d)", catalog.MaxPageSize, catalog.DefaultPageSize))
+	list.Flags().StringVar(&token, "page-token", "", "continue from the nextPageToken of an earlier page")
+	list.Flags().BoolVar(&all, "all", false, "follow page tokens to the end")
+	list.Flags().BoolVar(&asJSON, "json", false, "print JSON ({\"runs\":[…],\"nextPageToken\":…})")
+	cmd.AddCommand(list)
+	return cmd
+}
+
+func orDash(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// runDetail is the one thing worth reading about a run: why it was skipped,
+// why it failed, or what it produced.
+func runDetail(r schedule.Run) string {
+	s := r.Output
+	switch {
+	case r.Reason != "":
+		s = r.Reason
+	case r.Error != "":
+		s = r.Error
+	}
+	if len(s) > 80 {
+		s = s[:77] + "..."
+	}
+	if s == "" {
+		return "-"
+	}
+	return s
+}
