@@ -190,7 +190,9 @@ func TestPausedHolderIsFenced(t *testing.T) {
 	if _, err := runs.InsertIdempotent(ctx, bson.D{{Key: "_id", Value: "r1"}, {Key: "status", Value: "new"}}); err != nil {
 		t.Fatal(err)
 	}
-	const ttl = 3 * time.Second // heartbeat every second
+	// Heartbeat every 2s, trust window 4.8s: a resumes well inside its
+	// window, so what stops it is the 412 on its renew.
+	const ttl = 6 * time.Second
 	paused, resume := make(chan struct{}, 1), make(chan struct{})
 	a := b.manager("a", lease.Options{})
 	var once sync.Once
@@ -345,8 +347,11 @@ func TestLostTakeoverAndRenewResponses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
+	// ttl 6s: renew every 2s, trust window 4.8s, so the retried renew has
+	// seconds to spare even under the race detector on a loaded machine.
+	const ttl = 6 * time.Second
 	a := b.manager("a", lease.Options{})
-	la, err := a.Acquire(ctx, "job", 3*time.Second)
+	la, err := a.Acquire(ctx, "job", ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,7 +359,7 @@ func TestLostTakeoverAndRenewResponses(t *testing.T) {
 
 	c := b.manager("c", lease.Options{})
 	b.ft.set(nth(1, isUpload, dropResponse))
-	lc, err := c.Acquire(ctx, "job", 3*time.Second)
+	lc, err := c.Acquire(ctx, "job", ttl)
 	if err != nil {
 		t.Fatalf("takeover with a lost response: %v", err)
 	}
@@ -363,7 +368,7 @@ func TestLostTakeoverAndRenewResponses(t *testing.T) {
 	}
 
 	b.ft.set(nth(1, isUpload, dropResponse)) // the next renew
-	waitFor(t, "two renews", 10*time.Second, func() bool { return lc.Renews() >= 2 || lc.Err() != nil })
+	waitFor(t, "two renews", 20*time.Second, func() bool { return lc.Renews() >= 2 || lc.Err() != nil })
 	if lc.Err() != nil {
 		t.Fatalf("renew with a lost response lost the lease: %v", lc.Err())
 	}
@@ -380,12 +385,14 @@ func TestRenew503ShorterThanTrustWindow(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	a := b.manager("a", lease.Options{})
-	la, err := a.Acquire(ctx, "job", 3*time.Second) // renew every 1s, trust window 2.4s
+	// Renew every 2s, trust window 4.8s; three 503s cost well under a
+	// second of backoff.
+	la, err := a.Acquire(ctx, "job", 6*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.ft.set(nth(3, isUpload, unavailable))
-	waitFor(t, "a renew after the 503s", 10*time.Second, func() bool { return la.Renews() >= 1 || la.Err() != nil })
+	waitFor(t, "a renew after the 503s", 20*time.Second, func() bool { return la.Renews() >= 1 || la.Err() != nil })
 	if la.Err() != nil {
 		t.Fatalf("lease lost to a short 503 burst: %v", la.Err())
 	}
