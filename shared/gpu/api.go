@@ -1,6 +1,7 @@
 package gpu
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -169,6 +170,10 @@ func toHTTP(err error) error {
 		return httpapi.NotFound("%v", err)
 	case errors.Is(err, ErrStaleFence), errors.Is(err, ErrCancelled), errors.Is(err, ErrFinished):
 		return httpapi.Conflict("%v", err)
+	case errors.Is(err, context.Canceled):
+		// The caller hung up (a worker stops heartbeating when its command
+		// ends); nobody reads this answer, and it is not a server fault.
+		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable, Message: "request cancelled"}
 	}
 	return err
 }

@@ -37,8 +37,12 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, id string, f Fence) (Job, er
 	if err != nil {
 		return Job{}, fmt.Errorf("gpu: heartbeat %s: %w", id, err)
 	}
-	err = d.slots.FencedUpdate(ctx, bson.D{{Key: "_id", Value: f.Slot}}, store.Fence{Field: "epoch", Epoch: f.Epoch},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: id}, {Key: "leaseUntil", Value: lease}}}})
+	if job.DispatchedAt != nil && now.Sub(*job.DispatchedAt) < d.cfg.LeaseTTL/4 {
+		// The claim set the slot's lease moments ago (this is the start
+		// beat); skip a write on the hot path of every hand-off.
+		return job, nil
+	}
+	err = d.updateSlot(ctx, f.Slot, f.Epoch, bson.D{{Key: "jobId", Value: id}, {Key: "leaseUntil", Value: lease}})
 	if err != nil {
 		// The job lease was extended; the slot's will be on the next beat.
 		d.cfg.Logger.Warn("gpu: heartbeat: extend slot lease", "job", id, "slot", f.Slot, "error", err.Error())
@@ -92,12 +96,14 @@ func (d *Dispatcher) Complete(ctx context.Context, id string, c CompleteRequest)
 		}
 		filter := held(id, c.Fence)
 		filter = append(filter, bson.E{Key: "attempts", Value: job.Attempts})
-		if err := d.jobs.UpdateOne(ctx, filter, update); err != nil {
+		if err := d.jobs.FindOneAndUpdate(ctx, filter, update, &job); err != nil {
 			if errors.Is(err, store.ErrConflict) {
 				// Cancelled or requeued between our read and write.
-				if werr := d.whyNotHeld(ctx, id, c.Fence, "complete"); !errors.Is(werr, ErrCancelled) {
+				werr := d.whyNotHeld(ctx, id, c.Fence, "complete")
+				if !errors.Is(werr, ErrCancelled) {
 					return Job{}, werr
 				}
+				job.Status = StatusCancelled
 			} else {
 				return Job{}, fmt.Errorf("gpu: complete %s: %w", id, err)
 			}
@@ -108,7 +114,7 @@ func (d *Dispatcher) Complete(ctx context.Context, id string, c CompleteRequest)
 	if _, err := d.Dispatch(ctx); err != nil {
 		d.cfg.Logger.Warn("gpu: dispatch after completion", "job", id, "error", err.Error())
 	}
-	return d.Get(ctx, id)
+	return job, nil
 }
 
 // requeueUpdate takes a job back from its holder, using one attempt: queued
@@ -117,9 +123,10 @@ func (d *Dispatcher) requeueUpdate(job Job, reason string) bson.D {
 	now := d.cfg.Now().UTC()
 	attempts := job.Attempts + 1
 	if attempts >= job.MaxAttempts {
+		// The fence goes too: the holder's late completion is refused.
 		return bson.D{
-			{Key: "$set", Value: bson.D{{Key: "status", Value: StatusDead}, {Key: "attempts", Value: attempts}, {Key: "error", Value: reason}, {Key: "finishedAt", Value: now}}},
-			{Key: "$unset", Value: bson.D{{Key: "leaseUntil", Value: ""}}},
+			{Key: "$set", Value: bson.D{{Key: "status", Value: StatusDead}, {Key: "attempts", Value: attempts}, {Key: "error", Value: reason}, {Key: "finishedAt", Value: now}, {Key: "epoch", Value: int64(0)}}},
+			{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "leaseUntil", Value: ""}}},
 		}
 	}
 	return bson.D{
@@ -142,7 +149,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (Job, error) {
 			return job, fmt.Errorf("gpu: cancel %s: it is %s: %w", id, job.Status, ErrFinished)
 		}
 		filter := bson.D{{Key: "_id", Value: id}, {Key: "status", Value: job.Status}, {Key: "epoch", Value: job.Epoch}}
-		err = d.jobs.UpdateOne(ctx, filter, bson.D{{Key: "$set", Value: bson.D{
+		err = d.updateJob(ctx, filter, bson.D{{Key: "$set", Value: bson.D{
 			{Key: "status", Value: StatusCancelled}, {Key: "finishedAt", Value: d.cfg.Now().UTC()}}},
 			{Key: "$unset", Value: bson.D{{Key: "leaseUntil", Value: ""}}}})
 		if errors.Is(err, store.ErrConflict) {

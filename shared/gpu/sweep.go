@@ -36,7 +36,7 @@ func (d *Dispatcher) Sweep(ctx context.Context) (requeued, dead int, err error) 
 	for _, job := range expired {
 		filter := held(job.ID, Fence{Slot: job.Slot, Epoch: job.Epoch})
 		filter = append(filter, bson.E{Key: "attempts", Value: job.Attempts}, bson.E{Key: "leaseUntil", Value: bson.D{{Key: "$lt", Value: now}}})
-		err := d.jobs.UpdateOne(ctx, filter, d.requeueUpdate(job, fmt.Sprintf("lease expired on slot %s", job.Slot)))
+		err := d.updateJob(ctx, filter, d.requeueUpdate(job, fmt.Sprintf("lease expired on slot %s", job.Slot)))
 		if errors.Is(err, store.ErrConflict) {
 			continue // a heartbeat or completion got there first
 		}

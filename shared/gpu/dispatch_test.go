@@ -1,0 +1,339 @@
+package gpu_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/baton-cron/baton/shared/gpu"
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/scheduler"
+)
+
+// The dispatcher is what the tick's scheduler calls for gpu targets.
+var _ scheduler.GPU = (*gpu.Dispatcher)(nil)
+
+// TestNoDoubledSlots pushes 200 short jobs through 4 one-slot workers from
+// many concurrent enqueuers while a sweeper runs. A doubled slot would
+// reach a busy worker, which counts it (Refused) instead of running it.
+func TestNoDoubledSlots(t *testing.T) {
+	b := setup(t, setupOpts{workers: 4})
+	const n = 200
+	stopSweep := make(chan struct{})
+	sweepDone := make(chan struct{})
+	stop := sync.OnceFunc(func() { close(stopSweep); <-sweepDone })
+	t.Cleanup(stop)
+	go func() {
+		defer close(sweepDone)
+		for {
+			select {
+			case <-stopSweep:
+				return
+			case <-time.After(200 * time.Millisecond):
+				if _, _, err := b.d.Sweep(b.ctx); err != nil {
+					t.Errorf("sweep: %v", err)
+				}
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < n; i += 8 {
+				if _, _, err := b.d.Enqueue(b.ctx, gpu.EnqueueRequest{ID: fmt.Sprintf("job-%03d", i), Payload: "sleep 0.01"}); err != nil {
+					t.Errorf("enqueue %d: %v", i, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// Wait on the workers' own counters: polling the database would load
+	// the single-writer emulator we are measuring through.
+	b.waitFor("every job to be reported", func() bool {
+		var c int64
+		for _, w := range b.workers {
+			c += w.Stats().Completed
+		}
+		return c >= n
+	})
+	stop()
+
+	var runs, completed int64
+	for i, w := range b.workers {
+		s := w.Stats()
+		if s.Refused != 0 || s.MaxConcurrent > 1 {
+			t.Errorf("worker %d saw a doubled slot: %+v", i, s)
+		}
+		runs += s.Runs
+		completed += s.Completed
+	}
+	if runs != n || completed != n {
+		t.Errorf("runs=%d completed=%d, want %d each (every job exactly once)", runs, completed, n)
+	}
+	jobs, _, err := b.d.List(b.ctx, gpu.ListQuery{PageSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		if j.Status != gpu.StatusSucceeded || j.Attempts != 0 || j.ExitCode == nil || *j.ExitCode != 0 {
+			t.Errorf("job %s: status=%s attempts=%d exit=%v, want succeeded on its first attempt", j.ID, j.Status, j.Attempts, j.ExitCode)
+		}
+	}
+	slots, err := b.d.Slots(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range slots {
+		if s.State != "free" {
+			t.Errorf("slot %s is %s after the run, want free", s.ID, s.State)
+		}
+	}
+}
+
+// TestCrashRequeuesExactlyOnce cuts a worker off mid-job (no callback ever
+// arrives): after the lease the sweep requeues the job with attempts+1, it
+// completes on another worker, and the cut-off worker's late :complete is
+// refused by the fence. Every job ends in exactly one terminal state.
+func TestCrashRequeuesExactlyOnce(t *testing.T) {
+	b := setup(t, setupOpts{workers: 3})
+	victim := b.enqueue(gpu.EnqueueRequest{ID: "victim", Payload: b.gate("release")})
+	victim = b.waitStatus("victim", gpu.StatusRunning)
+	dead := b.workerByURL(victim.Worker)
+	// The crash: the worker stops answering and stops calling back. Its
+	// command keeps running, as a partitioned or frozen instance's would.
+	dead.srv.Close()
+	dead.Freeze()
+
+	for i := 0; i < 11; i++ {
+		b.enqueue(gpu.EnqueueRequest{ID: fmt.Sprintf("other-%02d", i), Payload: "sleep 0.05"})
+	}
+	// Let the live workers finish first: jumping the clock past the lease
+	// would expire their jobs too.
+	for i := 0; i < 11; i++ {
+		b.waitStatus(fmt.Sprintf("other-%02d", i), gpu.StatusSucceeded)
+	}
+	b.release("release")
+	b.clock.Advance(b.d.LeaseTTL() + time.Second)
+	requeued, deadN, err := b.d.Sweep(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if requeued != 1 || deadN != 0 {
+		t.Fatalf("sweep: requeued=%d dead=%d, want 1, 0", requeued, deadN)
+	}
+	got := b.waitStatus("victim", gpu.StatusSucceeded)
+	if got.Attempts != 1 || got.Worker == dead.URL {
+		t.Fatalf("victim: attempts=%d worker=%s, want attempts 1 on a live worker (not %s)", got.Attempts, got.Worker, dead.URL)
+	}
+
+	// The zombie wakes and reports: the fence refuses it.
+	dead.Thaw()
+	b.waitFor("the late completion to be refused", func() bool { return dead.Stats().Stale >= 1 })
+	if s := dead.Stats(); s.Completed != 0 {
+		t.Errorf("dead worker's completion was accepted: %+v", s)
+	}
+	after := b.job("victim")
+	if diff := cmp.Diff(got, after); diff != "" {
+		t.Errorf("the late completion changed the job (-want,+got):\n%s", diff)
+	}
+	var completed int64
+	for _, w := range b.workers {
+		completed += w.Stats().Completed
+	}
+	if completed != 12 {
+		t.Errorf("accepted completions = %d, want 12 (one per job)", completed)
+	}
+}
+
+// TestPriorityOrder: while the only worker is busy, jobs queue; they then
+// start highest priority first, oldest first within a priority.
+func TestPriorityOrder(t *testing.T) {
+	rec := &recorder{}
+	b := setup(t, setupOpts{workers: 1, worker: withOrder(rec)})
+	b.enqueue(gpu.EnqueueRequest{ID: "blocker", Payload: b.gate("go")})
+	b.waitStatus("blocker", gpu.StatusRunning)
+	for i, p := range []int{1, 5, 0, 5, 3, 10} {
+		b.enqueue(gpu.EnqueueRequest{ID: fmt.Sprintf("p%d-%d", p, i), Priority: p, Payload: "true"})
+		b.clock.Advance(time.Millisecond) // distinct createdAt
+	}
+	b.release("go")
+	b.waitStatus("p0-2", gpu.StatusSucceeded)
+	want := []string{"blocker", "p10-5", "p5-1", "p5-3", "p3-4", "p1-0", "p0-2"}
+	if diff := cmp.Diff(want, rec.list()); diff != "" {
+		t.Errorf("start order (-want,+got):\n%s", diff)
+	}
+}
+
+// TestMaxAttemptsDead: a job whose worker never calls back loses its lease
+// twice and, with maxAttempts 2, ends dead; the late completions are
+// refused.
+func TestMaxAttemptsDead(t *testing.T) {
+	b := setup(t, setupOpts{workers: 1})
+	w := b.workers[0]
+	w.Freeze()
+	b.enqueue(gpu.EnqueueRequest{ID: "doomed", Payload: "true", MaxAttempts: 2})
+	for attempt := 1; attempt <= 2; attempt++ {
+		b.waitFor(fmt.Sprintf("attempt %d to run", attempt), func() bool { return w.Stats().Runs == int64(attempt) && !w.Busy() })
+		b.clock.Advance(b.d.LeaseTTL() + time.Second)
+		requeued, dead, err := b.d.Sweep(b.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := [2]int{1, 0}
+		if attempt == 2 {
+			want = [2]int{0, 1}
+		}
+		if got := [2]int{requeued, dead}; got != want {
+			t.Fatalf("sweep after attempt %d: (requeued, dead) = %v, want %v", attempt, got, want)
+		}
+	}
+	j := b.job("doomed")
+	if j.Status != gpu.StatusDead || j.Attempts != 2 {
+		t.Fatalf("job: status=%s attempts=%d, want dead after 2", j.Status, j.Attempts)
+	}
+	w.Thaw()
+	b.waitFor("both late completions to be refused", func() bool { return w.Stats().Stale == 2 })
+	if got := b.job("doomed"); got.Status != gpu.StatusDead {
+		t.Errorf("after late completions the job is %s, want dead", got.Status)
+	}
+}
+
+// TestCancel cancels a queued job (it never runs) and a running one (its
+// worker kills the command and frees the slot for the next job).
+func TestCancel(t *testing.T) {
+	rec := &recorder{}
+	b := setup(t, setupOpts{workers: 1, worker: withOrder(rec)})
+	w := b.workers[0]
+	b.enqueue(gpu.EnqueueRequest{ID: "running", Payload: "sleep 30"})
+	b.waitStatus("running", gpu.StatusRunning)
+	b.enqueue(gpu.EnqueueRequest{ID: "queued", Payload: "true"})
+	if j, err := b.d.Cancel(b.ctx, "queued"); err != nil || j.Status != gpu.StatusCancelled {
+		t.Fatalf("cancel queued: %v %v", j.Status, err)
+	}
+	j, err := b.d.Cancel(b.ctx, "running")
+	if err != nil || j.Status != gpu.StatusCancelled {
+		t.Fatalf("cancel running: %v %v", j.Status, err)
+	}
+	b.waitFor("the worker to kill the command", func() bool { return w.Stats().Killed == 1 && !w.Busy() })
+	b.enqueue(gpu.EnqueueRequest{ID: "next", Payload: "true"})
+	b.waitStatus("next", gpu.StatusSucceeded)
+	if diff := cmp.Diff([]string{"running", "next"}, rec.list()); diff != "" {
+		t.Errorf("jobs started (-want,+got):\n%s", diff)
+	}
+	for _, id := range []string{"running", "queued"} {
+		if j := b.job(id); j.Status != gpu.StatusCancelled || j.ExitCode != nil {
+			t.Errorf("job %s: status=%s exit=%v, want cancelled with no exit code", id, j.Status, j.ExitCode)
+		}
+	}
+	if _, err := b.d.Cancel(b.ctx, "next"); err == nil || !strings.Contains(err.Error(), "finished") {
+		t.Errorf("cancel finished job: err=%v, want ErrFinished", err)
+	}
+}
+
+// TestRefusalCostsNoAttempt: a worker that answers 429 (Cloud Run routed
+// two slots' jobs to one busy instance) or cannot be reached costs the job
+// no attempt; it runs later on its first attempt.
+func TestRefusalCostsNoAttempt(t *testing.T) {
+	b := setup(t, setupOpts{workers: 1, slots: 2, extraPool: "http://127.0.0.1:1=1"})
+	w := b.workers[0]
+	b.enqueue(gpu.EnqueueRequest{ID: "first", Payload: b.gate("go")})
+	b.waitStatus("first", gpu.StatusRunning)
+	second := b.enqueue(gpu.EnqueueRequest{ID: "second", Payload: "echo ran"})
+	if second.Status != gpu.StatusQueued || second.Attempts != 0 {
+		t.Fatalf("after refusals: status=%s attempts=%d, want queued with 0 attempts", second.Status, second.Attempts)
+	}
+	if got := w.Stats().Refused; got != 1 {
+		t.Fatalf("worker refused %d requests, want 1 (the 429)", got)
+	}
+	b.release("go")
+	j := b.waitStatus("second", gpu.StatusSucceeded)
+	if j.Attempts != 0 || j.Stdout != "ran\n" {
+		t.Errorf("second: attempts=%d stdout=%q, want 0 and \"ran\\n\"", j.Attempts, j.Stdout)
+	}
+}
+
+// TestOutputEnvAndTimeout: the command sees the payload on stdin and the
+// job's id, attempt and fence in its environment; stdout and stderr land in
+// the bucket; a command past its timeout is killed and the job fails.
+func TestOutputEnvAndTimeout(t *testing.T) {
+	b := setup(t, setupOpts{workers: 1})
+	job := b.enqueue(gpu.EnqueueRequest{ID: "env", Payload: `echo "$BATON_JOB_ID $BATON_JOB_ATTEMPT $BATON_JOB_FENCE"; echo oops >&2; exit 3`})
+	j := b.waitStatus(job.ID, gpu.StatusFailed)
+	if j.ExitCode == nil || *j.ExitCode != 3 {
+		t.Fatalf("exit code %v, want 3", j.ExitCode)
+	}
+	wantOut := fmt.Sprintf("env 1 %d\n", j.Epoch)
+	prefix := "gs://" + b.bucket.BucketName() + "/"
+	if !strings.HasPrefix(j.Output, prefix+"outputs/env/") {
+		t.Fatalf("output %q, want it under %soutputs/env/", j.Output, prefix)
+	}
+	for name, want := range map[string]string{"stdout": wantOut, "stderr": "oops\n"} {
+		r, err := b.bucket.Object(strings.TrimPrefix(j.Output, prefix) + name).NewReader(b.ctx)
+		if err != nil {
+			t.Fatalf("read %s: %v", name, err)
+		}
+		got, _ := io.ReadAll(r)
+		r.Close()
+		if diff := cmp.Diff(want, string(got)); diff != "" {
+			t.Errorf("%s (-want,+got):\n%s", name, diff)
+		}
+	}
+
+	slow := b.enqueue(gpu.EnqueueRequest{ID: "slow", Payload: "sleep 30", Timeout: schedule.Duration(time.Second)})
+	j = b.waitStatus(slow.ID, gpu.StatusFailed)
+	if !strings.Contains(j.Error, "timed out") || b.workers[0].Stats().Killed != 1 {
+		t.Errorf("slow job: error=%q killed=%d, want a timeout kill", j.Error, b.workers[0].Stats().Killed)
+	}
+}
+
+// TestShutdownRequeuesAtOnce: a worker told to stop (SIGTERM) reports its
+// job interrupted, which requeues it with attempts+1 without waiting for
+// the lease, and another worker picks it up.
+func TestShutdownRequeuesAtOnce(t *testing.T) {
+	b := setup(t, setupOpts{workers: 2})
+	b.enqueue(gpu.EnqueueRequest{ID: "moved", Payload: b.gate("go")})
+	first := b.waitStatus("moved", gpu.StatusRunning)
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	if err := b.workerByURL(first.Worker).Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("the job to run elsewhere", func() bool {
+		j := b.job("moved")
+		return j.Status == gpu.StatusRunning && j.Worker != first.Worker
+	})
+	b.release("go")
+	j := b.waitStatus("moved", gpu.StatusSucceeded)
+	if j.Attempts != 1 {
+		t.Errorf("attempts=%d, want 1 (the interrupted attempt)", j.Attempts)
+	}
+}
+
+// TestEnqueueRunIdempotent: a schedule run enqueues one job, however often
+// the tick retries.
+func TestEnqueueRunIdempotent(t *testing.T) {
+	b := setup(t, setupOpts{workers: 0})
+	target := schedule.GPUTarget{Payload: "true", Priority: 2}
+	id1, err := b.d.EnqueueRun(b.ctx, "nightly@20260101T000000Z", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2, err := b.d.EnqueueRun(b.ctx, "nightly@20260101T000000Z", target)
+	if err != nil || id1 != id2 {
+		t.Fatalf("second enqueue: %q %v, want %q", id2, err, id1)
+	}
+	j := b.job(id1)
+	want := gpu.Job{ID: id1, Status: gpu.StatusQueued, Priority: 2, MaxAttempts: gpu.DefaultMaxAttempts,
+		Timeout: schedule.Duration(gpu.DefaultTimeout), Payload: "true", Source: "run:nightly@20260101T000000Z", CreatedAt: j.CreatedAt}
+	if diff := cmp.Diff(want, j); diff != "" {
+		t.Errorf("job (-want,+got):\n%s", diff)
+	}
+}
