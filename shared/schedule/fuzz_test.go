@@ -111,3 +111,42 @@ func FuzzDecodeSchedule(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNextOracle compares FireTimes with the brute-force oracle of
+// TestNextMatchesOracle for fuzzed 5-field expressions near fuzzed DST
+// transitions (the oracle scans whole minutes, so seconds fields and
+// @every are out of its scope).
+//
+// Run: go test ./shared/schedule -run '^$' -fuzz FuzzNextOracle -fuzztime 60s
+func FuzzNextOracle(f *testing.F) {
+	for _, expr := range []string{"*/15 * * * *", "30 2 * * *", "0 * * * *", "30 1 * * *", "*/7 1-3 * * SUN", "0 0 * * *", "59 23 * * *"} {
+		f.Add(expr, uint8(1), uint8(46), uint8(0), int16(-90))
+		f.Add(expr, uint8(2), uint8(46), uint8(1), int16(-30))
+	}
+	f.Fuzz(func(t *testing.T, expr string, zone, year, which uint8, offsetMin int16) {
+		spec, err := Parse(expr)
+		if err != nil {
+			return
+		}
+		c, ok := spec.(*cronSpec)
+		if !ok || c.s.Second&^starBit != 1 {
+			return
+		}
+		loc, err := LoadLocation(fuzzZones[int(zone)%len(fuzzZones)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		y0 := time.Date(1980+int(year)%60, 1, 1, 0, 0, 0, 0, time.UTC)
+		at := y0
+		if trs := transitions(loc, y0, y0.AddDate(1, 0, 0)); len(trs) > 0 {
+			at = trs[int(which)%len(trs)]
+		}
+		from := at.Add(time.Duration(offsetMin%(36*60)) * time.Minute)
+		to := from.Add(8 * time.Hour)
+		want := oracle(c, loc, from, to)
+		got := fmtTimes(FireTimes(spec, loc, from, to, 0))
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("%q in %s from %s (-oracle,+FireTimes):\n%s", expr, loc, from.Format(time.RFC3339), diff)
+		}
+	})
+}
