@@ -2,8 +2,18 @@
 // MongoDB compatibility closely enough for baton's tests and local stack.
 //
 // It is FerretDB v1 (SQLite backend) in-process, behind a small wire-protocol
-// front of our own. The front exists because FerretDB v1's conditional
-// findOneAndUpdate and updateOne are not atomic (it queries, then writes by
-// _id without re-checking the filter), and because Firestore refuses things
-// FerretDB accepts. See front.go.
+// front of our own (front.go). The front exists for two reasons:
+//
+//   - FerretDB v1's conditional findOneAndUpdate and updateOne are not
+//     atomic: it queries, then writes by _id without re-checking the filter,
+//     so racing compare-and-sets can all "win". The front runs write
+//     commands (insert, update, delete, findAndModify) one at a time, which
+//     makes them atomic. Reads run concurrently.
+//   - Firestore refuses things FerretDB accepts or fakes. The front answers
+//     retryable writes (any command carrying txnNumber), transactions and
+//     $changeStream with an error that says why, and forwards nothing.
+//
+// Start returns a running Server; URI is what clients dial. See
+// docs/emulators-mongo.md for measurements and the differences from
+// Firestore.
 package mongo
