@@ -49,6 +49,9 @@ type Config struct {
 	// RunTimeout bounds POST /run. Cloud Run answers 429 after about 10 s
 	// at max instances, so the default is a little longer.
 	RunTimeout time.Duration
+	// ClockSkew is added to every lease before it counts as expired, since
+	// the instance that wrote it may have a different clock.
+	ClockSkew time.Duration
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -241,12 +244,13 @@ func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot,
 	}
 	now := d.cfg.Now().UTC()
 	lease := now.Add(d.cfg.LeaseTTL)
+	expired := now.Add(-d.cfg.ClockSkew)
 	// Step 1: the slot. Bumping the epoch fences out whoever held it
 	// before. If we die here, the slot's lease runs out and it is
 	// claimable again.
 	var slot Slot
 	err := d.slots.FindOneAndUpdate(ctx,
-		bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "leaseUntil", Value: bson.D{{Key: "$lte", Value: now}}}},
+		bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "leaseUntil", Value: bson.D{{Key: "$lte", Value: expired}}}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: lease}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}}},
 		&slot, options.FindOneAndUpdate().SetSort(bson.D{{Key: "leaseUntil", Value: 1}, {Key: "_id", Value: 1}}))
 	if errors.Is(err, store.ErrConflict) {

@@ -25,7 +25,7 @@ func (d *Dispatcher) Sweep(ctx context.Context) (requeued, dead int, err error) 
 	if err := d.Init(ctx); err != nil {
 		return 0, 0, err
 	}
-	now := d.cfg.Now().UTC()
+	now := d.cfg.Now().UTC().Add(-d.cfg.ClockSkew)
 	var expired []Job
 	err = d.jobs.Find(ctx,
 		bson.D{{Key: "status", Value: bson.D{{Key: "$in", Value: active}}}, {Key: "leaseUntil", Value: bson.D{{Key: "$lt", Value: now}}}},
