@@ -43,6 +43,8 @@ const (
 	EnvClockSkew      = "BATON_CLOCK_SKEW"
 	EnvURL            = "BATON_URL"
 	EnvSchedulesURL   = "BATON_SCHEDULES_URL"
+	EnvGPUURL         = "BATON_GPU_URL"
+	EnvPort           = "PORT"
 	EnvControlURL     = "BATON_CONTROL_URL"
 	EnvWorkerCommand  = "BATON_WORKER_COMMAND"
 	EnvLogLevel       = "BATON_LOG_LEVEL"
@@ -64,6 +66,8 @@ var Vars = []Var{
 	{EnvClockSkew, []string{FnTick, FnGPU, CLI}, "2s", "Clock-skew allowance added to every lease expiry."},
 	{EnvURL, []string{CLI}, "http://127.0.0.1:8080", "Base URL of the functions for the CLI (`/Schedules`, `/GPU` are appended)."},
 	{EnvSchedulesURL, []string{CLI}, "", "URL of the Schedules function for the CLI, when each function has its own URL (the cloud). Empty means `$BATON_URL/Schedules`."},
+	{EnvGPUURL, []string{CLI}, "", "URL of the GPU function for the CLI, when each function has its own URL (the cloud). Empty means `$BATON_URL/GPU`."},
+	{EnvPort, []string{SvcWorker}, "8080", "Port the GPU worker listens on (Cloud Run sets it)."},
 	{EnvControlURL, []string{SvcWorker}, "", "URL of the GPU function, which the worker calls back (heartbeat, complete)."},
 	{EnvWorkerCommand, []string{SvcWorker}, `["sh","-c","cat"]`, "The command a GPU worker runs for each job, as a JSON argv list."},
 	{EnvLogLevel, nil, "info", "debug, info, warn or error."},
