@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-cron/baton/shared/catalog"
 	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
 )
 
 func TestCreateGetDelete(t *testing.T) {
@@ -435,6 +436,21 @@ func TestListPagination(t *testing.T) {
 	}
 	if pages != n/size+1 {
 		t.Errorf("%d pages, want %d", pages, n/size+1)
+	}
+	keyset := meter.Op("schedules.page")
+
+	// The same walk with skip/limit, the baseline: Firestore bills the
+	// skipped documents, so deep pages cost more and more.
+	for i := range pages {
+		var docs []schedule.Schedule
+		if err := b.st.Collection(schedule.SchedulesCollection).PageSkip(ctx, store.PageQuery{Limit: size}, i, &docs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	skip := meter.Op("schedules.pageSkip")
+	t.Logf("listing %d schedules in pages of %d: keyset read %d documents, skip read %d (%.1fx)", n, size, keyset, skip, float64(skip)/float64(keyset))
+	if keyset != n || skip <= keyset {
+		t.Errorf("keyset read %d documents for %d schedules, skip %d; want keyset = %d < skip", keyset, n, skip, n)
 	}
 	// A page token is bound to its list: the schedules token is refused by
 	// the runs history.
