@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -165,5 +166,78 @@ func TestHookErrorUnwindsStart(t *testing.T) {
 	}})
 	if !errors.Is(err, boom) {
 		t.Fatalf("Start = %v, want the hook's error", err)
+	}
+}
+
+// TestCloseDrainsRequestsInFlight sends a request whose body is still
+// arriving when Close starts. The server stops accepting connections, yet
+// the request in flight completes: nothing is lost.
+func TestCloseDrainsRequestsInFlight(t *testing.T) {
+	stopping := make(chan struct{})
+	hook := func(context.Context, *stack.Stack) (func(context.Context) error, error) {
+		return func(context.Context) error { close(stopping); return nil }, nil
+	}
+	s := start(t, stack.Config{Tick: -1, Hooks: []stack.Hook{hook}})
+	host := strings.TrimPrefix(s.URL, "http://")
+
+	pr, pw := io.Pipe()
+	type result struct {
+		code int
+		body string
+		err  error
+	}
+	res := make(chan result, 1)
+	// Expect: 100-continue holds the body back until the handler reads it,
+	// so once the first write below returns, the handler is running. (A
+	// request whose headers arrive after Shutdown began is refused by
+	// net/http by design; it was never in flight.)
+	client := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Minute}}
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, s.URL+"/Rent", pr)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Expect", "100-continue")
+		resp, err := client.Do(req)
+		if err != nil {
+			res <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		res <- result{code: resp.StatusCode, body: string(b)}
+	}()
+	if _, err := pw.Write([]byte(`{"jeonse":300000000,`)); err != nil {
+		t.Fatal(err)
+	}
+
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		closed <- s.Close(ctx)
+	}()
+	<-stopping
+	// Wait until the listener is gone (Shutdown has begun); bounded polling,
+	// because the server offers no signal for it.
+	for i := 0; ; i++ {
+		c, err := net.DialTimeout("tcp", host, time.Second)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if i == 200 {
+			t.Fatal("listener still accepting 200 dials after Close began")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := pw.Write([]byte(`"deposit":100000000,"rate":4.5}`)); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	r := <-res
+	if r.err != nil || r.code != 200 || !strings.Contains(r.body, `"monthlyRent":750000`) {
+		t.Errorf("request in flight during Close: %d %q %v, want 200 with the answer", r.code, r.body, r.err)
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("Close: %v", err)
 	}
 }
