@@ -68,12 +68,12 @@ type Event struct {
 // slot was ever doubled: a dispatcher that sent a second job to a busy
 // worker shows up as Refused.
 type Stats struct {
-	Runs          int64 // commands started
-	Refused       int64 // /run answered 429 because a job was running
-	MaxConcurrent int64 // most commands alive at once (1 unless QueueLocally is broken)
-	Completed     int64 // completions the control plane accepted
-	Stale         int64 // callbacks answered 409 (stale fence or cancelled)
-	Killed        int64 // commands killed (stop, timeout, shutdown)
+	Runs          int64 `json:"runs"`          // commands started
+	Refused       int64 `json:"refused"`       // /run answered 429 because a job was running
+	MaxConcurrent int64 `json:"maxConcurrent"` // most commands alive at once
+	Completed     int64 `json:"completed"`     // completions the control plane accepted
+	Stale         int64 `json:"stale"`         // callbacks answered 409 (stale fence or cancelled)
+	Killed        int64 `json:"killed"`        // commands killed (stop, timeout, shutdown)
 }
 
 // Server is one GPU worker. It implements http.Handler.

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/gpu"
+	"github.com/baton-cron/baton/shared/schedule"
+)
+
+func init() { rootCmd.AddCommand(newGPUCmd(gpuClientFromEnv)) }
+
+// gpuClientFromEnv builds the client for the GPU function:
+// BATON_GPU_URL when set (the cloud), else $BATON_URL/GPU.
+func gpuClientFromEnv() (*apiClient, error) {
+	base, from := config.Get(config.EnvGPUURL), config.EnvGPUURL
+	if base == "" {
+		base, from = strings.TrimRight(config.Get(config.EnvURL), "/")+"/"+config.FnGPU, config.EnvURL
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, usageError("%s=%q is not an http(s) URL", from, base)
+	}
+	return &apiClient{base: strings.TrimRight(base, "/"), token: config.Get(config.EnvToken), http: gpuHTTP()}, nil
+}
+
+// newGPUCmd builds `baton gpu …`.
+func newGPUCmd(client clientFunc) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "gpu",
+		Short: "Enqueue, inspect and cancel GPU jobs; show the GPU pool",
+		Long: `Talk to the GPU function: $BATON_GPU_URL, or $BATON_URL/GPU when that
+is unset, with "Authorization: Bearer $BATON_TOKEN".`,
+	}
+	cmd.AddCommand(gpuEnqueueCmd(client), gpuGetCmd(client), gpuListCmd(client), gpuCancelCmd(client), gpuPoolCmd(client))
+	return cmd
+}
+
+func gpuEnqueueCmd(client clientFunc) *cobra.Command {
+	var (
+		req         gpu.EnqueueRequest
+		payloadFile string
+		timeout     time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "enqueue",
+		Short: "Queue a job; it is dispatched at once if a GPU slot is free",
+		Example: `  baton gpu enqueue --payload 'echo hello from $BATON_JOB_ID'
+  baton gpu enqueue --payload-file job.json --priority 10 --timeout 30m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if payloadFile != "" {
+				var b []byte
+				var err error
+				if payloadFile == "-" {
+					b, err = io.ReadAll(cmd.InOrStdin())
+				} else {
+					b, err = os.ReadFile(payloadFile)
+				}
+				if err != nil {
+					return usageError("--payload-file: %v", err)
+				}
+				req.Payload = string(b)
+			}
+			req.Timeout = schedule.Duration(timeout)
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			var job gpu.Job
+			if _, err := c.do(cmd.Context(), "POST", "/gpu/jobs", nil, nil, req, &job); err != nil {
+				return apiFailure("gpu enqueue", err)
+			}
+			return writeJSON(cmd.OutOrStdout(), job)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.ID, "id", "", "idempotency key: enqueueing the same id again returns the first job")
+	f.StringVar(&req.Payload, "payload", "", "the job's input, given to the worker's command on stdin")
+	f.StringVar(&payloadFile, "payload-file", "", "read the payload from a file (- for stdin)")
+	f.IntVar(&req.Priority, "priority", 0, "0 to 1000; higher runs first")
+	f.IntVar(&req.MaxAttempts, "max-attempts", 0, "lease expiries before the job is dead (default 3)")
+	f.DurationVar(&timeout, "timeout", 0, "kill the command after this long (default 1h)")
+	cmd.MarkFlagsMutuallyExclusive("payload", "payload-file")
+	flagUsage(cmd)
+	return cmd
+}
+
+func gpuGetCmd(client clientFunc) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "get JOB_ID",
+		Short: "Show one job: status, attempts, exit code, output location and the start of stdout",
+		Args:  gpuOneID("get"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			var job gpu.Job
+			if _, err := c.do(cmd.Context(), "GET", "/gpu/jobs/"+url.PathEscape(args[0]), nil, nil, nil, &job); err != nil {
+				return apiFailure("gpu get", err)
+			}
+			return writeJSON(cmd.OutOrStdout(), job)
+		},
+	}
+	flagUsage(cmd)
+	return cmd
+}
+
+func gpuCancelCmd(client clientFunc) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cancel JOB_ID",
+		Short: "Cancel a queued or running job (a running command is killed at its next heartbeat)",
+		Args:  gpuOneID("cancel"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			var job gpu.Job
+			if _, err := c.do(cmd.Context(), "POST", "/gpu/jobs/"+url.PathEscape(args[0])+":cancel", nil, nil, nil, &job); err != nil {
+				return apiFailure("gpu cancel", err)
+			}
+			return writeJSON(cmd.OutOrStdout(), job)
+		},
+	}
+	flagUsage(cmd)
+	return cmd
+}
+
+func gpuListCmd(client clientFunc) *cobra.Command {
+	var (
+		status, token string
+		pageSize      int
+		all, asJSON   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List jobs, newest first (keyset pages)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			if !asJSON {
+				fmt.Fprintln(tw, "ID\tSTATUS\tPRIO\tATTEMPTS\tEXIT\tCREATED\tWORKER")
+			}
+			for {
+				q := url.Values{}
+				if status != "" {
+					q.Set("status", status)
+				}
+				if token != "" {
+					q.Set("pageToken", token)
+				}
+				if pageSize > 0 {
+					q.Set("pageSize", fmt.Sprint(pageSize))
+				}
+				var page struct {
+					Jobs          []gpu.Job `json:"jobs"`
+					NextPageToken string    `json:"nextPageToken"`
+				}
+				if _, err := c.do(cmd.Context(), "GET", "/gpu/jobs", q, nil, nil, &page); err != nil {
+					return apiFailure("gpu list", err)
+				}
+				if asJSON {
+					if err := writeJSON(out, page); err != nil {
+						return err
+					}
+				} else {
+					for _, j := range page.Jobs {
+						exit := "-"
+						if j.ExitCode != nil {
+							exit = fmt.Sprint(*j.ExitCode)
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Status, j.Priority, j.Attempts, j.MaxAttempts, exit, j.CreatedAt.Format(time.RFC3339), j.Worker)
+					}
+				}
+				token = page.NextPageToken
+				if !all || token == "" {
+					break
+				}
+			}
+			if !asJSON {
+				tw.Flush()
+				if token != "" {
+					fmt.Fprintf(out, "more: --page-token %s\n", token)
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&status, "status", "", "only jobs in this status: "+strings.Join(gpu.Statuses, ", "))
+	f.StringVar(&token, "page-token", "", "continue from a previous page")
+	f.IntVar(&pageSize, "page-size", 0, "jobs per page (default 50)")
+	f.BoolVar(&all, "all", false, "follow every page")
+	f.BoolVar(&asJSON, "json", false, "print the API's JSON pages")
+	flagUsage(cmd)
+	return cmd
+}
+
+func gpuPoolCmd(client clientFunc) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "pool",
+		Short: "Show each GPU slot: worker, state, job, fence epoch and lease time left",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			var raw json.RawMessage
+			if _, err := c.do(cmd.Context(), "GET", "/gpu/pool", nil, nil, nil, &raw); err != nil {
+				return apiFailure("gpu pool", err)
+			}
+			if asJSON {
+				_, err := cmd.OutOrStdout().Write(raw)
+				return err
+			}
+			var pool struct {
+				Slots []gpu.SlotView `json:"slots"`
+			}
+			if err := json.Unmarshal(raw, &pool); err != nil {
+				return fmt.Errorf("gpu pool: decode: %w", err)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SLOT\tSTATE\tJOB\tEPOCH\tLEASE LEFT")
+			for _, s := range pool.Slots {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.1fs\n", s.ID, s.State, orDashStr(s.JobID), s.Epoch, s.LeaseLeft)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON")
+	flagUsage(cmd)
+	return cmd
+}
+
+func orDashStr(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func gpuOneID(name string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return usageError("gpu %s: want exactly one argument, the job id, got %d", name, len(args))
+		}
+		return nil
+	}
+}
+
+func gpuHTTP() *http.Client { return &http.Client{Timeout: 60 * time.Second} }
