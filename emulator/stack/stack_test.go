@@ -14,6 +14,7 @@ import (
 
 	"github.com/baton-cron/baton/emulator/scheduler"
 	"github.com/baton-cron/baton/emulator/stack"
+	tick "github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store"
 )
 
@@ -239,5 +240,28 @@ func TestCloseDrainsRequestsInFlight(t *testing.T) {
 	}
 	if err := <-closed; err != nil {
 		t.Errorf("Close: %v", err)
+	}
+}
+
+func TestStartCreatesTheSchedulerIndexes(t *testing.T) {
+	s := start(t, stack.Config{Tick: -1})
+	defer closeStack(t, s)
+	ctx := context.Background()
+	for _, ix := range tick.Indexes {
+		cur, err := s.Deps.Store.Database().Collection(ix.Collection).Indexes().List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var specs []bson.M
+		if err := cur.All(ctx, &specs); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, sp := range specs {
+			found = found || sp["name"] == ix.Name
+		}
+		if !found {
+			t.Errorf("index %s.%s missing; have %v", ix.Collection, ix.Name, specs)
+		}
 	}
 }
