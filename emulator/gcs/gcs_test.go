@@ -136,6 +136,11 @@ func TestPreconditions(t *testing.T) {
 		_, _ = io.WriteString(w, "x")
 		want412(t, "stale overwrite", w.Close())
 	})
+	t.Run("upload MetagenerationMatch wrong", func(t *testing.T) {
+		w := o.If(storage.Conditions{GenerationMatch: g, MetagenerationMatch: 7}).NewWriter(ctx)
+		_, _ = io.WriteString(w, "x")
+		want412(t, "upload ifMetagenerationMatch", w.Close())
+	})
 	t.Run("delete GenerationNotMatch current", func(t *testing.T) {
 		want412(t, "delete ifGenerationNotMatch", o.If(storage.Conditions{GenerationNotMatch: g}).Delete(ctx))
 	})

@@ -36,16 +36,16 @@ type Lease struct {
 }
 
 // start makes a Lease from the state our acquire wrote, and starts its
-// heartbeat. The trust window starts now (after the write returned), which is
-// later than when the server stamped Updated, so the window is conservative
-// only by the SafetyMargin; contenders add Skew on top.
-func (m *Manager) start(name string, ttl time.Duration, st state) *Lease {
+// heartbeat. sent is when the write was sent: the server stamped Updated
+// after that, so a trust window counted from sent ends no later than
+// Updated + ttl − safetyMargin.
+func (m *Manager) start(name string, ttl time.Duration, st state, sent time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l := &Lease{
 		m: m, name: name, ttl: ttl, token: st.Token, epoch: st.Epoch,
 		ctx: ctx, cancel: cancel,
 		stop: make(chan struct{}), stopped: make(chan struct{}),
-		st: st, lastRenew: time.Now(),
+		st: st, lastRenew: sent,
 	}
 	go l.heartbeat()
 	return l

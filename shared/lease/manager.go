@@ -162,6 +162,10 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 	}
 	m.mu.Unlock()
 
+	// firstSent is when this Acquire first sent a write: a write recognised
+	// by its token after a 412 was applied no earlier than that, so the trust
+	// window counted from it is conservative.
+	var firstSent time.Time
 	for step := 0; step < maxAcquireSteps; step++ {
 		if !known {
 			st, err := m.read(ctx, name)
@@ -178,7 +182,7 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 		if cur.Generation != 0 && !cur.free() {
 			if cur.Token == token {
 				// Our own write, whose response was lost (see below).
-				return m.start(name, ttl, cur), nil
+				return m.start(name, ttl, cur, firstSent), nil
 			}
 			if exp := cur.expiresAt(m.skew); m.now().Before(exp) {
 				return nil, &HeldError{Name: name, Holder: cur.Holder, Epoch: cur.Epoch, ExpiresAt: exp}
@@ -190,10 +194,14 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 			cond = storage.Conditions{GenerationMatch: cur.Generation}
 			rec.Epoch = cur.Epoch + 1
 		}
+		sent := time.Now()
+		if firstSent.IsZero() {
+			firstSent = sent
+		}
 		st, err := m.write(ctx, name, rec, cond)
 		if err == nil {
 			m.log.Debug("lease acquired", "lease", name, "holder", m.holder, "epoch", rec.Epoch, "generation", st.Generation, "takeover", cur.Generation != 0 && !cur.free())
-			return m.start(name, ttl, st), nil
+			return m.start(name, ttl, st, sent), nil
 		}
 		if !isPreconditionFailed(err) {
 			return nil, fmt.Errorf("lease %q: acquire: %w", name, err)
