@@ -532,3 +532,45 @@ func TestBreakAndList(t *testing.T) {
 		t.Fatalf("status of a lease never taken: want ErrNotFound, got %v", err)
 	}
 }
+
+// TestAcquireWait: a waiter gets the lease soon after the holder releases it,
+// and gives up with the held error when its context ends first.
+func TestAcquireWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	a := b.manager("a", lease.Options{})
+	la, err := a.Acquire(ctx, "job", 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := b.manager("c", lease.Options{}).AcquireWait(short, "job", 3*time.Second); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("wait past the deadline: want DeadlineExceeded and ErrHeld, got %v", err)
+	}
+
+	got := make(chan *lease.Lease, 1)
+	errc := make(chan error, 1)
+	go func() {
+		l, err := b.manager("c", lease.Options{}).AcquireWait(ctx, "job", 3*time.Second)
+		if err != nil {
+			errc <- err
+			return
+		}
+		got <- l
+	}()
+	release(t, la)
+	select {
+	case l := <-got:
+		if l.Epoch() != 2 {
+			t.Fatalf("waiter's epoch (-want,+got): -2 +%d", l.Epoch())
+		}
+		release(t, l)
+	case err := <-errc:
+		t.Fatal(err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("waiter did not get the released lease")
+	}
+}
