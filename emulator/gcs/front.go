@@ -130,8 +130,12 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if conds.any() {
-		obj, err := f.fake.GetObject(bucket, object)
+		// Streaming: only the attributes are needed, not the content.
+		obj, err := f.fake.GetObjectStreaming(bucket, object)
 		exists := err == nil
+		if exists {
+			_ = obj.Close()
+		}
 		if !exists && kind != opUpload {
 			// Delete or patch of a missing object: GCS answers 404 whatever
 			// the preconditions; so does fake-gcs-server.

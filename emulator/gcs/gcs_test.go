@@ -111,6 +111,10 @@ func TestStaleConditionalDelete(t *testing.T) {
 	ro := raw.Client().Bucket("b").Object("leases/x.json")
 	r1 := put(t, ro, "one").Generation
 	put(t, ro, "two")
+	// Uploads, on the other hand, are checked by fake-gcs-server itself.
+	w := ro.If(storage.Conditions{GenerationMatch: r1}).NewWriter(ctx)
+	_, _ = io.WriteString(w, "stale")
+	want412(t, "raw fake-gcs-server: stale upload", w.Close())
 	if err := ro.If(storage.Conditions{GenerationMatch: r1}).Delete(ctx); err != nil {
 		t.Fatalf("raw fake-gcs-server: stale delete: want it (wrongly) accepted, got %v", err)
 	}
