@@ -193,9 +193,9 @@ type Run struct {
 	Holder      string    `bson:"holder,omitempty" json:"holder,omitempty"`
 	Epoch       int64     `bson:"epoch,omitempty" json:"epoch,omitempty"`
 	CreatedAt   time.Time `bson:"createdAt" json:"createdAt"`
-	StartedAt   time.Time `bson:"startedAt,omitempty" json:"startedAt,omitempty"`
-	HeartbeatAt time.Time `bson:"heartbeatAt,omitempty" json:"heartbeatAt,omitempty"`
-	FinishedAt  time.Time `bson:"finishedAt,omitempty" json:"finishedAt,omitempty"`
+	StartedAt   time.Time `bson:"startedAt,omitempty" json:"startedAt,omitzero"`
+	HeartbeatAt time.Time `bson:"heartbeatAt,omitempty" json:"heartbeatAt,omitzero"`
+	FinishedAt  time.Time `bson:"finishedAt,omitempty" json:"finishedAt,omitzero"`
 	Error       string    `bson:"error,omitempty" json:"error,omitempty"`
 	// Output is a short summary (an HTTP status, a GPU job id).
 	Output string `bson:"output,omitempty" json:"output,omitempty"`

@@ -292,6 +292,11 @@ func CheckTargetURL(raw string, allowed []string) (*url.URL, error) {
 	if _, ok := hostKey(u.Hostname()); !ok {
 		return nil, fieldErr(field, "host %q is not a valid host name or IP address", u.Hostname())
 	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, fieldErr(field, "port %q is out of range 1..65535", p)
+		}
+	}
 	if !IsAllowedHost(u, allowed) {
 		if len(allowed) == 0 {
 			return nil, fieldErr(field, "host %q is not allowed: BATON_ALLOWED_TARGETS is empty, so no http target is allowed", u.Host)

@@ -100,6 +100,8 @@ func TestNormalizeErrors(t *testing.T) {
 		{"no url", func(s *Schedule) { s.Target.HTTP.URL = "" }, "target.http.url"},
 		{"relative url", func(s *Schedule) { s.Target.HTTP.URL = "/run" }, "target.http.url"},
 		{"unparsable url", func(s *Schedule) { s.Target.HTTP.URL = "http://api.example.com:port/" }, "target.http.url"},
+		{"port out of range", func(s *Schedule) { s.Target.HTTP.URL = "https://api.example.com:99999/x" }, "target.http.url"},
+		{"port zero", func(s *Schedule) { s.Target.HTTP.URL = "https://api.example.com:0/x" }, "target.http.url"},
 		{"ssrf metadata", func(s *Schedule) { s.Target.HTTP.URL = "http://169.254.169.254/computeMetadata/v1/" }, "target.http.url"},
 		{"ssrf metadata name", func(s *Schedule) { s.Target.HTTP.URL = "http://metadata.google.internal/" }, "target.http.url"},
 		{"ssrf localhost", func(s *Schedule) { s.Target.HTTP.URL = "http://localhost:8080/" }, "target.http.url"},
