@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -70,6 +69,38 @@ func (d *Dispatcher) whyNotHeld(ctx context.Context, id string, f Fence, op stri
 // accepted again; one from a stale holder gets ErrStaleFence. A worker that
 // stopped a cancelled job reports here too, which frees its slot.
 func (d *Dispatcher) Complete(ctx context.Context, id string, c CompleteRequest) (Job, error) {
+	job, err := d.finish(ctx, id, c)
+	if err != nil {
+		return Job{}, err
+	}
+	// The worker is done with the slot, whatever the job's fate: hand it
+	// straight to the next job.
+	d.handoff(ctx, c.Slot, c.Epoch)
+	return job, nil
+}
+
+// finish records the completion on the job under its fence.
+func (d *Dispatcher) finish(ctx context.Context, id string, c CompleteRequest) (Job, error) {
+	var job Job
+	if !c.Interrupted {
+		// The common case needs no read first: one fenced write.
+		status := StatusSucceeded
+		if c.ExitCode != 0 || c.TimedOut {
+			status = StatusFailed
+		}
+		update := bson.D{
+			{Key: "$set", Value: bson.D{{Key: "status", Value: status}, {Key: "exitCode", Value: c.ExitCode}, {Key: "output", Value: c.Output},
+				{Key: "stdout", Value: truncate(c.Stdout, StdoutHeadBytes)}, {Key: "error", Value: c.Error}, {Key: "finishedAt", Value: d.cfg.Now().UTC()}}},
+			{Key: "$unset", Value: bson.D{{Key: "leaseUntil", Value: ""}}},
+		}
+		err := d.jobs.FindOneAndUpdate(ctx, held(id, c.Fence), update, &job)
+		if err == nil {
+			return job, nil
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return Job{}, fmt.Errorf("gpu: complete %s: %w", id, err)
+		}
+	}
 	job, err := d.Get(ctx, id)
 	if err != nil {
 		return Job{}, fmt.Errorf("gpu: complete: %w", err)
@@ -77,42 +108,21 @@ func (d *Dispatcher) Complete(ctx context.Context, id string, c CompleteRequest)
 	if job.Slot != c.Slot || job.Epoch != c.Epoch {
 		return Job{}, fmt.Errorf("gpu: complete %s: fence %s@%d, job is %s on %q@%d: %w", id, c.Slot, c.Epoch, job.Status, job.Slot, job.Epoch, ErrStaleFence)
 	}
-	if !Terminal(job.Status) {
-		now := d.cfg.Now().UTC()
-		var update bson.D
-		switch {
-		case c.Interrupted:
-			update = d.requeueUpdate(job, "interrupted: "+c.Error)
-		default:
-			status := StatusSucceeded
-			if c.ExitCode != 0 || c.TimedOut {
-				status = StatusFailed
-			}
-			code := c.ExitCode
-			update = bson.D{
-				{Key: "$set", Value: bson.D{{Key: "status", Value: status}, {Key: "exitCode", Value: code}, {Key: "output", Value: c.Output}, {Key: "stdout", Value: truncate(c.Stdout, StdoutHeadBytes)}, {Key: "error", Value: c.Error}, {Key: "finishedAt", Value: now}}},
-				{Key: "$unset", Value: bson.D{{Key: "leaseUntil", Value: ""}}},
-			}
-		}
-		filter := held(id, c.Fence)
-		filter = append(filter, bson.E{Key: "attempts", Value: job.Attempts})
-		if err := d.jobs.FindOneAndUpdate(ctx, filter, update, &job); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				// Cancelled or requeued between our read and write.
-				werr := d.whyNotHeld(ctx, id, c.Fence, "complete")
-				if !errors.Is(werr, ErrCancelled) {
-					return Job{}, werr
-				}
-				job.Status = StatusCancelled
-			} else {
-				return Job{}, fmt.Errorf("gpu: complete %s: %w", id, err)
-			}
-		}
+	if Terminal(job.Status) {
+		// Cancelled under this fence, or a repeat after a lost answer.
+		return job, nil
 	}
-	// The worker is done with the slot, whatever the job's fate.
-	d.freeSlot(ctx, c.Slot, c.Epoch, time.Unix(0, 0).UTC())
-	if _, err := d.Dispatch(ctx); err != nil {
-		d.cfg.Logger.Warn("gpu: dispatch after completion", "job", id, "error", err.Error())
+	if !c.Interrupted {
+		// Held and active, yet the fenced write missed: it raced with a
+		// cancel or a sweep. Let the worker retry.
+		return Job{}, fmt.Errorf("gpu: complete %s: the job changed meanwhile: %w", id, store.ErrConflict)
+	}
+	filter := append(held(id, c.Fence), bson.E{Key: "attempts", Value: job.Attempts})
+	if err := d.jobs.FindOneAndUpdate(ctx, filter, d.requeueUpdate(job, "interrupted: "+c.Error), &job); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return Job{}, d.whyNotHeld(ctx, id, c.Fence, "complete")
+		}
+		return Job{}, fmt.Errorf("gpu: complete %s: %w", id, err)
 	}
 	return job, nil
 }

@@ -259,23 +259,34 @@ func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot,
 	if err != nil {
 		return nil, nil, fmt.Errorf("gpu: claim slot: %w", err)
 	}
+	job, err := d.fill(ctx, &slot)
+	if err != nil || job == nil {
+		return nil, nil, err
+	}
+	return &slot, job, nil
+}
+
+// fill gives a claimed slot the best queued job and links the two. With no
+// queued job it frees the slot and returns a nil job.
+func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, error) {
+	now := d.cfg.Now().UTC()
+	lease := now.Add(d.cfg.LeaseTTL)
 	// Step 2: the job, stamped with the slot's fence. If we die here, the
 	// job's own lease runs out and Sweep requeues it.
 	var job Job
-	err = d.jobs.FindOneAndUpdate(ctx,
+	err := d.jobs.FindOneAndUpdate(ctx,
 		bson.D{{Key: "status", Value: StatusQueued}},
 		bson.D{{Key: "$set", Value: bson.D{
 			{Key: "status", Value: StatusDispatched}, {Key: "slot", Value: slot.ID}, {Key: "worker", Value: slot.Worker},
 			{Key: "epoch", Value: slot.Epoch}, {Key: "leaseUntil", Value: lease}, {Key: "dispatchedAt", Value: now},
 		}}},
 		&job, options.FindOneAndUpdate().SetSort(bson.D{{Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}))
-	if errors.Is(err, store.ErrConflict) {
-		d.freeSlot(ctx, slot.ID, slot.Epoch, time.Unix(0, 0).UTC())
-		return nil, nil, nil
-	}
 	if err != nil {
 		d.freeSlot(ctx, slot.ID, slot.Epoch, time.Unix(0, 0).UTC())
-		return nil, nil, fmt.Errorf("gpu: claim job: %w", err)
+		if errors.Is(err, store.ErrConflict) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("gpu: claim job: %w", err)
 	}
 	// Step 3: link the slot to the job, under the fence.
 	err = d.updateSlot(ctx, slot.ID, slot.Epoch, bson.D{{Key: "jobId", Value: job.ID}})
@@ -283,12 +294,36 @@ func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot,
 		// We were too slow and lost the slot: give the job back unharmed.
 		d.requeueUnharmed(ctx, &job)
 		if errors.Is(err, store.ErrConflict) {
-			return nil, nil, nil
+			return nil, nil
 		}
-		return nil, nil, fmt.Errorf("gpu: link slot %s to job %s: %w", slot.ID, job.ID, err)
+		return nil, fmt.Errorf("gpu: link slot %s to job %s: %w", slot.ID, job.ID, err)
 	}
 	slot.JobID = job.ID
-	return &slot, &job, nil
+	return &job, nil
+}
+
+// handoff gives a slot that its worker just released (held at epoch)
+// straight to the next queued job: one write re-claims it under a new
+// epoch, instead of freeing it and claiming it again. Anything unusual
+// (the slot moved on, the worker refused) falls back to Dispatch.
+func (d *Dispatcher) handoff(ctx context.Context, slotID string, epoch int64) {
+	var slot Slot
+	lease := d.cfg.Now().UTC().Add(d.cfg.LeaseTTL)
+	err := d.slots.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: slotID}, {Key: "epoch", Value: epoch}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: lease}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}}},
+		&slot)
+	if err == nil {
+		job, ferr := d.fill(ctx, &slot)
+		if ferr == nil && job == nil {
+			return // nothing queued; the slot is free
+		}
+		if ferr == nil && d.send(ctx, &slot, job) == nil {
+			return
+		}
+	}
+	if _, err := d.Dispatch(ctx); err != nil {
+		d.cfg.Logger.Warn("gpu: dispatch after completion", "slot", slotID, "error", err.Error())
+	}
 }
 
 // send posts the job to the slot's worker. On any refusal the job goes
