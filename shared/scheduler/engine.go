@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
@@ -287,4 +288,59 @@ func (e *Engine) Tick(ctx context.Context, scheduleTime time.Time) (*Summary, er
 	sum.Took = time.Since(start).String()
 	e.log.Info("tick", "summary", sum)
 	return sum, nil
+}
+
+// TickHeld decides under a tick lease the caller already holds and keeps
+// (the daemon's way of ticking), then starts the fired runs in the
+// background (Wait waits for them) and returns without waiting: a long run
+// must not delay the next tick. With sweep set it also sweeps, starting the
+// recovered runs in the background too. execCtx bounds the executions; it
+// should outlive the lease, because runs continue under their own job
+// leases when the tick lease moves to another daemon.
+func (e *Engine) TickHeld(ctx, execCtx context.Context, l *lease.Lease, sweep bool) (*Summary, error) {
+	start := time.Now()
+	read0, sched0 := e.readMeter()
+	sum := &Summary{Status: "ok", Now: e.now().UTC(), Holder: l.Holder(), Epoch: l.Epoch()}
+	c := &counters{}
+	lctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
+	defer stop()
+	work, err := e.decide(lctx, l.Fence(), sum.Now, c)
+	if len(work) > 0 {
+		e.bg.Add(1)
+		go func() { defer e.bg.Done(); e.execute(execCtx, work, &counters{}) }()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: tick under held lease: %w", err)
+	}
+	if sweep {
+		if swept := e.sweep(lctx, c, sum); len(swept) > 0 {
+			e.bg.Add(1)
+			go func() { defer e.bg.Done(); e.execute(execCtx, swept, &counters{}) }()
+		}
+	}
+	c.fill(sum)
+	read1, sched1 := e.readMeter()
+	sum.DocsRead, sum.SchedulesRead = read1-read0, sched1-sched0
+	sum.Took = time.Since(start).String()
+	return sum, nil
+}
+
+// NextDue returns the earliest nextRunAt of an enabled schedule (one
+// document read), or ok false when there is none.
+func (e *Engine) NextDue(ctx context.Context) (t time.Time, ok bool, err error) {
+	var s struct {
+		NextRunAt time.Time `bson:"nextRunAt"`
+	}
+	err = e.schedules.FindOne(ctx, bson.D{{Key: "enabled", Value: true}}, &s,
+		options.FindOne().SetSort(bson.D{{Key: "enabled", Value: 1}, {Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}).
+			SetProjection(bson.D{{Key: "nextRunAt", Value: 1}}))
+	if errors.Is(err, store.ErrNotFound) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("scheduler: next due: %w", err)
+	}
+	return s.NextRunAt, true, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,7 +169,7 @@ func TestOverlapPolicies(t *testing.T) {
 			t.Log(runs)
 			t.Fatalf("runs (-want,+got):\n%s", diff)
 		}
-		if r := runs[1].Reason; !contains(r, "overlap skip") || !contains(r, "job-job") {
+		if r := runs[1].Reason; !strings.Contains(r, "overlap skip") || !strings.Contains(r, "job-job") {
 			t.Errorf("skipped run's reason %q does not say why", r)
 		}
 	})
@@ -203,7 +204,7 @@ func TestOverlapPolicies(t *testing.T) {
 			t.Errorf("runs (-want,+got):\n%s", diff)
 		}
 		for _, r := range runs {
-			if r.Status == schedule.RunSkipped && !contains(r.Reason, scheduler.ReasonBuffered) {
+			if r.Status == schedule.RunSkipped && !strings.Contains(r.Reason, scheduler.ReasonBuffered) {
 				t.Errorf("run %s: reason %q, want it to say buffered", r.ID, r.Reason)
 			}
 		}
@@ -239,19 +240,6 @@ func TestOverlapPolicies(t *testing.T) {
 			t.Errorf("runs (-want,+got):\n%s", diff)
 		}
 	})
-}
-
-func contains(s, sub string) bool {
-	return len(sub) == 0 || (len(s) >= len(sub) && indexOf(s, sub) >= 0)
-}
-
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
 }
 
 // TestCatchup: a */15 schedule last ticked at 09:05; nothing ticks for 3
