@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/storage"
+	"github.com/spf13/cobra"
+
+	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/lease"
+	"github.com/baton-cron/baton/shared/logging"
+	"github.com/baton-cron/baton/shared/scheduler"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+func init() { rootCmd.AddCommand(newDaemonCmd()) }
+
+// newDaemonCmd builds `baton daemon`: the never-sleeping runner for
+// sub-minute schedules (a Cloud Run service with min-instances 1, or local
+// use). The logic is scheduler.Daemon.
+func newDaemonCmd() *cobra.Command {
+	var (
+		mongoURI, bucket, prefix string
+		granularity, poll, idle  time.Duration
+		ensureIndexes            bool
+	)
+	cmd := &cobra.Command{
+		Use:   "daemon",
+		Short: "Hold the tick lease and tick at second granularity, reacting to schedule edits within a second",
+		Long: `baton daemon holds the tick lease (leases/tick.json in the bucket), heartbeating
+it, and ticks on its own timer: it sleeps until the next due schedule (at
+second granularity, at most --max-idle), and wakes early when a schedule is
+edited. It watches edits with a change stream where the server supports them
+(detected at start) and otherwise polls on (updatedAt, _id) every --poll with
+a keyset cursor. Several daemons may run: one leads, the others wait, and when
+the leader loses the lease it stops ticking and another takes over.
+
+Storage uses Application Default Credentials, or STORAGE_EMULATOR_HOST when
+set (as under 'baton local').`,
+		Example: `  BATON_MONGO_URI=mongodb://127.0.0.1:27017/ BATON_BUCKET=baton STORAGE_EMULATOR_HOST=127.0.0.1:4443 baton daemon`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if mongoURI == "" {
+				return usageError("daemon: no database: set %s or pass --mongo-uri", config.EnvMongoURI)
+			}
+			if bucket == "" {
+				return usageError("daemon: no bucket: set %s or pass --bucket", config.EnvBucket)
+			}
+			if granularity < time.Millisecond || poll < time.Millisecond || idle < granularity {
+				return usageError("daemon: want --tick and --poll ≥ 1ms and --max-idle ≥ --tick")
+			}
+			ttl, err := config.Duration(config.EnvTickLeaseTTL)
+			if err != nil {
+				return usageError("daemon: %v", err)
+			}
+			skew, err := config.Duration(config.EnvClockSkew)
+			if err != nil {
+				return usageError("daemon: %v", err)
+			}
+			log := logging.New(cmd.ErrOrStderr(), config.Get(config.EnvLogLevel))
+			st, err := store.Open(ctx, mongoURI, store.Options{Database: config.Get(config.EnvDatabase)})
+			if err != nil {
+				return fmt.Errorf("daemon: %w", err)
+			}
+			defer st.Close(ctx)
+			if ensureIndexes {
+				if err := st.EnsureIndexes(ctx, scheduler.Indexes...); err != nil {
+					return fmt.Errorf("daemon: %w", err)
+				}
+			}
+			gcs, err := storage.NewClient(ctx)
+			if err != nil {
+				return fmt.Errorf("daemon: storage client: %w", err)
+			}
+			defer gcs.Close()
+			eng, err := scheduler.New(scheduler.Config{
+				Store: st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log}),
+				TickLeaseTTL: ttl, AllowedTargets: config.List(config.EnvAllowedTargets), Logger: log,
+				IDToken: config.Get(config.EnvTargetIDToken) == "true",
+				GPU:     nil, // integrator wires GPU
+			})
+			if err != nil {
+				return fmt.Errorf("daemon: %w", err)
+			}
+			d, err := scheduler.NewDaemon(scheduler.DaemonConfig{Engine: eng, Granularity: granularity, Poll: poll, MaxIdle: idle, Logger: log})
+			if err != nil {
+				return fmt.Errorf("daemon: %w", err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "baton daemon: waiting for the tick lease in gs://%s/%stick.json\n", bucket, prefix)
+			return d.Run(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&mongoURI, "mongo-uri", config.Get(config.EnvMongoURI), "database URI (default $"+config.EnvMongoURI+")")
+	cmd.Flags().StringVar(&bucket, "bucket", config.Get(config.EnvBucket), "bucket holding the leases (default $"+config.EnvBucket+")")
+	cmd.Flags().StringVar(&prefix, "prefix", "leases/", "object-name prefix of the leases")
+	cmd.Flags().DurationVar(&granularity, "tick", scheduler.DefaultGranularity, "tick granularity: wake-ups are rounded up to it")
+	cmd.Flags().DurationVar(&poll, "poll", scheduler.DefaultPoll, "how often to poll for schedule edits when the server has no change streams")
+	cmd.Flags().DurationVar(&idle, "max-idle", scheduler.DefaultMaxIdle, "longest sleep between ticks (sweeps for failover and retries run at least this often)")
+	cmd.Flags().BoolVar(&ensureIndexes, "ensure-indexes", false, "create the scheduler's indexes at start (local use; Terraform declares them in the cloud)")
+	return cmd
+}
