@@ -24,7 +24,7 @@ func TestAcquireHeldReleaseReacquire(t *testing.T) {
 	a := b.manager("a", lease.Options{})
 	c := b.manager("c", lease.Options{})
 
-	la, err := a.Acquire(ctx, "job", 10*time.Second)
+	la, err := a.Acquire(ctx, "job", 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,12 +36,12 @@ func TestAcquireHeldReleaseReacquire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Acquire(ctx, "job", 10*time.Second)
+	_, err = c.Acquire(ctx, "job", 30*time.Second)
 	var held *lease.HeldError
 	if !errors.As(err, &held) || !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("second acquirer: want *HeldError, got %v", err)
 	}
-	wantExp := info.Updated.Add(10*time.Second + lease.DefaultSkew)
+	wantExp := info.Updated.Add(30*time.Second + lease.DefaultSkew)
 	if held.Holder != "a" || held.Epoch != 1 || !held.ExpiresAt.Equal(wantExp) {
 		t.Fatalf("held error (-want,+got): -{a 1 %s} +{%s %d %s}", wantExp, held.Holder, held.Epoch, held.ExpiresAt)
 	}
@@ -63,7 +63,7 @@ func TestAcquireHeldReleaseReacquire(t *testing.T) {
 		t.Fatalf("status after release: want free with epoch 1 and ErrNotFound, got %+v, %v", free, err)
 	}
 
-	lc, err := c.Acquire(ctx, "job", 10*time.Second)
+	lc, err := c.Acquire(ctx, "job", 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestAcquireHeldReleaseReacquire(t *testing.T) {
 	release(t, lc)
 
 	// The releasing manager re-acquires with one write and no read.
-	la2, err := c.Acquire(ctx, "job", 10*time.Second)
+	la2, err := c.Acquire(ctx, "job", 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,9 @@ func TestStaleReleaseKeepsNewHolder(t *testing.T) {
 	clk := &clock{}
 	clk.Set(info.ExpiresAt)
 	c := b.manager("c", lease.Options{Now: clk.Now})
-	lc, err := c.Acquire(ctx, "job", ttl)
+	// A long ttl: c must not renew between the two Status reads below, so
+	// that any change of generation can only come from a's stale release.
+	lc, err := c.Acquire(ctx, "job", 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -540,7 +542,7 @@ func TestAcquireWait(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	a := b.manager("a", lease.Options{})
-	la, err := a.Acquire(ctx, "job", 3*time.Second)
+	la, err := a.Acquire(ctx, "job", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
