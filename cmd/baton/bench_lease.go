@@ -248,7 +248,7 @@ func benchLease(ctx context.Context, out io.Writer, rounds, contenders, takeover
 		_ = hc.Close()
 	}
 
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "operation\tn\treads/op\twrites/op\tops/op\tvs baseline\t")
 	base := float64(rows[0].ops.reads+rows[0].ops.writes) / float64(rows[0].n)
 	for _, r := range rows {
