@@ -85,3 +85,30 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		report(b, bd, start)
 	})
 }
+
+// BenchmarkRenew counts GCS requests per heartbeat of a held lease. One op
+// is one renew, so it runs at the heartbeat rate (once a second): use a
+// small -benchtime such as 3x.
+func BenchmarkRenew(b *testing.B) {
+	ctx := context.Background()
+	bd := setup(b)
+	l, err := bd.manager("m", lease.Options{}).Acquire(ctx, "x", 3*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reads, writes := bd.ft.reads.Load(), bd.ft.writes.Load()
+	b.ResetTimer()
+	for l.Renews() < int64(b.N) {
+		if l.Err() != nil {
+			b.Fatal(l.Err())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.StopTimer()
+	n := float64(l.Renews())
+	b.ReportMetric(float64(bd.ft.reads.Load()-reads)/n, "reads/op")
+	b.ReportMetric(float64(bd.ft.writes.Load()-writes)/n, "writes/op")
+	if err := l.Release(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
