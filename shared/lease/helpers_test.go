@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -21,9 +22,10 @@ import (
 type action int
 
 const (
-	pass         action = iota
-	dropResponse        // forward, let the server apply it, lose the answer
-	unavailable         // answer 503 without forwarding
+	pass           action = iota
+	dropResponse          // forward, let the server apply it, lose the answer
+	unavailable           // answer 503 without forwarding
+	appliedThen400        // forward, let the server apply it, answer 400
 )
 
 // faultTransport is a test double at the network edge, where no emulator
@@ -64,13 +66,7 @@ func (f *faultTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	if a == unavailable {
 		f.failed.Add(1)
-		body := `{"error":{"code":503,"message":"injected","errors":[{"reason":"backendError","message":"injected"}]}}`
-		return &http.Response{
-			StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable",
-			Header: http.Header{"Content-Type": {"application/json"}},
-			Body:   io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)),
-			Request: r, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		}, nil
+		return fakeResponse(r, http.StatusServiceUnavailable), nil
 	}
 	if isWrite(r) {
 		f.writes.Add(1)
@@ -78,13 +74,27 @@ func (f *faultTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		f.reads.Add(1)
 	}
 	resp, err := f.base.RoundTrip(r)
-	if err != nil || a != dropResponse {
+	if err != nil || a == pass {
 		return resp, err
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	_ = resp.Body.Close()
 	f.dropped.Add(1)
+	if a == appliedThen400 {
+		return fakeResponse(r, http.StatusBadRequest), nil
+	}
 	return nil, io.ErrUnexpectedEOF
+}
+
+// fakeResponse is a GCS-shaped JSON error answer.
+func fakeResponse(r *http.Request, code int) *http.Response {
+	body := fmt.Sprintf(`{"error":{"code":%d,"message":"injected","errors":[{"reason":"injected","message":"injected"}]}}`, code)
+	return &http.Response{
+		StatusCode: code, Status: fmt.Sprintf("%d %s", code, http.StatusText(code)),
+		Header: http.Header{"Content-Type": {"application/json"}},
+		Body:   io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)),
+		Request: r, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+	}
 }
 
 // nth returns a decide func that applies a to the first n requests matching

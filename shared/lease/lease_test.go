@@ -576,3 +576,24 @@ func TestAcquireWait(t *testing.T) {
 		t.Fatal("waiter did not get the released lease")
 	}
 }
+
+// TestAppliedCreateWithFailedAnswer: the server applied the create but the
+// client got a non-retryable error. A read recognises the token: the
+// acquirer is the holder, and nobody else is.
+func TestAppliedCreateWithFailedAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	b.ft.set(nth(1, isUpload, appliedThen400))
+	la, err := b.manager("a", lease.Options{}).Acquire(ctx, "job", 10*time.Second)
+	if err != nil {
+		t.Fatalf("acquire whose applied create answered 400: %v", err)
+	}
+	if b.ft.dropped.Load() != 1 || la.Epoch() != 1 {
+		t.Fatalf("(-want,+got): -1 dropped, epoch 1 +%d dropped, epoch %d", b.ft.dropped.Load(), la.Epoch())
+	}
+	if _, err := b.manager("c", lease.Options{}).Acquire(ctx, "job", 10*time.Second); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("second acquirer: want ErrHeld, got %v", err)
+	}
+	release(t, la)
+}

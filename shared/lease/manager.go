@@ -204,6 +204,13 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 			return m.start(name, ttl, st, sent), nil
 		}
 		if !isPreconditionFailed(err) {
+			// The write may still have been applied (the library gave up
+			// retrying after the server acted). If a read shows our token,
+			// the lease is ours; otherwise, if it was applied, it expires
+			// unrenewed and nobody runs meanwhile.
+			if again, rerr := m.read(ctx, name); rerr == nil && again.Token == token && !again.free() {
+				return m.start(name, ttl, again, firstSent), nil
+			}
 			return nil, fmt.Errorf("lease %q: acquire: %w", name, err)
 		}
 		// 412: someone else wrote first, or our own write was applied and
