@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/baton-cron/baton/shared/httpapi"
+	"github.com/baton-cron/baton/shared/store"
 )
 
 // maxBody bounds request bodies: a payload at its limit, JSON-escaped, fits.
@@ -170,6 +171,10 @@ func toHTTP(err error) error {
 		return httpapi.NotFound("%v", err)
 	case errors.Is(err, ErrStaleFence), errors.Is(err, ErrCancelled), errors.Is(err, ErrFinished):
 		return httpapi.Conflict("%v", err)
+	case errors.Is(err, store.ErrConflict):
+		// A concurrent change won a conditional write (a cancel raced a
+		// completion); the state is consistent and a retry will see it.
+		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable, Message: err.Error() + "; retry"}
 	case errors.Is(err, context.Canceled):
 		// The caller hung up (a worker stops heartbeating when its command
 		// ends); nobody reads this answer, and it is not a server fault.
