@@ -1,6 +1,3 @@
-// Command gpu-worker is baton's Cloud Run GPU worker service: it runs one
-// job at a time with the command in BATON_WORKER_COMMAND and reports to the
-// GPU function at BATON_CONTROL_URL. The logic is in shared/gpu/worker.
 package main
 
 import (
