@@ -20,6 +20,7 @@ import (
 	"github.com/baton-cron/baton/shared/gpu"
 	"github.com/baton-cron/baton/shared/gpu/worker"
 	"github.com/baton-cron/baton/shared/httpapi"
+	"github.com/baton-cron/baton/shared/store"
 )
 
 const testToken = "test-token"
@@ -75,6 +76,7 @@ type bundle struct {
 	workers []*testWorker
 	bucket  *storage.BucketHandle
 	dir     string // scratch directory for gate files
+	st      *store.Store
 }
 
 type setupOpts struct {
@@ -98,7 +100,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	}
 	st := emutest.Store(t)
 	client, bucketName := emutest.GCS(t)
-	b := &bundle{t: t, ctx: context.Background(), clock: &clock{}, bucket: client.Bucket(bucketName), dir: t.TempDir()}
+	b := &bundle{t: t, ctx: context.Background(), clock: &clock{}, bucket: client.Bucket(bucketName), dir: t.TempDir(), st: st}
 
 	var handler atomic.Value
 	b.api = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
