@@ -21,13 +21,18 @@ func BearerAuthorizer(token string) func(*http.Request) error {
 
 // IDTokenAuthorizer adds a Google-signed ID token whose audience is the
 // worker's URL, which is what Cloud Run IAM checks on a private service.
-// Token sources are made once per worker and cache their tokens.
+// Token sources are made once per worker and cache their tokens. A plain
+// http:// worker is local (Cloud Run URLs are https) and gets no token, so
+// a local pool works without Google credentials.
 func IDTokenAuthorizer(ctx context.Context) func(*http.Request) error {
 	var (
 		mu      sync.Mutex
 		sources = map[string]oauth2.TokenSource{}
 	)
 	return func(r *http.Request) error {
+		if r.URL.Scheme != "https" {
+			return nil
+		}
 		aud := r.URL.Scheme + "://" + r.URL.Host
 		mu.Lock()
 		ts, ok := sources[aud]
