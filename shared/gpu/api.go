@@ -55,6 +55,12 @@ func route(d *Dispatcher, w http.ResponseWriter, r *http.Request) error {
 	case parts[1] == "jobs" && len(parts) == 2 && r.Method == http.MethodPost:
 		var req EnqueueRequest
 		if err := httpapi.DecodeJSON(w, r, maxBody, &req); err != nil {
+			// encoding/json does not name the field when a type's own
+			// UnmarshalJSON fails; timeout is the only such field here.
+			var he *httpapi.Error
+			if errors.As(err, &he) && he.Field == "" && strings.Contains(he.Message, "duration") {
+				return httpapi.BadRequest("timeout", "must be a duration such as \"90s\" or \"30m\": %s", he.Message)
+			}
 			return err
 		}
 		job, created, err := d.Enqueue(ctx, req)

@@ -53,6 +53,7 @@ func TestAPIErrors(t *testing.T) {
 		{"payload over the limit", "POST", "/gpu/jobs", `{"payload":"` + big + `"}`, apiAnswer{400, "invalid_argument", "payload"}},
 		{"unknown field", "POST", "/gpu/jobs", `{"payload":"x","gpus":2}`, apiAnswer{400, "invalid_argument", "gpus"}},
 		{"bad timeout", "POST", "/gpu/jobs", `{"payload":"x","timeout":"5ms"}`, apiAnswer{400, "invalid_argument", "timeout"}},
+		{"unparseable timeout", "POST", "/gpu/jobs", `{"payload":"x","timeout":"soon"}`, apiAnswer{400, "invalid_argument", "timeout"}},
 		{"bad maxAttempts", "POST", "/gpu/jobs", `{"payload":"x","maxAttempts":-3}`, apiAnswer{400, "invalid_argument", "maxAttempts"}},
 		{"bad id", "POST", "/gpu/jobs", `{"id":"a:b","payload":"x"}`, apiAnswer{400, "invalid_argument", "id"}},
 		{"bad status filter", "GET", "/gpu/jobs?status=done", "", apiAnswer{400, "invalid_argument", "status"}},
