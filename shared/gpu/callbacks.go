@@ -75,7 +75,8 @@ func (d *Dispatcher) Complete(ctx context.Context, id string, c CompleteRequest)
 	}
 	// The worker is done with the slot, whatever the job's fate: hand it
 	// straight to the next job.
-	d.handoff(ctx, c.Slot, c.Epoch)
+	// A worker hanging up must not strand a half-dispatched job.
+	d.handoff(context.WithoutCancel(ctx), c.Slot, c.Epoch)
 	return job, nil
 }
 

@@ -180,7 +180,8 @@ func (d *Dispatcher) insert(ctx context.Context, id, source string, req EnqueueR
 		job, err = d.Get(ctx, id)
 		return job, false, err
 	}
-	if _, err := d.Dispatch(ctx); err != nil {
+	// The caller hanging up must not strand a half-dispatched job.
+	if _, err := d.Dispatch(context.WithoutCancel(ctx)); err != nil {
 		// The job is safely queued; the next completion or sweep
 		// dispatches it.
 		d.cfg.Logger.Warn("gpu: dispatch after enqueue", "job", id, "error", err.Error())
