@@ -2,6 +2,7 @@ package functions
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/baton-cron/baton/shared/config"
@@ -35,7 +36,7 @@ func buildGPU(d *Deps) (http.Handler, error) {
 func NewGPUDispatcher(d *Deps) (*gpu.Dispatcher, error) {
 	pool, err := gpu.ParsePool(d.GPUPool)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", config.EnvGPUPool, err)
 	}
 	auth := gpu.IDTokenAuthorizer(context.Background())
 	if d.Token != "" {
