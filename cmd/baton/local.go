@@ -46,8 +46,9 @@ func newLocalCmd() *cobra.Command {
 		Long: `Run all of baton in one process, with no cloud account and nothing to install:
 the MongoDB API (FerretDB on SQLite, data kept in --data-dir), a GCS emulator
 (fake-gcs-server, in memory) with the bucket created, every function on one
-port (/Rent, /Schedules, /Tick, /GPU, /healthz), and a Cloud Scheduler
-emulator that POSTs /Tick every --tick with the real headers.
+port (/Rent, /Schedules, /Tick, /GPU, /healthz), a Cloud Scheduler
+emulator that POSTs /Tick every --tick with the real headers, and
+--gpu-workers local GPU workers that run --gpu-command on the CPU.
 
 It prints export lines on stdout (and writes them to DATA_DIR/env), so another
 shell can run:  . .baton/env
@@ -59,6 +60,9 @@ requests in flight finish (up to 30s), then the emulators stop.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			began := time.Now()
+			if cfg.GPUWorkers < 0 || cfg.GPUWorkers > 64 {
+				return usageError("local: --gpu-workers %d: want 0 to 64", cfg.GPUWorkers)
+			}
 			if tick < 0 {
 				return usageError("local: --tick %s: want a positive period, or 0 to turn ticking off", tick)
 			}
@@ -118,6 +122,8 @@ requests in flight finish (up to 30s), then the emulators stop.`,
 	f.BoolVar(&cfg.Fresh, "fresh", false, "wipe DATA_DIR/mongo before starting")
 	f.DurationVar(&tick, "tick", stack.DefaultTick, "how often the scheduler emulator POSTs /Tick (e.g. 5s for demos); 0 turns it off")
 	f.StringVar(&cfg.Bucket, "bucket", stack.DefaultBucket, "bucket to create in the GCS emulator (BATON_BUCKET)")
+	f.IntVar(&cfg.GPUWorkers, "gpu-workers", 2, "local GPU workers (one slot each) that run real commands on the CPU; 0 uses BATON_GPU_POOL instead")
+	f.StringSliceVar(&cfg.GPUCommand, "gpu-command", stack.DefaultGPUCommand, "the local GPU workers' command (argv, comma-separated); the job's payload is its stdin")
 	f.BoolVar(&verbose, "verbose", false, "log every request and the emulators' own logs (implies --log-level debug)")
 	f.StringVar(&logLevel, "log-level", config.Get(config.EnvLogLevel), "debug, info, warn or error; BATON_LOG_LEVEL sets the default")
 	return cmd
@@ -134,6 +140,8 @@ func tryLines(envFile string) string {
 	}
 	b.WriteString(`#   curl "$BATON_URL/Rent?jeonse=300000000&deposit=100000000&rate=4.5"` + "\n")
 	b.WriteString(`#   curl "$BATON_URL/healthz"` + "\n")
+	b.WriteString(`#   go run ./cmd/baton schedules create --id demo --cron '*/10 * * * * *' --builtin noop` + "\n")
+	b.WriteString(`#   go run ./cmd/baton gpu enqueue --payload 'echo hello from a GPU slot'` + "\n")
 	b.WriteString("# Ctrl-C stops it.\n")
 	return b.String()
 }

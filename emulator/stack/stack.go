@@ -71,6 +71,12 @@ type Config struct {
 	Clock scheduler.Clock
 	// Hooks run after the HTTP server is up, in order.
 	Hooks []Hook
+	// GPUWorkers is the number of local GPU workers (one slot each) that
+	// run real commands on the CPU; 0 starts none, and then the pool is
+	// BATON_GPU_POOL.
+	GPUWorkers int
+	// GPUCommand is the workers' command; nil means DefaultGPUCommand.
+	GPUCommand []string
 }
 
 // Stack is a running local stack.
@@ -99,6 +105,7 @@ type Stack struct {
 	http    *http.Server
 	served  chan error
 	stops   []func(ctx context.Context) error // hooks' stops, in start order
+	gpu     *gpuWorkers
 }
 
 // Start brings the stack up and returns when every part accepts requests.
@@ -152,11 +159,17 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 
+	pool := config.Get(config.EnvGPUPool)
+	if cfg.GPUWorkers > 0 {
+		if s.gpu, pool, err = listenGPUWorkers(ctx, cfg.GPUWorkers); err != nil {
+			return nil, err
+		}
+	}
 	deps := &functions.Deps{
 		Store: s.store, Storage: s.storage, Bucket: cfg.Bucket, Token: cfg.Token, Logger: cfg.Logger,
 		// Local targets live on this machine; nothing else is allowed.
 		AllowedTargets: []string{"127.0.0.1", "localhost", "::1"},
-		GPUPool:        config.Get(config.EnvGPUPool),
+		GPUPool:        pool,
 	}
 	if deps.TickLeaseTTL, err = config.Duration(config.EnvTickLeaseTTL); err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
@@ -178,6 +191,14 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	s.served = make(chan error, 1)
 	go func() { s.served <- s.http.Serve(ln) }()
 
+	if s.gpu != nil {
+		cmd := cfg.GPUCommand
+		if len(cmd) == 0 {
+			cmd = DefaultGPUCommand
+		}
+		s.gpu.serve(s, s.storage.Bucket(cfg.Bucket), cmd)
+	}
+
 	for i, h := range cfg.Hooks {
 		stop, err := h(ctx, s)
 		if err != nil {
@@ -195,7 +216,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 	}
 	s.Scheduler.Start()
-	cfg.Logger.Info("stack: up", "url", s.URL, "mongo", s.MongoURI, "storage", s.StorageHost, "bucket", s.Bucket, "tick", cfg.Tick.String(), "functions", functions.Names())
+	cfg.Logger.Info("stack: up", "url", s.URL, "mongo", s.MongoURI, "storage", s.StorageHost, "bucket", s.Bucket, "tick", cfg.Tick.String(), "functions", functions.Names(), "gpuPool", pool)
 	return s, nil
 }
 
@@ -240,6 +261,12 @@ func (s *Stack) Close(ctx context.Context) error {
 		}
 	}
 	s.stops = nil
+	if s.gpu != nil {
+		if err := s.gpu.close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		s.gpu = nil
+	}
 	if s.http != nil {
 		if err := s.http.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stack: http shutdown: %w", err))

@@ -1,0 +1,90 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/storage"
+
+	"github.com/baton-cron/baton/shared/gpu/worker"
+)
+
+// DefaultGPUCommand is what a local GPU worker runs for each job: the
+// payload, on stdin, is a shell script. Locally the "GPUs" are CPU workers
+// that run real commands.
+var DefaultGPUCommand = []string{"sh"}
+
+// gpuWorkers are the local GPU pool: one worker server (one slot) per
+// listener. The listeners are bound before the functions are built, so the
+// pool's URLs are known to the GPU dispatcher; the workers start serving once
+// the control URL (the stack's /GPU) exists.
+type gpuWorkers struct {
+	lns     []net.Listener
+	servers []*http.Server
+	workers []*worker.Server
+	served  []chan error
+}
+
+func listenGPUWorkers(ctx context.Context, n int) (*gpuWorkers, string, error) {
+	g := &gpuWorkers{}
+	var pool []string
+	for i := 0; i < n; i++ {
+		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+		if err != nil {
+			g.closeListeners()
+			return nil, "", fmt.Errorf("stack: gpu worker %d: listen: %w", i, err)
+		}
+		g.lns = append(g.lns, ln)
+		pool = append(pool, "http://"+ln.Addr().String()+"=1")
+	}
+	return g, strings.Join(pool, ","), nil
+}
+
+func (g *gpuWorkers) closeListeners() {
+	for _, ln := range g.lns {
+		_ = ln.Close()
+	}
+}
+
+func (g *gpuWorkers) serve(s *Stack, bucket *storage.BucketHandle, command []string) {
+	for _, ln := range g.lns {
+		w := worker.New(worker.Config{
+			Command: command, ControlURL: s.URL + "/GPU", Token: s.Token,
+			Bucket: bucket, Logger: s.Logger,
+		})
+		srv := &http.Server{Handler: w, ReadHeaderTimeout: 10 * time.Second}
+		done := make(chan error, 1)
+		go func(ln net.Listener) { done <- srv.Serve(ln) }(ln)
+		g.workers = append(g.workers, w)
+		g.servers = append(g.servers, srv)
+		g.served = append(g.served, done)
+	}
+}
+
+// close stops the workers first (a job in flight is reported interrupted
+// and requeued at once), then their HTTP servers.
+func (g *gpuWorkers) close(ctx context.Context) error {
+	var errs []error
+	for _, w := range g.workers {
+		if err := w.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stack: gpu worker shutdown: %w", err))
+		}
+	}
+	for i, srv := range g.servers {
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+		if err := <-g.served[i]; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("stack: gpu worker serve: %w", err))
+		}
+	}
+	if len(g.servers) == 0 {
+		g.closeListeners()
+	}
+	return errors.Join(errs...)
+}
