@@ -100,6 +100,10 @@ type Engine struct {
 	// inserted and before nextRunAt is advanced; an error aborts the tick
 	// there, as a crash would.
 	afterInsert func(scheduleID string) error
+	// beforeRelease, when set (tests), runs in a job lease holder after its
+	// last misfire check and before it releases the lease: the window in
+	// which a buffering executor can set the flag unseen.
+	beforeRelease func(scheduleID string)
 }
 
 // New checks cfg and returns an Engine.

@@ -342,6 +342,9 @@ func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease
 // is set, take the lease again and run the misfire; if someone else holds
 // the lease, that holder sees the flag when it releases.
 func (e *Engine) releaseJob(ctx context.Context, s *schedule.Schedule, l *lease.Lease, c *counters) {
+	if e.beforeRelease != nil {
+		e.beforeRelease(s.ID)
+	}
 	for {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTTL(s))
 		if err := l.Release(rctx); err != nil && !errors.Is(err, lease.ErrNotHeld) {

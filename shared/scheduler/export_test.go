@@ -4,3 +4,7 @@ package scheduler
 // inserted and before its nextRunAt is advanced; an error aborts the tick
 // there, as a crash would.
 func SetAfterInsert(e *Engine, fn func(scheduleID string) error) { e.afterInsert = fn }
+
+// SetBeforeRelease installs a hook that runs in a job lease holder after its
+// last misfire check and before it releases the lease.
+func SetBeforeRelease(e *Engine, fn func(scheduleID string)) { e.beforeRelease = fn }

@@ -215,6 +215,32 @@ func TestOverlapPolicies(t *testing.T) {
 			t.Errorf("holder's tick fired %d, want 2", sum.Fired)
 		}
 	})
+	t.Run("buffer_one misfire set after the holder's last check is not lost", func(t *testing.T) {
+		// The holder has checked the flag and is about to release when
+		// the next fire time finds the lease still held and buffers. The
+		// holder's check after releasing catches it: one extra run.
+		b := setup(t)
+		key, g := newGate(t, 0)
+		b.addSchedule(t, schedule.Schedule{ID: "job", Cron: "* * * * *", Target: gateTarget(key)})
+		var once sync.Once
+		scheduler.SetBeforeRelease(b.eng, func(string) {
+			once.Do(func() {
+				b.clock.Set(t0.Add(2*time.Minute + time.Second))
+				if sum := b.tick(t); sum.Misfired != 1 {
+					t.Errorf("the racing tick misfired %d, want 1", sum.Misfired)
+				}
+			})
+		})
+		b.clock.Set(t0.Add(time.Minute + time.Second))
+		b.tick(t)
+		want := []string{"09:01 scheduled succeeded", "09:02 scheduled skipped", "09:02 misfire succeeded"}
+		if diff := cmp.Diff(want, fireTimesOf(b.runs(t, "job"))); diff != "" {
+			t.Errorf("runs (-want,+got):\n%s", diff)
+		}
+		if got := g.calls.Load(); got != 2 {
+			t.Errorf("executions %d, want 2", got)
+		}
+	})
 	t.Run("allow overlaps", func(t *testing.T) {
 		b := setup(t)
 		key, g := newGate(t, 2)
