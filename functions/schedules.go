@@ -6,7 +6,6 @@ import (
 	"github.com/baton-cron/baton/shared/catalog"
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/httpapi"
-	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 )
@@ -28,17 +27,11 @@ func newSchedules(d *Deps) (http.Handler, error) {
 	// Trigger-now runs the schedule through the scheduler's Engine, which
 	// needs the lease bucket; without one, :trigger answers 503 and the
 	// other routes still work.
-	if d.Storage != nil && d.Bucket != "" {
-		m := lease.NewManager(d.Storage.Bucket(d.Bucket), "leases/", lease.Options{Skew: d.ClockSkew, Logger: d.Logger})
-		eng, err := scheduler.New(scheduler.Config{
-			Store: d.Store, Leases: m, Now: d.Clock(), TickLeaseTTL: d.TickLeaseTTL,
-			AllowedTargets: d.AllowedTargets, HTTPClient: d.HTTPClient, Logger: d.Logger,
-			IDToken: config.Get(config.EnvTargetIDToken) == "true",
-			GPU:     nil, // integrator wires GPU, as in tick.go
-		})
-		if err != nil {
-			return nil, err
-		}
+	eng, err := newEngine(d)
+	if err != nil {
+		return nil, err
+	}
+	if eng != nil {
 		opts.Triggerer = eng
 	}
 	h := catalog.NewHandler(catalog.New(d.Store, opts), catalog.HandlerOptions{})

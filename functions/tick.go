@@ -7,8 +7,6 @@ import (
 
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/httpapi"
-	"github.com/baton-cron/baton/shared/lease"
-	"github.com/baton-cron/baton/shared/scheduler"
 )
 
 // HeaderScheduleTime is the header Cloud Scheduler sets to the scheduled
@@ -21,21 +19,9 @@ func init() { register(config.FnTick, newTick) }
 // minute; it answers with the scheduler's JSON summary. The algorithm lives
 // in shared/scheduler.
 func newTick(d *Deps) (http.Handler, error) {
-	var eng *scheduler.Engine
-	if d.Store != nil && d.Storage != nil && d.Bucket != "" {
-		// The lease manager judges expiry on the storage server's clock,
-		// so it gets no injected clock; decisions use d.Clock().
-		m := lease.NewManager(d.Storage.Bucket(d.Bucket), "leases/", lease.Options{Skew: d.ClockSkew, Logger: d.Logger})
-		var err error
-		eng, err = scheduler.New(scheduler.Config{
-			Store: d.Store, Leases: m, Now: d.Clock(), TickLeaseTTL: d.TickLeaseTTL,
-			AllowedTargets: d.AllowedTargets, HTTPClient: d.HTTPClient, Logger: d.Logger,
-			IDToken: config.Get(config.EnvTargetIDToken) == "true",
-			GPU:     nil, // integrator wires GPU
-		})
-		if err != nil {
-			return nil, err
-		}
+	eng, err := newEngine(d)
+	if err != nil {
+		return nil, err
 	}
 	return httpapi.RequireToken(d.Token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost && r.Method != http.MethodGet {

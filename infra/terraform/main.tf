@@ -48,6 +48,7 @@ locals {
         BATON_GPU_POOL        = local.gpu_pool
         BATON_TICK_LEASE_TTL  = var.tick_lease_ttl
         BATON_CLOCK_SKEW      = var.clock_skew
+        BATON_TARGET_ID_TOKEN = "true"
         BATON_LOG_LEVEL       = var.log_level
       }
     }
@@ -62,6 +63,10 @@ locals {
         BATON_DATABASE        = var.database_name
         BATON_BUCKET          = google_storage_bucket.baton.name
         BATON_ALLOWED_TARGETS = join(",", var.allowed_targets)
+        # Trigger-now runs a schedule through the same engine as Tick.
+        BATON_GPU_POOL        = local.gpu_pool
+        BATON_CLOCK_SKEW      = var.clock_skew
+        BATON_TARGET_ID_TOKEN = "true"
         BATON_LOG_LEVEL       = var.log_level
       }
     }

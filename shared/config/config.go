@@ -61,9 +61,9 @@ var Vars = []Var{
 	{EnvStorageEmu, nil, "", "host:port of a GCS emulator (set by `baton local`); unset in the cloud."},
 	{EnvToken, append(functions, SvcWorker, CLI), "", "Bearer token required by the API when set (local use). In the cloud, IAM invoker checks authenticate callers."},
 	{EnvAllowedTargets, []string{FnTick, FnSchedules}, "", "Comma-separated host allowlist for `http` targets (`host`, `host:port`, `*.example.com`). Empty refuses every http target."},
-	{EnvGPUPool, []string{FnTick, FnGPU}, "", "GPU worker pool: comma-separated `URL=slots` entries."},
+	{EnvGPUPool, []string{FnTick, FnSchedules, FnGPU}, "", "GPU worker pool: comma-separated `URL=slots` entries."},
 	{EnvTickLeaseTTL, []string{FnTick}, "30s", "TTL of the tick lease."},
-	{EnvClockSkew, []string{FnTick, FnGPU, CLI}, "2s", "Clock-skew allowance added to every lease expiry."},
+	{EnvClockSkew, []string{FnTick, FnSchedules, FnGPU, CLI}, "2s", "Clock-skew allowance added to every lease expiry."},
 	{EnvURL, []string{CLI}, "http://127.0.0.1:8080", "Base URL of the functions for the CLI (`/Schedules`, `/GPU` are appended)."},
 	{EnvSchedulesURL, []string{CLI}, "", "URL of the Schedules function for the CLI, when each function has its own URL (the cloud). Empty means `$BATON_URL/Schedules`."},
 	{EnvGPUURL, []string{CLI}, "", "URL of the GPU function for the CLI, when each function has its own URL (the cloud). Empty means `$BATON_URL/GPU`."},
@@ -71,7 +71,7 @@ var Vars = []Var{
 	{EnvControlURL, []string{SvcWorker}, "", "URL of the GPU function, which the worker calls back (heartbeat, complete)."},
 	{EnvWorkerCommand, []string{SvcWorker}, `["sh","-c","cat"]`, "The command a GPU worker runs for each job, as a JSON argv list."},
 	{EnvLogLevel, nil, "info", "debug, info, warn or error."},
-	{EnvTargetIDToken, []string{FnTick, CLI}, "false", "`true` makes `http` targets carry a Google-signed OIDC ID token (audience: the target URL), as in the cloud, where Terraform sets it. Locally there are no Google credentials: leave it `false`."},
+	{EnvTargetIDToken, []string{FnTick, FnSchedules, CLI}, "false", "`true` makes `http` targets carry a Google-signed OIDC ID token (audience: the target URL), as in the cloud, where Terraform sets it. Locally there are no Google credentials: leave it `false`."},
 }
 
 // Get returns the variable's value, or its declared default. It panics on a
