@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -32,6 +33,9 @@ type scheduleWork struct {
 	runs []*runDoc
 }
 
+// decideConcurrency bounds the schedules of one page decided at once.
+const decideConcurrency = 8
+
 // reservation is how long the deciding tick keeps the sweep off the runs it
 // just decided, so that the sweep only picks up runs whose decider died.
 func (e *Engine) reservation() time.Duration { return max(e.cfg.TickLeaseTTL, time.Minute) }
@@ -54,21 +58,46 @@ func (e *Engine) decide(ctx context.Context, f store.Fence, now time.Time, c *co
 			return work, fmt.Errorf("decide: read due schedules: %w", err)
 		}
 		c.due.Add(int64(len(page)))
+		// Schedules are independent: decide a page's schedules
+		// concurrently (each one's writes stay in order), so a tick with
+		// many due schedules is not one long chain of round trips under the
+		// tick lease.
+		var (
+			mu    sync.Mutex
+			abort error
+			wg    sync.WaitGroup
+			sem   = make(chan struct{}, decideConcurrency)
+		)
 		for i := range page {
-			w, err := e.decideOne(ctx, f, &page[i], now, c)
-			if err != nil {
-				var abort *abortError
-				if errors.Is(err, store.ErrStaleFence) || ctx.Err() != nil || errors.As(err, &abort) {
-					// The tick lease was lost: a newer holder decides now.
-					return work, err
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				w, err := e.decideOne(ctx, f, &page[i], now, c)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					var ab *abortError
+					if errors.Is(err, store.ErrStaleFence) || ctx.Err() != nil || errors.As(err, &ab) {
+						// The tick lease was lost (or the test hook
+						// crashed the tick): a newer holder decides now.
+						if abort == nil {
+							abort = err
+						}
+						return
+					}
+					c.errors.Add(1)
+					e.log.Error("decide schedule failed", "schedule", page[i].ID, "err", err)
+					return
 				}
-				c.errors.Add(1)
-				e.log.Error("decide schedule failed", "schedule", page[i].ID, "err", err)
-				continue
-			}
-			if w != nil {
-				work = append(work, w)
-			}
+				if w != nil {
+					work = append(work, w)
+				}
+			}()
+		}
+		wg.Wait()
+		if abort != nil {
+			return work, abort
 		}
 		if p.NextToken == "" {
 			return work, nil
