@@ -37,6 +37,7 @@ type HeldError struct {
 	ExpiresAt time.Time
 }
 
+// Error names the lease, its holder and when a contender may take over.
 func (e *HeldError) Error() string {
 	return fmt.Sprintf("lease %q: held by %s (epoch %d) until %s", e.Name, e.Holder, e.Epoch, e.ExpiresAt.UTC().Format(time.RFC3339Nano))
 }
