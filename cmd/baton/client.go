@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -126,4 +127,35 @@ func decodeAPIError(status int, data []byte) error {
 		text = text[:200] + "…"
 	}
 	return &apiError{Status: status, Code: http.StatusText(status), Message: text}
+}
+
+// fetchPages GETs path one page at a time from token on, with the query q,
+// collecting each page's items; it follows nextPageToken only when all is
+// set. items picks a page's items and next token out of the decoded page P.
+// It returns the items and the token that continues after them ("" at the
+// end of the list).
+func fetchPages[P, T any](ctx context.Context, c *apiClient, path string, q url.Values, pageSize int, token string, all bool, items func(*P) ([]T, string)) ([]T, string, error) {
+	var out []T
+	for {
+		pq := url.Values{}
+		for k, v := range q {
+			pq[k] = v
+		}
+		if pageSize > 0 {
+			pq.Set("pageSize", strconv.Itoa(pageSize))
+		}
+		if token != "" {
+			pq.Set("pageToken", token)
+		}
+		var page P
+		if _, err := c.do(ctx, http.MethodGet, path, pq, nil, nil, &page); err != nil {
+			return nil, "", err
+		}
+		got, next := items(&page)
+		out = append(out, got...)
+		token = next
+		if !all || token == "" {
+			return out, token, nil
+		}
+	}
 }

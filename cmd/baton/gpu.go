@@ -153,52 +153,33 @@ func gpuListCmd(client clientFunc) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			q := url.Values{}
+			if status != "" {
+				q.Set("status", status)
+			}
+			jobs, next, err := fetchPages(cmd.Context(), c, "/gpu/jobs", q, pageSize, token, all,
+				func(p *gpu.JobPage) ([]gpu.Job, string) { return p.Jobs, p.NextPageToken })
+			if err != nil {
+				return apiFailure("gpu list", err)
+			}
 			out := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(out, gpu.JobPage{Jobs: nonNil(jobs), NextPageToken: next})
+			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			if !asJSON {
-				fmt.Fprintln(tw, "ID\tSTATUS\tPRIO\tATTEMPTS\tEXIT\tCREATED\tWORKER")
+			fmt.Fprintln(tw, "ID\tSTATUS\tPRIO\tATTEMPTS\tEXIT\tCREATED\tWORKER")
+			for _, j := range jobs {
+				exit := "-"
+				if j.ExitCode != nil {
+					exit = fmt.Sprint(*j.ExitCode)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Status, j.Priority, j.Attempts, j.MaxAttempts, exit, j.CreatedAt.Format(time.RFC3339), j.Worker)
 			}
-			for {
-				q := url.Values{}
-				if status != "" {
-					q.Set("status", status)
-				}
-				if token != "" {
-					q.Set("pageToken", token)
-				}
-				if pageSize > 0 {
-					q.Set("pageSize", fmt.Sprint(pageSize))
-				}
-				var page struct {
-					Jobs          []gpu.Job `json:"jobs"`
-					NextPageToken string    `json:"nextPageToken"`
-				}
-				if _, err := c.do(cmd.Context(), "GET", "/gpu/jobs", q, nil, nil, &page); err != nil {
-					return apiFailure("gpu list", err)
-				}
-				if asJSON {
-					if err := writeJSON(out, page); err != nil {
-						return err
-					}
-				} else {
-					for _, j := range page.Jobs {
-						exit := "-"
-						if j.ExitCode != nil {
-							exit = fmt.Sprint(*j.ExitCode)
-						}
-						fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Status, j.Priority, j.Attempts, j.MaxAttempts, exit, j.CreatedAt.Format(time.RFC3339), j.Worker)
-					}
-				}
-				token = page.NextPageToken
-				if !all || token == "" {
-					break
-				}
+			if err := tw.Flush(); err != nil {
+				return err
 			}
-			if !asJSON {
-				tw.Flush()
-				if token != "" {
-					fmt.Fprintf(out, "more: --page-token %s\n", token)
-				}
+			if next != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "more: baton gpu list --page-token %s (or --all)\n", next)
 			}
 			return nil
 		},
@@ -208,7 +189,7 @@ func gpuListCmd(client clientFunc) *cobra.Command {
 	f.StringVar(&token, "page-token", "", "continue from a previous page")
 	f.IntVar(&pageSize, "page-size", 0, "jobs per page (default 50)")
 	f.BoolVar(&all, "all", false, "follow every page")
-	f.BoolVar(&asJSON, "json", false, "print the API's JSON pages")
+	f.BoolVar(&asJSON, "json", false, "print JSON ({\"jobs\":[…],\"nextPageToken\":…})")
 	flagUsage(cmd)
 	return cmd
 }

@@ -2,9 +2,7 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 	"net/url"
-	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -40,25 +38,10 @@ func newRunsCmd(client clientFunc) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var runs []schedule.Run
-			next := token
-			for {
-				q := url.Values{}
-				if pageSize > 0 {
-					q.Set("pageSize", strconv.Itoa(pageSize))
-				}
-				if next != "" {
-					q.Set("pageToken", next)
-				}
-				var page catalog.RunPage
-				if _, err := c.do(cmd.Context(), http.MethodGet, "/schedules/"+url.PathEscape(id)+"/runs", q, nil, nil, &page); err != nil {
-					return apiFailure("runs list --schedule "+id, err)
-				}
-				runs = append(runs, page.Runs...)
-				next = page.NextPageToken
-				if !all || next == "" {
-					break
-				}
+			runs, next, err := fetchPages(cmd.Context(), c, "/schedules/"+url.PathEscape(id)+"/runs", nil, pageSize, token, all,
+				func(p *catalog.RunPage) ([]schedule.Run, string) { return p.Runs, p.NextPageToken })
+			if err != nil {
+				return apiFailure("runs list --schedule "+id, err)
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), catalog.RunPage{Runs: nonNil(runs), NextPageToken: next})

@@ -115,25 +115,10 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var list []schedule.Schedule
-			next := token
-			for {
-				q := url.Values{}
-				if pageSize > 0 {
-					q.Set("pageSize", strconv.Itoa(pageSize))
-				}
-				if next != "" {
-					q.Set("pageToken", next)
-				}
-				var page catalog.SchedulePage
-				if _, err := c.do(cmd.Context(), http.MethodGet, "/schedules", q, nil, nil, &page); err != nil {
-					return apiFailure("schedules list", err)
-				}
-				list = append(list, page.Schedules...)
-				next = page.NextPageToken
-				if !all || next == "" {
-					break
-				}
+			list, next, err := fetchPages(cmd.Context(), c, "/schedules", nil, pageSize, token, all,
+				func(p *catalog.SchedulePage) ([]schedule.Schedule, string) { return p.Schedules, p.NextPageToken })
+			if err != nil {
+				return apiFailure("schedules list", err)
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), catalog.SchedulePage{Schedules: nonNil(list), NextPageToken: next})

@@ -90,7 +90,7 @@ func route(d *Dispatcher, w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
-		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"jobs": jobs, "nextPageToken": next})
+		httpapi.WriteJSON(w, http.StatusOK, JobPage{Jobs: jobs, NextPageToken: next})
 	case parts[1] == "jobs" && len(parts) == 3:
 		return jobRoute(d, w, r, parts[2])
 	default:

@@ -200,3 +200,10 @@ var Indexes = []store.Index{
 	{Collection: JobsCollection, Name: "list_status", Keys: bson.D{{Key: "status", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: SlotsCollection, Name: "claim", Keys: bson.D{{Key: "leaseUntil", Value: 1}, {Key: "_id", Value: 1}}},
 }
+
+// JobPage is one page of GET /gpu/jobs. NextPageToken continues the list;
+// it is empty on the last page.
+type JobPage struct {
+	Jobs          []Job  `json:"jobs"`
+	NextPageToken string `json:"nextPageToken"`
+}
