@@ -8,7 +8,7 @@ RACE_PKGS := ./shared/lease/... ./shared/store/... ./shared/catalog/... ./shared
 .PHONY: run test test-unit test-race vet fmt-check fmt build package deploy tf-check bench
 
 run:
-	$(GO) run ./cmd/baton local $(ARGS)
+	@$(GO) run ./cmd/baton local $(ARGS)
 
 test: fmt-check vet test-unit test-race
 
