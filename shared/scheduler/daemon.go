@@ -112,7 +112,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.e.cfg.TickLeaseTTL)
 		_ = l.Release(rctx)
 		cancel()
-		d.log.Warn("daemon stopped leading", "epoch", l.Epoch(), "err", lerr)
+		if ctx.Err() != nil {
+			d.log.Info("daemon stopped leading: shutting down", "epoch", l.Epoch())
+		} else {
+			d.log.Warn("daemon stopped leading", "epoch", l.Epoch(), "err", lerr)
+		}
 		if d.cfg.OnLose != nil {
 			d.cfg.OnLose(lerr)
 		}
