@@ -7,6 +7,7 @@ import (
 	"cloud.google.com/go/storage"
 	"github.com/spf13/cobra"
 
+	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/logging"
@@ -75,11 +76,21 @@ set (as under 'baton local').`,
 				return fmt.Errorf("daemon: storage client: %w", err)
 			}
 			defer gcs.Close()
+			// gpu targets and the GPU sweep go through the same dispatcher as
+			// the Tick and GPU functions, when a pool is configured.
+			var gpuPool scheduler.GPU
+			if pool := config.Get(config.EnvGPUPool); pool != "" {
+				dis, err := functions.NewGPUDispatcher(&functions.Deps{Store: st, GPUPool: pool, Token: config.Get(config.EnvToken), Logger: log, ClockSkew: skew})
+				if err != nil {
+					return usageError("daemon: %v", err)
+				}
+				gpuPool = dis
+			}
 			eng, err := scheduler.New(scheduler.Config{
 				Store: st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log}),
 				TickLeaseTTL: ttl, AllowedTargets: config.List(config.EnvAllowedTargets), Logger: log,
 				IDToken: config.Get(config.EnvTargetIDToken) == "true",
-				GPU:     nil, // integrator wires GPU
+				GPU:     gpuPool,
 			})
 			if err != nil {
 				return fmt.Errorf("daemon: %w", err)

@@ -61,7 +61,7 @@ var Vars = []Var{
 	{EnvStorageEmu, nil, "", "host:port of a GCS emulator (set by `baton local`); unset in the cloud."},
 	{EnvToken, append(functions, SvcWorker, CLI), "", "Bearer token required by the API when set (local use). In the cloud, IAM invoker checks authenticate callers."},
 	{EnvAllowedTargets, []string{FnTick, FnSchedules}, "", "Comma-separated host allowlist for `http` targets (`host`, `host:port`, `*.example.com`). Empty refuses every http target."},
-	{EnvGPUPool, []string{FnTick, FnSchedules, FnGPU}, "", "GPU worker pool: comma-separated `URL=slots` entries."},
+	{EnvGPUPool, []string{FnTick, FnSchedules, FnGPU, CLI}, "", "GPU worker pool: comma-separated `URL=slots` entries."},
 	{EnvTickLeaseTTL, []string{FnTick}, "30s", "TTL of the tick lease."},
 	{EnvClockSkew, []string{FnTick, FnSchedules, FnGPU, CLI}, "2s", "Clock-skew allowance added to every lease expiry."},
 	{EnvURL, []string{CLI}, "http://127.0.0.1:8080", "Base URL of the functions for the CLI (`/Schedules`, `/GPU` are appended)."},
