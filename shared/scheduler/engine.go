@@ -143,6 +143,7 @@ func New(cfg Config) (*Engine, error) {
 	if e.http == nil {
 		e.http = &http.Client{}
 	}
+	e.http = guardClient(e.http, cfg.AllowedTargets)
 	return e, nil
 }
 

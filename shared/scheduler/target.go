@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
+	"golang.org/x/oauth2"
 	"google.golang.org/api/idtoken"
 
 	"github.com/baton-cron/baton/shared/schedule"
@@ -125,13 +128,86 @@ func (e *Engine) clientFor(ctx context.Context, audience string) (*http.Client, 
 	if c, ok := e.idClients.Load(audience); ok {
 		return c.(*http.Client), nil
 	}
-	c, err := idtoken.NewClient(context.WithoutCancel(ctx), audience)
+	ts, err := idtoken.NewTokenSource(context.WithoutCancel(ctx), audience)
 	if err != nil {
 		return nil, fmt.Errorf("http target: OIDC ID token client for %s: %w", audience, err)
 	}
-	c = e.withRedirectCheck(c)
-	e.idClients.Store(audience, c)
-	return c, nil
+	// The token goes on through e.http's guarded transport (guardClient),
+	// so the dial-time address check holds for OIDC requests too.
+	c := *e.http
+	c.Transport = &oauth2.Transport{Source: ts, Base: e.http.Transport}
+	out := e.withRedirectCheck(&c)
+	e.idClients.Store(audience, out)
+	return out, nil
+}
+
+// ErrTargetAddress: an http target's host name resolved to a loopback,
+// link-local (the metadata server, 169.254.169.254), unspecified or
+// multicast address that BATON_ALLOWED_TARGETS does not list itself.
+var ErrTargetAddress = errors.New("scheduler: target host resolves to a loopback, link-local or unspecified address that BATON_ALLOWED_TARGETS does not list")
+
+// guardClient returns a copy of c whose transport checks, at dial time, the
+// address actually connected to: the allowlist is checked on host names, and
+// a name it allows (any subdomain under a wildcard, or a name whose DNS is
+// changed later) must not reach the metadata server or the host's own
+// loopback services. Such an address passes only when the allowlist names
+// that IP itself, or (loopback only) when the URL's host is a listed
+// "localhost". Checking the dialled connection, not a prior lookup, leaves
+// no window for DNS rebinding. A transport that is not an *http.Transport
+// cannot be hooked and is used as it is.
+func guardClient(c *http.Client, allowed []string) *http.Client {
+	rt := c.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	t, ok := rt.(*http.Transport)
+	if !ok {
+		return c
+	}
+	t = t.Clone()
+	dial := t.DialContext
+	if dial == nil && t.Dial != nil { //nolint:staticcheck // honour a caller's legacy Dial
+		legacy := t.Dial //nolint:staticcheck
+		dial = func(_ context.Context, network, addr string) (net.Conn, error) { return legacy(network, addr) }
+	}
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	}
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkDialed(addr, conn.RemoteAddr(), allowed); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return conn, nil
+	}
+	cp := *c
+	cp.Transport = t
+	return &cp
+}
+
+// checkDialed applies guardClient's rule to one connection: addr is what
+// was dialled (host:port, before resolution), remote where it went.
+func checkDialed(addr string, remote net.Addr, allowed []string) error {
+	tcp, ok := remote.(*net.TCPAddr)
+	if !ok {
+		return nil
+	}
+	ip := tcp.IP
+	if !ip.IsLoopback() && !ip.IsLinkLocalUnicast() && !ip.IsLinkLocalMulticast() && !ip.IsUnspecified() && !ip.IsMulticast() {
+		return nil
+	}
+	host, _, _ := net.SplitHostPort(addr)
+	if ip.IsLoopback() && strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return nil // the URL's host passed IsAllowedHost, so localhost is listed
+	}
+	if schedule.IsAllowedHost(&url.URL{Scheme: "http", Host: net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))}, allowed) {
+		return nil
+	}
+	return fmt.Errorf("dial %s: connected to %s: %w", addr, ip, ErrTargetAddress)
 }
 
 func (e *Engine) withRedirectCheck(c *http.Client) *http.Client {
