@@ -238,9 +238,14 @@ func (e *Engine) decideOne(ctx context.Context, f store.Fence, s *schedule.Sched
 		// the schedule on every tick.
 		set = bson.D{{Key: "enabled", Value: false}}
 	}
-	err = e.schedules.FencedUpdate(ctx,
-		bson.D{{Key: "_id", Value: s.ID}, {Key: "nextRunAt", Value: s.NextRunAt}},
-		f, bson.D{{Key: "$set", Value: set}})
+	// The filter holds the version read too: an edit may recompute the same
+	// nextRunAt (its clock was just before the fire time) while changing the
+	// expression, and then only the version tells that the edit must win.
+	filter := bson.D{{Key: "_id", Value: s.ID}, {Key: "nextRunAt", Value: s.NextRunAt}}
+	if s.Version != 0 {
+		filter = append(filter, bson.E{Key: "version", Value: s.Version})
+	}
+	err = e.schedules.FencedUpdate(ctx, filter, f, bson.D{{Key: "$set", Value: set}})
 	switch {
 	case errors.Is(err, store.ErrStaleFence):
 		return nil, fmt.Errorf("schedule %s: advance nextRunAt: %w", s.ID, err)
