@@ -233,6 +233,11 @@ func (l *Lease) Release(ctx context.Context) error {
 		switch {
 		case rerr == nil && cur.free() && cur.Token == l.token && cur.Epoch == l.epoch:
 			nst, err = cur, nil // our release applied; its response was lost
+		case rerr == nil && cur.Holder == l.m.holder && cur.Token == l.token && cur.Epoch == l.epoch:
+			// Still ours: a renew was applied but its answer was an error,
+			// so our generation is behind. Free it from the one we see, or
+			// it stays held, unrenewed, until it expires.
+			nst, err = l.m.write(ctx, l.name, freeRec, storage.Conditions{GenerationMatch: cur.Generation})
 		case rerr == nil || errors.Is(rerr, ErrNotFound):
 			lostErr := fmt.Errorf("%w: lease %q: release got 412: now held by %q epoch %d", ErrLost, l.name, cur.Holder, cur.Epoch)
 			l.lose(lostErr)
