@@ -101,6 +101,7 @@ var (
 	errStopped     = errors.New("stopped: the control plane answered 409 (cancelled or stale fence)")
 	errTimedOut    = errors.New("timed out")
 	errInterrupted = errors.New("interrupted: the worker is shutting down")
+	errLeaseLost   = errors.New("interrupted: no heartbeat was accepted within the lease, so the job may be given to another slot")
 )
 
 // New returns a worker server.
@@ -242,6 +243,20 @@ func (s *Server) heartbeat(ctx context.Context, req gpu.RunRequest, log *slog.Lo
 		every = 10 * time.Second
 	}
 	body := gpu.HeartbeatRequest{Fence: req.Fence()}
+	// Self-fencing: once the job's lease has run out without an accepted
+	// beat (the control plane unreachable or answering 5xx), the sweep may
+	// hand the job to another slot. Stop the command before that, rather
+	// than run the job on two slots at once. The claim's lease covers the
+	// start; the margin covers the answer's latency.
+	var expire *time.Timer
+	ttl := req.Lease.D() - req.Lease.D()/10
+	if ttl > 0 {
+		expire = time.AfterFunc(ttl, func() {
+			log.Warn("gpu-worker: lease ran out without an accepted heartbeat; stopping the command")
+			s.stop(req.JobID, errLeaseLost)
+		})
+		defer expire.Stop()
+	}
 	// The first beat (which marks the job running) waits a moment: a job
 	// that ends sooner goes straight to its outcome, which saves a
 	// database write on the hot path of short jobs. The claim's lease
@@ -263,6 +278,8 @@ func (s *Server) heartbeat(ctx context.Context, req gpu.RunRequest, log *slog.Lo
 			return
 		case err != nil && ctx.Err() == nil:
 			log.Warn("gpu-worker: heartbeat failed; will retry", "error", err.Error())
+		case err == nil && expire != nil:
+			expire.Reset(ttl)
 		}
 		t.Reset(every)
 	}
@@ -338,7 +355,7 @@ func (s *Server) runCommand(ctx context.Context, req gpu.RunRequest, log *slog.L
 		res.exitCode = -1
 		res.errMsg = cause.Error()
 		res.timedOut = errors.Is(cause, errTimedOut)
-		res.interrupted = errors.Is(cause, errInterrupted)
+		res.interrupted = errors.Is(cause, errInterrupted) || errors.Is(cause, errLeaseLost)
 		if res.timedOut {
 			res.errMsg = fmt.Sprintf("timed out after %s", req.Timeout)
 		}
