@@ -150,12 +150,19 @@ func TestCrashRequeuesExactlyOnce(t *testing.T) {
 	if diff := cmp.Diff(got, after); diff != "" {
 		t.Errorf("the late completion changed the job (-want,+got):\n%s", diff)
 	}
-	var completed int64
-	for _, w := range b.workers {
-		completed += w.Stats().Completed
+	// A job's state is written by the :complete handler before the worker
+	// reads the answer and counts it, so wait for the workers to count all
+	// twelve, then check that no job was counted twice.
+	completed := func() int64 {
+		var n int64
+		for _, w := range b.workers {
+			n += w.Stats().Completed
+		}
+		return n
 	}
-	if completed != 12 {
-		t.Errorf("accepted completions = %d, want 12 (one per job)", completed)
+	b.waitFor("12 accepted completions", func() bool { return completed() >= 12 })
+	if n := completed(); n != 12 {
+		t.Errorf("accepted completions = %d, want 12 (one per job)", n)
 	}
 }
 
