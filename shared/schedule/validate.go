@@ -57,16 +57,19 @@ const (
 	DefaultGPUAttempts   = 3
 	DefaultGPUTimeout    = 10 * time.Minute
 
-	MaxMaxCatchup     = 1000
-	MaxCatchupWindow  = 7 * 24 * time.Hour
-	MaxRetryAttempts  = 10
-	MinRetryBackoff   = time.Second
-	MaxRetryBackoff   = 24 * time.Hour
-	MinLeaseTTL       = 3 * time.Second
-	MaxLeaseTTL       = time.Hour
-	MinHTTPTimeout    = time.Second
-	MaxHTTPTimeout    = 30 * time.Minute
-	MaxGPUAttempts    = 10
+	MaxMaxCatchup    = 1000
+	MaxCatchupWindow = 7 * 24 * time.Hour
+	MaxRetryAttempts = 10
+	MinRetryBackoff  = time.Second
+	MaxRetryBackoff  = 24 * time.Hour
+	MinLeaseTTL      = 3 * time.Second
+	MaxLeaseTTL      = time.Hour
+	MinHTTPTimeout   = time.Second
+	MaxHTTPTimeout   = 30 * time.Minute
+	MaxGPUAttempts   = 10
+	// MaxGPUPriority is the GPU queue's own limit (gpu.MaxPriority): a
+	// higher one would be accepted here and refused by every run.
+	MaxGPUPriority    = 1000
 	MinGPUTimeout     = time.Second
 	MaxGPUTimeout     = 24 * time.Hour
 	MaxDescription    = 1024
@@ -433,8 +436,8 @@ func hostKey(h string) (string, bool) {
 }
 
 func (g *GPUTarget) validate() error {
-	if g.Priority < 0 {
-		return fieldErr("target.gpu.priority", "is %d; must be 0 or more", g.Priority)
+	if g.Priority < 0 || g.Priority > MaxGPUPriority {
+		return fieldErr("target.gpu.priority", "is %d; want 0 to %d", g.Priority, MaxGPUPriority)
 	}
 	if g.MaxAttempts < 1 || g.MaxAttempts > MaxGPUAttempts {
 		return fieldErr("target.gpu.maxAttempts", "is %d; want 1 to %d", g.MaxAttempts, MaxGPUAttempts)
