@@ -1,5 +1,7 @@
 package lease
 
+import "time"
+
 // SetBeforeRenew installs a hook run before each renew (it may block, to
 // simulate a paused holder). Tests only.
 func SetBeforeRenew(m *Manager, f func(name string)) { m.beforeRenew = f }
@@ -14,3 +16,6 @@ func Stopping(l *Lease) bool {
 		return false
 	}
 }
+
+// TrustEnd returns the end of l's trust window. Tests only.
+func TrustEnd(l *Lease) time.Time { return l.trustEnd() }

@@ -30,9 +30,13 @@ type Lease struct {
 	mu        sync.Mutex
 	st        state     // last state we wrote (generation, record)
 	lastRenew time.Time // monotonic: when the last successful write was sent
-	err       error     // ErrLost (wrapped) or ErrNotHeld once over
-	released  bool
-	renews    int64
+	// unconfirmed is when the earliest renew that ended in an error since
+	// the last success was sent: it may have been applied, and if a later
+	// renew finds it was, the server's Updated counts from it.
+	unconfirmed time.Time
+	err         error // ErrLost (wrapped) or ErrNotHeld once over
+	released    bool
+	renews      int64
 }
 
 // start makes a Lease from the state our acquire wrote, and starts its
@@ -154,7 +158,13 @@ func (l *Lease) heartbeat() {
 		err := l.renew(end)
 		switch {
 		case err == nil:
-			next.Reset(interval)
+			// After a resync from an earlier write the window is shorter
+			// than usual: renew within half of what is left of it.
+			wait := interval
+			if rem := time.Until(l.trustEnd()) / 2; rem < wait {
+				wait = max(rem, MinHeartbeat)
+			}
+			next.Reset(wait)
 		case errors.Is(err, ErrLost):
 			l.lose(err)
 			return
@@ -186,21 +196,37 @@ func (l *Lease) renew(end time.Time) error {
 		// its response lost, and the library's retry met our new generation.
 		cur, rerr := l.m.read(ctx, l.name)
 		if rerr != nil && !errors.Is(rerr, ErrNotFound) {
+			l.mu.Lock()
+			if l.unconfirmed.IsZero() {
+				l.unconfirmed = sent
+			}
+			l.mu.Unlock()
 			return fmt.Errorf("lease %q: renew: re-read after 412: %w", l.name, rerr)
 		}
 		if rerr != nil || cur.Token != l.token || cur.Epoch != l.epoch || cur.Holder != l.m.holder {
 			return fmt.Errorf("%w: lease %q: renew got 412: now held by %q epoch %d", ErrLost, l.name, cur.Holder, cur.Epoch)
 		}
 		nst, err = cur, nil
-	}
-	if err != nil {
-		return fmt.Errorf("lease %q: renew: %w", l.name, err)
+		// The write found applied may be an earlier renew that answered an
+		// error, sent before this one: count the window from that one.
+		l.mu.Lock()
+		if !l.unconfirmed.IsZero() && l.unconfirmed.Before(sent) {
+			sent = l.unconfirmed
+		}
+		l.mu.Unlock()
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		if l.unconfirmed.IsZero() {
+			l.unconfirmed = sent
+		}
+		return fmt.Errorf("lease %q: renew: %w", l.name, err)
+	}
 	l.st = nst
 	l.lastRenew = sent
+	l.unconfirmed = time.Time{}
 	l.renews++
-	l.mu.Unlock()
 	return nil
 }
 

@@ -73,3 +73,76 @@ func TestReleaseAfterAppliedRenewWithFailedAnswer(t *testing.T) {
 	}
 	release(t, lc)
 }
+
+// TestTrustWindowAfterRenewResync: a renew is applied but answers an error
+// (400: not retried), and the next renew, sent later, gets 412 and finds the
+// object is still ours. The applied write was the earlier one, so the
+// server's Updated (and a contender's takeover time) counts from it: the
+// holder's trust window must too, not from the later send, or it outlives
+// the moment a contender may take over, and two holders run at once.
+func TestTrustWindowAfterRenewResync(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	// Skew 1ms, so the takeover time is close to the holder's window and
+	// the test stays short: ttl 6s, renew every 2s, margin 1.2s.
+	const skew = time.Millisecond
+	a := b.manager("a", lease.Options{Skew: skew})
+	var (
+		calls     atomic.Int64
+		acquired  atomic.Int64 // unix nanos
+		firstSent atomic.Int64
+		third     = make(chan struct{})
+		resume    = make(chan struct{})
+	)
+	lease.SetBeforeRenew(a, func(string) {
+		switch calls.Add(1) {
+		case 1: // this renew is applied and answered 400
+			firstSent.Store(time.Now().UnixNano())
+		case 2: // the retry: a pause, ending well inside the trust window
+			until := time.Unix(0, firstSent.Load()).Add(2 * time.Second)
+			if limit := time.Unix(0, acquired.Load()).Add(4500 * time.Millisecond); until.After(limit) {
+				until = limit
+			}
+			time.Sleep(time.Until(until))
+		case 3: // hold the heartbeat here while the test looks
+			close(third)
+			<-resume
+		}
+	})
+	acquired.Store(time.Now().UnixNano())
+	la, err := a.Acquire(ctx, "job", 6*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.ft.set(nth(1, isUpload, appliedThen400))
+	select {
+	case <-third:
+	case <-la.Done():
+		// Stopping early is safe (on a loaded machine the shortened window
+		// may close before the next renew); trusting too long is the bug.
+		if !errors.Is(la.Err(), lease.ErrLost) {
+			t.Fatalf("lease ended before the third renew: %v", la.Err())
+		}
+		return
+	case <-time.After(30 * time.Second):
+		t.Fatal("no third renew within 30s")
+	}
+	defer func() { close(resume); _ = la.Release(ctx) }()
+	if la.Err() != nil {
+		t.Fatalf("lease lost: %v", la.Err())
+	}
+	info, err := a.Status(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Generation != la.Generation() {
+		t.Fatalf("holder's generation (-want,+got): -%d +%d", info.Generation, la.Generation())
+	}
+	// A contender may take over at info.ExpiresAt; the holder must have
+	// stopped trusting its lease by then.
+	if end := lease.TrustEnd(la); end.After(info.ExpiresAt) {
+		t.Errorf("holder trusts its lease until %s, %s after a contender may take it over (%s)",
+			end.Format("15:04:05.000"), end.Sub(info.ExpiresAt), info.ExpiresAt.Format("15:04:05.000"))
+	}
+}
