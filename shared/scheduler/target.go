@@ -132,13 +132,39 @@ func (e *Engine) clientFor(ctx context.Context, audience string) (*http.Client, 
 	if err != nil {
 		return nil, fmt.Errorf("http target: OIDC ID token client for %s: %w", audience, err)
 	}
-	// The token goes on through e.http's guarded transport (guardClient),
-	// so the dial-time address check holds for OIDC requests too.
-	c := *e.http
-	c.Transport = &oauth2.Transport{Source: ts, Base: e.http.Transport}
-	out := e.withRedirectCheck(&c)
+	out := e.withRedirectCheck(idTokenClient(e.http, audience, ts))
 	e.idClients.Store(audience, out)
 	return out, nil
+}
+
+// idTokenClient returns a copy of base that adds ts's ID token to requests
+// for the audience's own scheme and host only: a redirect to another
+// (allowed) host must not carry a token it could replay against the
+// audience. The token goes through base's guarded transport (guardClient),
+// so the dial-time address check holds for OIDC requests too.
+func idTokenClient(base *http.Client, audience string, ts oauth2.TokenSource) *http.Client {
+	rt := base.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	aud, _ := url.Parse(audience)
+	c := *base
+	c.Transport = audienceOnly{aud: aud, token: &oauth2.Transport{Source: ts, Base: rt}, plain: rt}
+	return &c
+}
+
+// audienceOnly sends requests for aud's scheme and host through token and
+// every other request through plain.
+type audienceOnly struct {
+	aud          *url.URL
+	token, plain http.RoundTripper
+}
+
+func (a audienceOnly) RoundTrip(r *http.Request) (*http.Response, error) {
+	if a.aud != nil && strings.EqualFold(r.URL.Scheme, a.aud.Scheme) && strings.EqualFold(r.URL.Host, a.aud.Host) {
+		return a.token.RoundTrip(r)
+	}
+	return a.plain.RoundTrip(r)
 }
 
 // ErrTargetAddress: an http target's host name resolved to a loopback,
