@@ -155,14 +155,19 @@ func (l *Lease) heartbeat() {
 			l.lose(fmt.Errorf("%w: lease %q: trust window closed without a successful renew", ErrLost, l.name))
 			return
 		}
+		before := time.Now()
 		err := l.renew(end)
 		switch {
 		case err == nil:
-			// After a resync from an earlier write the window is shorter
-			// than usual: renew within half of what is left of it.
 			wait := interval
-			if rem := time.Until(l.trustEnd()) / 2; rem < wait {
-				wait = max(rem, MinHeartbeat)
+			l.mu.Lock()
+			resynced := l.lastRenew.Before(before)
+			l.mu.Unlock()
+			if resynced {
+				// The window counts from an earlier renew found applied,
+				// so it is shorter than usual: renew within half of what
+				// is left of it.
+				wait = max(min(interval, time.Until(l.trustEnd())/2), MinHeartbeat)
 			}
 			next.Reset(wait)
 		case errors.Is(err, ErrLost):
