@@ -238,9 +238,17 @@ func (l *Lease) renew(end time.Time) error {
 // Release stops the heartbeat and frees the lease with a conditional write
 // (GenerationMatch of our last write) that keeps the epoch. Releasing a lost
 // lease returns its loss error; releasing twice returns nil. A release whose
-// generation is stale (someone took over) changes nothing.
-func (l *Lease) Release(ctx context.Context) error {
+// generation is stale (someone took over) changes nothing. The lease's
+// context ends in every case, a failed release included.
+func (l *Lease) Release(ctx context.Context) (err error) {
 	l.stopOnce.Do(func() { close(l.stop) })
+	// Once asked to stop, nothing renews the lease: its context ends even
+	// when the free write fails (the lease then expires on its own).
+	defer func() {
+		if err != nil {
+			l.cancel(fmt.Errorf("%w: %w", ErrNotHeld, err))
+		}
+	}()
 	select {
 	case <-l.stopped:
 	case <-ctx.Done():

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -144,5 +145,37 @@ func TestTrustWindowAfterRenewResync(t *testing.T) {
 	if end := lease.TrustEnd(la); end.After(info.ExpiresAt) {
 		t.Errorf("holder trusts its lease until %s, %s after a contender may take it over (%s)",
 			end.Format("15:04:05.000"), end.Sub(info.ExpiresAt), info.ExpiresAt.Format("15:04:05.000"))
+	}
+}
+
+// TestFailedReleaseEndsContext: a Release whose free write fails has still
+// stopped the heartbeat, so nothing keeps the lease: its context must end
+// (the docs: cancelled when lost or released), or work bound to it runs on
+// past the lease's expiry.
+func TestFailedReleaseEndsContext(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	la, err := b.manager("a", lease.Options{}).Acquire(context.Background(), "job", 6*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.ft.set(func(r *http.Request) action {
+		if isUpload(r) {
+			return unavailable
+		}
+		return pass
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := la.Release(ctx); err == nil {
+		t.Fatal("release with every write refused: want an error, got nil")
+	}
+	select {
+	case <-la.Done():
+	default:
+		t.Fatal("after a failed release the heartbeat is stopped but the lease's context is still live")
+	}
+	if !errors.Is(context.Cause(la.Context()), lease.ErrNotHeld) {
+		t.Errorf("cause (-want,+got): -%v +%v", lease.ErrNotHeld, context.Cause(la.Context()))
 	}
 }
