@@ -20,8 +20,9 @@ func init() {
 // is unset and IAM guards both sides.
 func buildGPU(d *Deps) (http.Handler, error) {
 	if err := d.NeedStore(); err != nil {
-		// Other functions still serve; this one explains what is missing.
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { httpapi.WriteError(w, r, err) }), nil
+		// Other functions still serve; this one explains what is missing,
+		// to callers that hold the token.
+		return httpapi.RequireToken(d.Token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { httpapi.WriteError(w, r, err) })), nil
 	}
 	dis, err := NewGPUDispatcher(d)
 	if err != nil {
