@@ -120,27 +120,35 @@ var builders = map[string]Builder{}
 // dials the database).
 func register(name string, b Builder) {
 	builders[name] = b
+	ff.HTTP(name, lazy(name, b, FromEnv))
+}
+
+// lazy builds the handler on the first request that succeeds in building
+// it. A failed build (the database unreachable for a moment at a cold
+// start) is not kept: the next request tries again, rather than the
+// instance answering 500 for the rest of its life.
+func lazy(name string, b Builder, env func(context.Context) (*Deps, error)) http.HandlerFunc {
 	var (
-		once sync.Once
-		h    http.Handler
-		err  error
+		mu sync.Mutex
+		h  http.Handler
 	)
-	ff.HTTP(name, func(w http.ResponseWriter, r *http.Request) {
-		once.Do(func() {
-			d, derr := FromEnv(context.Background())
-			if derr != nil {
-				err = derr
+	return func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if h == nil {
+			d, err := env(context.Background())
+			if err == nil {
+				slog.SetDefault(d.Logger)
+				h, err = b(d)
+			}
+			if err != nil {
+				mu.Unlock()
+				httpapi.WriteError(w, r, fmt.Errorf("function %s: init: %w", name, err))
 				return
 			}
-			slog.SetDefault(d.Logger)
-			h, err = b(d)
-		})
-		if err != nil {
-			httpapi.WriteError(w, r, fmt.Errorf("function %s: init: %w", name, err))
-			return
 		}
+		mu.Unlock()
 		h.ServeHTTP(w, r)
-	})
+	}
 }
 
 // Names lists the registered functions, sorted.
