@@ -102,11 +102,22 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 	if d.Bucket != "" {
 		c, err := storage.NewClient(ctx)
 		if err != nil {
+			d.close() // the request that retries opens its own
 			return nil, fmt.Errorf("functions: storage client: %w", err)
 		}
 		d.Storage = c
 	}
 	return d, nil
+}
+
+// close releases the clients FromEnv opened.
+func (d *Deps) close() {
+	if d.Store != nil {
+		_ = d.Store.Close(context.Background())
+	}
+	if d.Storage != nil {
+		_ = d.Storage.Close()
+	}
 }
 
 // Builder makes one function's handler from Deps.
@@ -138,7 +149,11 @@ func lazy(name string, b Builder, env func(context.Context) (*Deps, error)) http
 			d, err := env(context.Background())
 			if err == nil {
 				slog.SetDefault(d.Logger)
-				h, err = b(d)
+				if h, err = b(d); err != nil {
+					// A bad setting fails every retry: do not leak a
+					// client per request.
+					d.close()
+				}
 			}
 			if err != nil {
 				mu.Unlock()
