@@ -169,7 +169,13 @@ func (d *Daemon) lead(ctx context.Context, l *lease.Lease) error {
 		if d.cfg.OnTick != nil {
 			d.cfg.OnTick(sum)
 		}
-		setWake(d.wake(lctx))
+		wake := d.wake(lctx)
+		if !wake.After(sum.Now) {
+			// Due at this tick and still due: its decision failed (logged
+			// and counted). Retry at the next step, not at once in a loop.
+			wake = d.roundUp(sum.Now.Add(d.cfg.Granularity))
+		}
+		setWake(wake)
 	}
 }
 

@@ -2,12 +2,15 @@ package scheduler_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/shared/catalog"
+	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 )
@@ -47,5 +50,43 @@ func TestEditRacingAdvanceWins(t *testing.T) {
 	}
 	if got := g.calls.Load(); got != 2 {
 		t.Errorf("executed %d times, want 2", got)
+	}
+}
+
+// TestDaemonDoesNotSpinOnAFailingSchedule: a due schedule whose decision
+// fails (here a stored cron that no longer parses; in production also a
+// time zone gone from tzdata, or a persistent write error) stays due. The
+// daemon must retry it at its granularity, not tick again at once in a
+// loop, reading (and, on Firestore, paying for) the due page each time.
+func TestDaemonDoesNotSpinOnAFailingSchedule(t *testing.T) {
+	s := emutest.Store(t)
+	client, bucket := emutest.GCS(t)
+	m := lease.NewManager(client.Bucket(bucket), "leases/", lease.Options{Holder: "spin"})
+	sc := schedule.Schedule{ID: "broken", Cron: "* * * * *", Target: schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "noop"}}}
+	if err := sc.Normalize(schedule.ValidateOptions{Builtins: scheduler.Builtins()}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	sc.Cron = "not a cron" // as stored; no API write would accept it
+	sc.NextRunAt, sc.Enabled, sc.Version, sc.CreatedAt, sc.UpdatedAt = now.Add(-time.Minute), true, 1, now, now
+	if _, err := s.Collection(schedule.SchedulesCollection).InsertIdempotent(context.Background(), sc); err != nil {
+		t.Fatal(err)
+	}
+	var ticks atomic.Int64
+	first := make(chan struct{})
+	u := startDaemon(t, s, m, func(c *scheduler.DaemonConfig) {
+		c.OnTick = func(sum *scheduler.Summary) {
+			if ticks.Add(1) == 1 {
+				close(first)
+			}
+		}
+	})
+	waitFor(t, u.lead, "the daemon to lead")
+	waitFor(t, (<-chan struct{})(first), "the first tick")
+	// With a one-second granularity a retry comes about a second later; a
+	// spinning daemon ticks dozens of times in this half second.
+	time.Sleep(500 * time.Millisecond)
+	if got := ticks.Load(); got > 3 {
+		t.Errorf("ticks in the half second after the first: %d, want at most a retry or two", got-1)
 	}
 }
