@@ -141,8 +141,17 @@ func (s *Server) serveRun(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, err)
 		return
 	}
-	if req.JobID == "" || req.Slot == "" || req.Epoch < 1 {
-		httpapi.WriteError(w, r, httpapi.BadRequest("jobId", "jobId, slot and a positive epoch are required"))
+	var bad *httpapi.Error
+	switch {
+	case req.JobID == "":
+		bad = httpapi.BadRequest("jobId", "is required")
+	case req.Slot == "":
+		bad = httpapi.BadRequest("slot", "is required: the slot the job was dispatched to")
+	case req.Epoch < 1:
+		bad = httpapi.BadRequest("epoch", "must be the slot's positive fence epoch, not %d", req.Epoch)
+	}
+	if bad != nil {
+		httpapi.WriteError(w, r, bad)
 		return
 	}
 	s.mu.Lock()
