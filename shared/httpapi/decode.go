@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 )
 
@@ -48,7 +49,12 @@ func decodeError(err error, limit int64) error {
 	case errors.As(err, &maxErr):
 		return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf("body is larger than %d bytes", limit)}
 	case errors.As(err, &typeErr):
-		return BadRequest(typeErr.Field, "must be %s, not %s", typeErr.Type, typeErr.Value)
+		// Say what JSON is wanted, not the Go type (an internal name
+		// such as "gpu.EnqueueRequest").
+		if typeErr.Field == "" {
+			return BadRequest("", "body must be %s, not %s", jsonKind(typeErr.Type), typeErr.Value)
+		}
+		return BadRequest(typeErr.Field, "must be %s, not %s", jsonKind(typeErr.Type), typeErr.Value)
 	case errors.As(err, &syntaxErr):
 		return BadRequest("", "malformed JSON at byte %d: %v", syntaxErr.Offset, err)
 	case errors.Is(err, io.EOF):
@@ -63,4 +69,30 @@ func decodeError(err error, limit int64) error {
 		}
 		return BadRequest("", "malformed JSON: %v", err)
 	}
+}
+
+// jsonKind names the JSON a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "a JSON value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "a JSON object"
+	case reflect.Slice, reflect.Array:
+		return "a JSON array"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	}
+	return "a JSON value"
 }
