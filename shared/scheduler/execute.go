@@ -81,6 +81,19 @@ func (e *Engine) runAllow(ctx context.Context, s *schedule.Schedule, r *runDoc, 
 	e.runTarget(ctx, s, r, ttl, write, c)
 }
 
+// retryBackoff is the delay before retrying a run that failed on attempt
+// (from 1): base, doubling per attempt, never more than
+// schedule.MaxRetryBackoff.
+func retryBackoff(base time.Duration, attempt int) time.Duration {
+	if base <= 0 {
+		base = schedule.DefaultRetryBackoff
+	}
+	for i := 1; i < attempt && base < schedule.MaxRetryBackoff; i++ {
+		base *= 2
+	}
+	return min(base, schedule.MaxRetryBackoff)
+}
+
 // runLeased executes a run under the schedule's job lease, applying the
 // overlap policy when the previous run still holds it.
 func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc, c *counters) {
@@ -106,9 +119,22 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 // done) is left alone: this is what makes execution exactly-once.
 func (e *Engine) claimAndRun(ctx context.Context, s *schedule.Schedule, l *lease.Lease, r *runDoc, c *counters) {
 	ttl := leaseTTL(s)
+	// The claim and the target run on the lease's context: a holder whose
+	// lease has already ended (a misfire rerun after a lost renew, say) must
+	// not claim, and when the lease is lost mid-run the run is cancelled at
+	// once. The run stays pending for the sweep.
+	rctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
+	defer func() { stop(); cancel(nil) }()
+	// Checked on the lease's own context: AfterFunc on an already-ended
+	// context cancels rctx from another goroutine, a moment later.
+	if lctx := l.Context(); lctx.Err() != nil {
+		e.log.Warn("job lease ended before the claim; run left pending for the sweep", "run", r.ID, "cause", context.Cause(lctx))
+		return
+	}
 	now := e.now().UTC()
 	f := store.Fence{Epoch: l.Epoch()}
-	err := e.runs.FencedUpdate(ctx, bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}}, f,
+	err := e.runs.FencedUpdate(rctx, bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}}, f,
 		bson.D{{Key: "$set", Value: bson.D{
 			{Key: "status", Value: schedule.RunRunning}, {Key: "holder", Value: l.Holder()}, {Key: "epoch", Value: l.Epoch()},
 			{Key: "startedAt", Value: now}, {Key: "heartbeatAt", Value: now},
@@ -124,11 +150,6 @@ func (e *Engine) claimAndRun(ctx context.Context, s *schedule.Schedule, l *lease
 	c.fired.Add(1)
 	filter := bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunRunning}}
 	write := func(ctx context.Context, update bson.D) error { return e.runs.FencedUpdate(ctx, filter, f, update) }
-	// The target runs on the lease's context too: when the lease is lost
-	// the run is cancelled at once.
-	rctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
-	defer func() { stop(); cancel(nil) }()
 	e.runTarget(rctx, s, r, ttl, write, c)
 }
 
@@ -198,13 +219,7 @@ func (e *Engine) retry(ctx context.Context, s *schedule.Schedule, r *schedule.Ru
 	if r.Attempt >= maxAttempts {
 		return
 	}
-	backoff := s.Retry.Backoff.D()
-	if backoff <= 0 {
-		backoff = schedule.DefaultRetryBackoff
-	}
-	for i := 1; i < r.Attempt && backoff < schedule.MaxRetryBackoff; i++ {
-		backoff *= 2
-	}
+	backoff := retryBackoff(s.Retry.Backoff.D(), r.Attempt)
 	base := r.ID
 	if r.Attempt > 1 {
 		base = strings.TrimSuffix(base, fmt.Sprintf("-a%d", r.Attempt))
