@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/baton-cron/baton/shared/lease"
@@ -132,8 +133,13 @@ func (d *Daemon) lead(ctx context.Context, l *lease.Lease) error {
 	stop := context.AfterFunc(l.Context(), func() { cancel(fmt.Errorf("tick lease lost: %w", context.Cause(l.Context()))) })
 	defer stop()
 
+	// Detect change streams and fix the poll cursor's start before the
+	// first tick, so an edit that lands during that tick is not missed and
+	// the watch mode is known once the daemon leads.
 	edits := make(chan time.Time, 1)
-	go d.watch(lctx, edits)
+	since := d.e.now().UTC()
+	cs := d.openChangeStream(lctx)
+	go d.watch(lctx, cs, since, edits)
 
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -217,7 +223,23 @@ func resetTimer(t *time.Timer, d time.Duration) {
 // or zero when unknown). It uses a change stream where the server has
 // them, and polls on (updatedAt, _id) with a keyset cursor where it does
 // not. The detection happens once, at start.
-func (d *Daemon) watch(ctx context.Context, edits chan<- time.Time) {
+func (d *Daemon) openChangeStream(ctx context.Context) *mongo.ChangeStream {
+	cs, err := d.e.schedules.Raw().Watch(ctx, bson.A{}, options.ChangeStream().SetFullDocument(options.UpdateLookup))
+	if err != nil {
+		d.mode.Store("poll")
+		if ctx.Err() == nil {
+			d.log.Info("daemon: no change streams on this server; polling schedule edits", "poll", d.cfg.Poll.String(), "why", err.Error())
+		}
+		return nil
+	}
+	d.mode.Store("change-stream")
+	d.log.Info("daemon watches schedule edits with a change stream")
+	return cs
+}
+
+// watch follows cs when there is one, and polls from since otherwise (or
+// after the stream ends).
+func (d *Daemon) watch(ctx context.Context, cs *mongo.ChangeStream, since time.Time, edits chan<- time.Time) {
 	notify := func(t time.Time) {
 		select {
 		case edits <- t:
@@ -226,11 +248,7 @@ func (d *Daemon) watch(ctx context.Context, edits chan<- time.Time) {
 			// database anyway, so one notification covers both.
 		}
 	}
-	coll := d.e.schedules.Raw()
-	cs, err := coll.Watch(ctx, bson.A{}, options.ChangeStream().SetFullDocument(options.UpdateLookup))
-	if err == nil {
-		d.mode.Store("change-stream")
-		d.log.Info("daemon watches schedule edits with a change stream")
+	if cs != nil {
 		defer cs.Close(context.WithoutCancel(ctx))
 		for cs.Next(ctx) {
 			var ev struct {
@@ -250,16 +268,14 @@ func (d *Daemon) watch(ctx context.Context, edits chan<- time.Time) {
 			}
 			notify(t)
 		}
-		if ctx.Err() == nil {
-			d.log.Warn("daemon: change stream ended; polling instead", "err", cs.Err())
-		} else {
+		if ctx.Err() != nil {
 			return
 		}
-	} else if ctx.Err() == nil {
-		d.log.Info("daemon: no change streams on this server; polling schedule edits", "poll", d.cfg.Poll.String(), "why", err.Error())
+		d.log.Warn("daemon: change stream ended; polling instead", "err", cs.Err())
+		d.mode.Store("poll")
+		since = d.e.now().UTC()
 	}
-	d.mode.Store("poll")
-	d.poll(ctx, notify)
+	d.poll(ctx, notify, since)
 }
 
 // poll reads the schedules edited since the last poll, in (updatedAt, _id)
@@ -267,8 +283,8 @@ func (d *Daemon) watch(ctx context.Context, edits chan<- time.Time) {
 // changed. Edits that land with an updatedAt behind the cursor (a writer
 // whose clock lags) are still picked up within MaxIdle, when the daemon
 // recomputes its wake-up from the database.
-func (d *Daemon) poll(ctx context.Context, notify func(time.Time)) {
-	lastT := d.e.now().UTC()
+func (d *Daemon) poll(ctx context.Context, notify func(time.Time), since time.Time) {
+	lastT := since
 	lastID := ""
 	t := time.NewTicker(d.cfg.Poll)
 	defer t.Stop()
