@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/logging"
+	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
 )
 
@@ -84,6 +86,11 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 
 		AllowedTargets: config.List(config.EnvAllowedTargets),
 		GPUPool:        config.Get(config.EnvGPUPool),
+	}
+	// A typo in the allowlist would silently refuse that target forever;
+	// refuse to start instead, naming the entry.
+	if err := schedule.CheckAllowlist(d.AllowedTargets); err != nil {
+		return nil, fmt.Errorf("functions: %s: %w", config.EnvAllowedTargets, err)
 	}
 	var err error
 	if d.TickLeaseTTL, err = config.Duration(config.EnvTickLeaseTTL); err != nil {
@@ -191,6 +198,10 @@ func Mux(d *Deps) (*http.ServeMux, error) {
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "functions": Names()})
+	})
+	// Anything else gets the shared JSON error shape, not Go's text 404.
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		httpapi.WriteError(w, r, httpapi.NotFound("no function at %s; the functions are %s", r.URL.Path, strings.Join(Names(), ", ")))
 	})
 	return mux, nil
 }
