@@ -40,6 +40,24 @@ const decideConcurrency = 8
 // just decided, so that the sweep only picks up runs whose decider died.
 func (e *Engine) reservation() time.Duration { return max(e.cfg.TickLeaseTTL, time.Minute) }
 
+// pendingRun is the first attempt of a run of scheduleID at fireTime, decided
+// at now: its _id is deterministic (schedule.RunID), so inserting it twice is
+// a no-op, and it is reserved for its executor until the sweep may take it.
+// Retries build their own document: their id extends the failed run's and
+// their sweepAt is the backoff.
+func (e *Engine) pendingRun(scheduleID string, fireTime time.Time, source string, now time.Time) *runDoc {
+	return &runDoc{Run: schedule.Run{
+		ID:          schedule.RunID(scheduleID, fireTime, source, 1),
+		ScheduleID:  scheduleID,
+		FireTime:    fireTime,
+		Source:      source,
+		Status:      schedule.RunPending,
+		Attempt:     1,
+		CreatedAt:   now,
+		HeartbeatAt: now,
+	}, SweepAt: now.Add(e.reservation())}
+}
+
 // decide is flow 1, steps 2–4, under the tick lease whose fence is f.
 func (e *Engine) decide(ctx context.Context, f store.Fence, now time.Time, c *counters) ([]*scheduleWork, error) {
 	q := store.PageQuery{
@@ -201,16 +219,7 @@ func (e *Engine) decideOne(ctx context.Context, f store.Fence, s *schedule.Sched
 	p := planFires(s, spec, loc, now, e.cfg.Grace)
 	w := &scheduleWork{s: *s}
 	for i, t := range p.times {
-		rd := &runDoc{Run: schedule.Run{
-			ID:          schedule.RunID(s.ID, t, p.sources[i], 1),
-			ScheduleID:  s.ID,
-			FireTime:    t,
-			Source:      p.sources[i],
-			Status:      schedule.RunPending,
-			Attempt:     1,
-			CreatedAt:   now,
-			HeartbeatAt: now,
-		}, SweepAt: now.Add(e.reservation())}
+		rd := e.pendingRun(s.ID, t, p.sources[i], now)
 		inserted, err := e.runs.InsertIdempotent(ctx, rd)
 		if err != nil {
 			return nil, fmt.Errorf("schedule %s: record run %s: %w", s.ID, rd.ID, err)

@@ -60,14 +60,24 @@ func (e *Engine) execute(ctx context.Context, work []*scheduleWork, c *counters)
 // runAllow executes a run of an allow schedule: no job lease, so its writes
 // are conditional on the run's status instead of fenced.
 func (e *Engine) runAllow(ctx context.Context, s *schedule.Schedule, r *runDoc, c *counters) {
+	update := func(ctx context.Context, filter, upd bson.D) error { return e.runs.UpdateOne(ctx, filter, upd) }
+	e.claimThenRun(ctx, s, r, bson.D{{Key: "holder", Value: e.cfg.Leases.Holder()}}, update, c)
+}
+
+// claimThenRun moves r from pending to running with update, setting the
+// holder fields, and executes it only if that claim won: whoever moves a run
+// out of pending is its one executor, which makes execution exactly-once. A
+// run that is no longer pending (another executor has it, or it is done) is
+// left alone. Every later write to the running run goes through update too,
+// so leased runs stay fenced and allow runs stay conditional.
+func (e *Engine) claimThenRun(ctx context.Context, s *schedule.Schedule, r *runDoc, holder bson.D, update func(ctx context.Context, filter, upd bson.D) error, c *counters) {
 	ttl := leaseTTL(s)
 	now := e.now().UTC()
-	err := e.runs.UpdateOne(ctx, bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}},
-		bson.D{{Key: "$set", Value: bson.D{
-			{Key: "status", Value: schedule.RunRunning}, {Key: "holder", Value: e.cfg.Leases.Holder()},
-			{Key: "startedAt", Value: now}, {Key: "heartbeatAt", Value: now},
-			{Key: "sweepAt", Value: now.Add(ttl + e.cfg.Leases.Skew())},
-		}}})
+	set := append(bson.D{{Key: "status", Value: schedule.RunRunning}}, holder...)
+	set = append(set,
+		bson.E{Key: "startedAt", Value: now}, bson.E{Key: "heartbeatAt", Value: now},
+		bson.E{Key: "sweepAt", Value: now.Add(ttl + e.cfg.Leases.Skew())})
+	err := update(ctx, bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}}, bson.D{{Key: "$set", Value: set}})
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) {
 			c.errors.Add(1)
@@ -77,7 +87,7 @@ func (e *Engine) runAllow(ctx context.Context, s *schedule.Schedule, r *runDoc, 
 	}
 	c.fired.Add(1)
 	filter := bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunRunning}}
-	write := func(ctx context.Context, update bson.D) error { return e.runs.UpdateOne(ctx, filter, update) }
+	write := func(ctx context.Context, upd bson.D) error { return update(ctx, filter, upd) }
 	e.runTarget(ctx, s, r, ttl, write, c)
 }
 
@@ -114,11 +124,9 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 	e.releaseJob(ctx, s, l, c)
 }
 
-// claimAndRun moves r from pending to running under l's fence and executes
-// it. A run that is no longer pending (another executor has it, or it is
-// done) is left alone: this is what makes execution exactly-once.
+// claimAndRun executes r under the job lease l: the claim and every write
+// to the run are fenced with l's epoch.
 func (e *Engine) claimAndRun(ctx context.Context, s *schedule.Schedule, l *lease.Lease, r *runDoc, c *counters) {
-	ttl := leaseTTL(s)
 	// The claim and the target run on the lease's context: a holder whose
 	// lease has already ended (a misfire rerun after a lost renew, say) must
 	// not claim, and when the lease is lost mid-run the run is cancelled at
@@ -132,25 +140,10 @@ func (e *Engine) claimAndRun(ctx context.Context, s *schedule.Schedule, l *lease
 		e.log.Warn("job lease ended before the claim; run left pending for the sweep", "run", r.ID, "cause", context.Cause(lctx))
 		return
 	}
-	now := e.now().UTC()
 	f := store.Fence{Epoch: l.Epoch()}
-	err := e.runs.FencedUpdate(rctx, bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}}, f,
-		bson.D{{Key: "$set", Value: bson.D{
-			{Key: "status", Value: schedule.RunRunning}, {Key: "holder", Value: l.Holder()}, {Key: "epoch", Value: l.Epoch()},
-			{Key: "startedAt", Value: now}, {Key: "heartbeatAt", Value: now},
-			{Key: "sweepAt", Value: now.Add(ttl + e.cfg.Leases.Skew())},
-		}}})
-	if err != nil {
-		if !errors.Is(err, store.ErrConflict) {
-			c.errors.Add(1)
-			e.log.Error("claim run failed", "run", r.ID, "err", err)
-		}
-		return
-	}
-	c.fired.Add(1)
-	filter := bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunRunning}}
-	write := func(ctx context.Context, update bson.D) error { return e.runs.FencedUpdate(ctx, filter, f, update) }
-	e.runTarget(rctx, s, r, ttl, write, c)
+	update := func(ctx context.Context, filter, upd bson.D) error { return e.runs.FencedUpdate(ctx, filter, f, upd) }
+	holder := bson.D{{Key: "holder", Value: l.Holder()}, {Key: "epoch", Value: l.Epoch()}}
+	e.claimThenRun(rctx, s, r, holder, update, c)
 }
 
 // runTarget executes r's target while heartbeating the run document, then
@@ -333,16 +326,7 @@ func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease
 		if at.IsZero() {
 			at = now.Truncate(time.Second)
 		}
-		rd := &runDoc{Run: schedule.Run{
-			ID:          schedule.RunID(s.ID, at, schedule.SourceMisfire, 1),
-			ScheduleID:  s.ID,
-			FireTime:    at,
-			Source:      schedule.SourceMisfire,
-			Status:      schedule.RunPending,
-			Attempt:     1,
-			CreatedAt:   now,
-			HeartbeatAt: now,
-		}, SweepAt: now.Add(e.reservation())}
+		rd := e.pendingRun(s.ID, at, schedule.SourceMisfire, now)
 		if _, err := e.runs.InsertIdempotent(ctx, rd); err != nil {
 			c.errors.Add(1)
 			e.log.Error("record misfire run failed", "schedule", s.ID, "err", err)

@@ -178,16 +178,7 @@ func (e *Engine) Trigger(ctx context.Context, scheduleID string) (*schedule.Run,
 	}
 	now := e.now().UTC()
 	at := now.Truncate(time.Second)
-	rd := &runDoc{Run: schedule.Run{
-		ID:          schedule.RunID(s.ID, at, schedule.SourceManual, 1),
-		ScheduleID:  s.ID,
-		FireTime:    at,
-		Source:      schedule.SourceManual,
-		Status:      schedule.RunPending,
-		Attempt:     1,
-		CreatedAt:   now,
-		HeartbeatAt: now,
-	}, SweepAt: now.Add(e.reservation())}
+	rd := e.pendingRun(s.ID, at, schedule.SourceManual, now)
 	inserted, err := e.runs.InsertIdempotent(ctx, rd)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: trigger %s: %w", scheduleID, err)
