@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -295,7 +294,7 @@ func toHTTP(err error) error {
 	case errors.As(err, &he):
 		return he
 	case errors.As(err, &maxErr):
-		return &httpapi.Error{Status: http.StatusRequestEntityTooLarge, Code: httpapi.CodeTooLarge, Message: fmt.Sprintf("body is larger than %d bytes", maxErr.Limit)}
+		return httpapi.TooLarge(maxErr.Limit)
 	case errors.As(err, &fe):
 		return httpapi.BadRequest(fe.Field, "%s", fe.Reason)
 	case errors.Is(err, ErrNotFound):

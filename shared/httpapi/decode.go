@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -47,7 +46,7 @@ func decodeError(err error, limit int64) error {
 	)
 	switch {
 	case errors.As(err, &maxErr):
-		return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf("body is larger than %d bytes", limit)}
+		return TooLarge(limit)
 	case errors.As(err, &typeErr):
 		// Say what JSON is wanted, not the Go type (an internal name
 		// such as "gpu.EnqueueRequest").

@@ -48,6 +48,11 @@ func BadRequest(field, format string, args ...any) *Error {
 	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
+// TooLarge returns a 413 for a body over limit bytes.
+func TooLarge(limit int64) *Error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: fmt.Sprintf("body is larger than %d bytes", limit)}
+}
+
 // NotFound returns a 404.
 func NotFound(format string, args ...any) *Error {
 	return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf(format, args...)}
