@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/gpu"
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/logging"
 	"github.com/baton-cron/baton/shared/scheduler"
@@ -67,7 +68,7 @@ set (as under 'baton local').`,
 			}
 			defer st.Close(ctx)
 			if ensureIndexes {
-				if err := st.EnsureIndexes(ctx, scheduler.Indexes...); err != nil {
+				if err := st.EnsureIndexes(ctx, append(append([]store.Index{}, scheduler.Indexes...), gpu.Indexes...)...); err != nil {
 					return fmt.Errorf("daemon: %w", err)
 				}
 			}
@@ -109,6 +110,6 @@ set (as under 'baton local').`,
 	cmd.Flags().DurationVar(&granularity, "tick", scheduler.DefaultGranularity, "tick granularity: wake-ups are rounded up to it")
 	cmd.Flags().DurationVar(&poll, "poll", scheduler.DefaultPoll, "how often to poll for schedule edits when the server has no change streams")
 	cmd.Flags().DurationVar(&idle, "max-idle", scheduler.DefaultMaxIdle, "longest sleep between ticks (sweeps for failover and retries run at least this often)")
-	cmd.Flags().BoolVar(&ensureIndexes, "ensure-indexes", false, "create the scheduler's indexes at start (local use; Terraform declares them in the cloud)")
+	cmd.Flags().BoolVar(&ensureIndexes, "ensure-indexes", false, "create the scheduler's and the GPU queue's indexes at start (local use; Terraform declares them in the cloud)")
 	return cmd
 }

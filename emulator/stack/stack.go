@@ -21,6 +21,7 @@ import (
 	"github.com/baton-cron/baton/emulator/scheduler"
 	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/gpu"
 	tick "github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store"
 )
@@ -154,8 +155,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, fmt.Errorf("stack: open store: %w", err)
 	}
 	// In the cloud Terraform declares these; locally the stack creates them.
-	// (The GPU dispatcher ensures its own when it starts.)
-	if err := s.store.EnsureIndexes(ctx, tick.Indexes...); err != nil {
+	if err := s.store.EnsureIndexes(ctx, append(append([]store.Index{}, tick.Indexes...), gpu.Indexes...)...); err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 

@@ -115,16 +115,15 @@ func (d *Dispatcher) Pool() Pool { return d.cfg.Pool }
 // LeaseTTL returns the slot and job lease.
 func (d *Dispatcher) LeaseTTL() time.Duration { return d.cfg.LeaseTTL }
 
-// Init creates the indexes and one document per configured slot. It is
-// idempotent, and every other method calls it first.
+// Init creates one document per configured slot. It is idempotent, and
+// every other method calls it first. The indexes (Indexes) are not created
+// here, so a cold start does no index work: Terraform declares them in the
+// cloud, and the local stack creates them, as for the scheduler's.
 func (d *Dispatcher) Init(ctx context.Context) error {
 	d.initMu.Lock()
 	defer d.initMu.Unlock()
 	if d.inited {
 		return nil
-	}
-	if err := d.cfg.Store.EnsureIndexes(ctx, Indexes...); err != nil {
-		return fmt.Errorf("gpu: init: %w", err)
 	}
 	for _, id := range d.ids {
 		slot := Slot{ID: id, Worker: d.urls[id], LeaseUntil: time.Unix(0, 0).UTC()}
