@@ -62,22 +62,32 @@ func (d *Dispatcher) whyNotHeld(ctx context.Context, id string, f Fence, op stri
 }
 
 // Complete records the outcome reported by the worker holding job id under
-// fence c.Fence, frees the slot and dispatches the next job before it
-// returns. Exit 0 is succeeded, anything else failed; an interrupted job
-// (worker shutting down) is requeued at once with attempts+1, or dead when
-// that used up maxAttempts. A completion repeated after a lost answer is
-// accepted again; one from a stale holder gets ErrStaleFence. A worker that
-// stopped a cancelled job reports here too, which frees its slot.
+// fence c.Fence, and hands the slot to the next queued job. Exit 0 is
+// succeeded, anything else failed; an interrupted job (worker shutting
+// down) is requeued at once with attempts+1, or dead when that used up
+// maxAttempts. A completion repeated after a lost answer is accepted again;
+// one from a stale holder gets ErrStaleFence. A worker that stopped a
+// cancelled job reports here too, which frees its slot.
 func (d *Dispatcher) Complete(ctx context.Context, id string, c CompleteRequest) (Job, error) {
-	job, err := d.finish(ctx, id, c)
-	if err != nil {
-		return Job{}, err
+	// The worker is done with the slot whatever the job's fate, so the next
+	// job starts before the outcome is written: the GPU idles for the
+	// hand-off alone, not for the outcome's write as well. handoff is fenced
+	// on the slot still holding this job at this epoch, so a stale or
+	// mismatched completion hands nothing off. A worker hanging up must not
+	// strand a half-dispatched job.
+	hctx := context.WithoutCancel(ctx)
+	if c.Interrupted {
+		// Except an interrupted job: it goes back to the queue first, so
+		// the hand-off can place it on another worker at once.
+		job, err := d.finish(ctx, id, c)
+		if err != nil {
+			return Job{}, err
+		}
+		d.handoff(hctx, c.Slot, c.Epoch, id)
+		return job, nil
 	}
-	// The worker is done with the slot, whatever the job's fate: hand it
-	// straight to the next job.
-	// A worker hanging up must not strand a half-dispatched job.
-	d.handoff(context.WithoutCancel(ctx), c.Slot, c.Epoch)
-	return job, nil
+	d.handoff(hctx, c.Slot, c.Epoch, id)
+	return d.finish(ctx, id, c)
 }
 
 // finish records the completion on the job under its fence.

@@ -2,6 +2,7 @@ package gpu_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -349,4 +350,33 @@ func TestEnqueueRunIdempotent(t *testing.T) {
 	if diff := cmp.Diff(want, j); diff != "" {
 		t.Errorf("job (-want,+got):\n%s", diff)
 	}
+}
+
+// TestCompletionForAnotherJobKeepsTheSlot: a completion hands its slot on
+// before the outcome is written, so the hand-off itself must check that
+// the slot holds the reported job. One that names the running job's fence
+// but another job is refused, and the slot stays with the running job.
+func TestCompletionForAnotherJobKeepsTheSlot(t *testing.T) {
+	b := setup(t, setupOpts{workers: 1})
+	b.enqueue(gpu.EnqueueRequest{ID: "holder", Payload: b.gate("go")})
+	running := b.waitStatus("holder", gpu.StatusRunning)
+	b.enqueue(gpu.EnqueueRequest{ID: "waiting", Payload: "true"})
+
+	_, err := b.d.Complete(b.ctx, "waiting", gpu.CompleteRequest{Fence: gpu.Fence{Slot: running.Slot, Epoch: running.Epoch}})
+	if !errors.Is(err, gpu.ErrStaleFence) {
+		t.Fatalf("completion naming another job: err=%v, want ErrStaleFence", err)
+	}
+	slots, err := b.d.Slots(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(slots) != 1 || slots[0].JobID != "holder" || slots[0].Epoch != running.Epoch {
+		t.Fatalf("slot after the refused completion: %+v, want it still holding %q at epoch %d", slots, "holder", running.Epoch)
+	}
+	if j := b.job("waiting"); j.Status != gpu.StatusQueued {
+		t.Errorf("the queued job is %s, want it still queued (its slot is busy)", j.Status)
+	}
+	b.release("go")
+	b.waitStatus("holder", gpu.StatusSucceeded)
+	b.waitStatus("waiting", gpu.StatusSucceeded)
 }

@@ -302,14 +302,16 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, error) {
 	return &job, nil
 }
 
-// handoff gives a slot that its worker just released (held at epoch)
-// straight to the next queued job: one write re-claims it under a new
-// epoch, instead of freeing it and claiming it again. Anything unusual
+// handoff gives a slot that its worker just released (held at epoch for
+// jobID) straight to the next queued job: one write re-claims it under a
+// new epoch, instead of freeing it and claiming it again. Anything unusual
 // (the slot moved on, the worker refused) falls back to Dispatch.
-func (d *Dispatcher) handoff(ctx context.Context, slotID string, epoch int64) {
+func (d *Dispatcher) handoff(ctx context.Context, slotID string, epoch int64, jobID string) {
 	var slot Slot
 	lease := d.cfg.Now().UTC().Add(d.cfg.LeaseTTL)
-	err := d.slots.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: slotID}, {Key: "epoch", Value: epoch}},
+	// jobId too: only the holder of this very job may give the slot away,
+	// not a caller that knows the slot's epoch but reports another job.
+	err := d.slots.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: slotID}, {Key: "epoch", Value: epoch}, {Key: "jobId", Value: jobID}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: lease}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}}},
 		&slot)
 	if err == nil {
