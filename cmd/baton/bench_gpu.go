@@ -33,6 +33,9 @@ emulator. The last line is p99_wait_ratio_rr_over_busy=<number>.`,
 			if o.Jobs < 1 || o.Workers < 1 || o.Ideal <= 0 || o.Sigma < 0 || o.Clamp <= 0 || o.Load <= 0 || o.Backlog < 0 {
 				return usageError("bench gpu: --jobs, --workers, --ideal, --clamp and --load must be positive; --sigma and --backlog not negative")
 			}
+			if o.Arrivals != bench.ArrivalsPoisson && o.Arrivals != bench.ArrivalsPaced {
+				return usageError("bench gpu: --arrivals must be %s or %s, not %q", bench.ArrivalsPoisson, bench.ArrivalsPaced, o.Arrivals)
+			}
 			ctx := cmd.Context()
 			emu, err := mongo.Start(ctx, mongo.Options{})
 			if err != nil {
@@ -46,8 +49,8 @@ emulator. The last line is p99_wait_ratio_rr_over_busy=<number>.`,
 			defer st.Close(ctx)
 			o.Store = st
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "mix: %d jobs on %d workers, lognormal sigma=%.2f (capped at %.0f× mean), Σd/K=%s, backlog %d then Poisson arrivals at load %.2f, seed %d\n",
-				o.Jobs, o.Workers, o.Sigma, o.Clamp, o.Ideal, o.Backlog, o.Load, o.Seed)
+			fmt.Fprintf(out, "mix: %d jobs on %d workers, lognormal sigma=%.2f (capped at %.0f× mean), Σd/K=%s, backlog %d then %s arrivals at load %.2f, seed %d\n",
+				o.Jobs, o.Workers, o.Sigma, o.Clamp, o.Ideal, o.Backlog, o.Arrivals, o.Load, o.Seed)
 			start := time.Now()
 			rep, err := bench.Run(ctx, o)
 			if err != nil {
@@ -66,6 +69,7 @@ emulator. The last line is p99_wait_ratio_rr_over_busy=<number>.`,
 	f.Float64Var(&o.Clamp, "clamp", o.Clamp, "cap each duration at this many times the mean")
 	f.Float64Var(&o.Load, "load", o.Load, "arrival rate after the backlog, relative to the pool's capacity")
 	f.IntVar(&o.Backlog, "backlog", o.Backlog, "jobs submitted at t=0")
+	f.StringVar(&o.Arrivals, "arrivals", o.Arrivals, "arrivals after the backlog: poisson (random gaps) or paced (each job d/(K×load) after the previous)")
 	f.Uint64Var(&o.Seed, "seed", o.Seed, "random seed of the mix")
 	flagUsage(cmd)
 	return cmd

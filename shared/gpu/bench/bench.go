@@ -37,15 +37,31 @@ type Options struct {
 	// capacity; Backlog jobs are submitted at t=0.
 	Load    float64
 	Backlog int
+	// Arrivals is how the stream after the backlog arrives: ArrivalsPoisson
+	// (random gaps at rate Load) or ArrivalsPaced.
+	Arrivals string
 	// Seed makes the mix reproducible.
 	Seed uint64
 	// Logger for the dispatcher and workers; nil discards.
 	Logger *slog.Logger
 }
 
+// Arrival processes for Options.Arrivals.
+const (
+	// ArrivalsPoisson draws exponential gaps, so work arrives in random
+	// bursts and lulls: an open system, such as users submitting jobs.
+	ArrivalsPoisson = "poisson"
+	// ArrivalsPaced submits each job d/(K × Load) after the previous one,
+	// where d is the previous job's duration: a producer that feeds the pool
+	// work at a fixed fraction of its capacity, such as a pipeline stage
+	// upstream. It keeps the pool saturated from the start, which is what
+	// the makespan bound max(Σd/K, max d) presumes.
+	ArrivalsPaced = "paced"
+)
+
 // Defaults returns the options `baton bench gpu` uses.
 func Defaults() Options {
-	return Options{Jobs: 200, Workers: 4, Ideal: 36 * time.Second, Sigma: 2, Clamp: 100, Load: 0.8, Backlog: 32, Seed: 7}
+	return Options{Jobs: 200, Workers: 4, Ideal: 36 * time.Second, Sigma: 2, Clamp: 100, Load: 0.8, Backlog: 32, Arrivals: ArrivalsPoisson, Seed: 7}
 }
 
 // Job is one job of the mix.
@@ -79,7 +95,13 @@ func Mix(o Options) []Job {
 	for i := range jobs {
 		jobs[i] = Job{ID: fmt.Sprintf("b%03d", i), Duration: time.Duration(raw[i] * scale * float64(time.Second))}
 		if i >= o.Backlog {
-			t += r.ExpFloat64() / rate
+			if o.Arrivals == ArrivalsPaced {
+				if i > 0 {
+					t += raw[i-1] * scale / (o.Load * float64(o.Workers))
+				}
+			} else {
+				t += r.ExpFloat64() / rate
+			}
 			jobs[i].Arrival = time.Duration(t * float64(time.Second))
 		}
 	}

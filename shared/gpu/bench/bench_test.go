@@ -29,6 +29,21 @@ func TestMix(t *testing.T) {
 	}
 }
 
+// TestPacedMix: paced arrivals feed the pool work at Load times its
+// capacity, so each gap is the previous job's duration over K × Load.
+func TestPacedMix(t *testing.T) {
+	o := bench.Defaults()
+	o.Arrivals, o.Load, o.Backlog = bench.ArrivalsPaced, 0.95, 4
+	jobs := bench.Mix(o)
+	for i := o.Backlog; i < len(jobs); i++ {
+		gap := jobs[i].Arrival - jobs[i-1].Arrival
+		want := time.Duration(float64(jobs[i-1].Duration) / (o.Load * float64(o.Workers)))
+		if d := gap - want; d < -time.Millisecond || d > time.Millisecond {
+			t.Fatalf("job %d arrives %s after job %d, want %s (its duration %s over K×load)", i, gap, i-1, want, jobs[i-1].Duration)
+		}
+	}
+}
+
 // BenchmarkMix runs a small mix through both dispatchers per iteration and
 // reports round-robin's p99 wait over busy-aware's (the baseline is
 // measured in the same run) and busy-aware's hand-off p50.
