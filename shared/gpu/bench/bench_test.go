@@ -49,7 +49,7 @@ func TestPacedMix(t *testing.T) {
 // measured in the same run) and busy-aware's hand-off p50.
 func BenchmarkMix(b *testing.B) {
 	o := bench.Defaults()
-	o.Jobs, o.Workers, o.Ideal, o.Backlog = 60, 4, 6*time.Second, 8
+	o.Jobs, o.Workers, o.Ideal = 60, 4, 8*time.Second
 	for b.Loop() {
 		o.Store = emutest.Store(b)
 		rep, err := bench.Run(context.Background(), o)
