@@ -104,6 +104,38 @@ func TestFailover(t *testing.T) {
 	})
 }
 
+// TestFailoverNotStarvedByLiveRuns: stale runs whose job lease still lives
+// are read first (their sweepAt is oldest) and left alone. More of them
+// than one sweep reads must not keep a run whose executor died from ever
+// being failed over.
+func TestFailoverNotStarvedByLiveRuns(t *testing.T) {
+	b := setup(t, func(c *scheduler.Config) { c.PageSize = 2 })
+	fire := t0.Add(-10 * time.Minute)
+	for i := range 3 {
+		id := fmt.Sprintf("live%d", i)
+		s := b.addSchedule(t, schedule.Schedule{ID: id, Cron: "0 0 1 1 *", Target: gateTarget("unused")})
+		l, err := b.leases.Acquire(context.Background(), scheduler.JobLease(id), 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(context.Background())
+		b.deadRun(t, s, fire, fire, l.Epoch()) // oldest heartbeats: first in the sweep's order
+	}
+	dead := b.addSchedule(t, schedule.Schedule{ID: "dead", Cron: "0 0 1 1 *", Target: gateTarget("unused")})
+	b.deadRun(t, dead, fire, fire.Add(time.Minute), 1)
+	for range 3 {
+		b.tick(t)
+	}
+	if runs := b.runs(t, "dead"); len(runs) != 1 || runs[0].Status != schedule.RunFailed {
+		t.Fatalf("the dead executor's run after 3 ticks: %+v, want it failed over", runs)
+	}
+	for i := range 3 {
+		if runs := b.runs(t, fmt.Sprintf("live%d", i)); len(runs) != 1 || runs[0].Status != schedule.RunRunning {
+			t.Errorf("live%d: %+v, want its run still running (its job lease lives)", i, runs)
+		}
+	}
+}
+
 func TestHTTPTarget(t *testing.T) {
 	got := make(chan http.Header, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

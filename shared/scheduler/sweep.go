@@ -60,7 +60,8 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 	}
 	for i := range runs {
 		r := &runs[i]
-		if e.jobAlive(ctx, r) {
+		if left, alive := e.jobAlive(ctx, r); alive {
+			e.postpone(ctx, r, now, left, c)
 			continue
 		}
 		msg := fmt.Sprintf("heartbeat stopped: last heartbeat at %s by %s (epoch %d); failed over at %s",
@@ -95,19 +96,40 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 }
 
 // jobAlive reports whether the executor of a running run still holds its
-// job lease at the run's epoch. The run document's heartbeat is judged on
-// the writers' clocks; the lease's expiry is judged on the storage server's
-// clock (plus skew), so a run is failed over only when both say it stopped.
-// Runs of allow schedules have no lease (epoch 0): their heartbeat decides.
-func (e *Engine) jobAlive(ctx context.Context, r *runDoc) bool {
+// job lease at the run's epoch, and for how much longer. The run document's
+// heartbeat is judged on the writers' clocks; the lease's expiry is judged
+// on the storage server's clock (plus skew), so a run is failed over only
+// when both say it stopped. Runs of allow schedules have no lease (epoch
+// 0): their heartbeat decides.
+func (e *Engine) jobAlive(ctx context.Context, r *runDoc) (left time.Duration, alive bool) {
 	if r.Epoch == 0 {
-		return false
+		return 0, false
 	}
 	info, err := e.cfg.Leases.Status(ctx, JobLease(r.ScheduleID))
 	if err != nil {
-		return false
+		return 0, false
 	}
-	return info.Epoch == r.Epoch && info.Live(time.Now())
+	now := time.Now()
+	if info.Epoch != r.Epoch || !info.Live(now) {
+		return 0, false
+	}
+	return info.ExpiresAt.Sub(now), true
+}
+
+// postpone moves a stale run whose job lease is still live out of the
+// sweep's way until that lease would expire. Its executor's run-document
+// heartbeats are failing while its lease renews; left in place, such runs
+// would fill the first page of every sweep (it reads the oldest sweepAt
+// first) and the runs behind them, whose executors did die, would never be
+// failed over. Conditional on the sweepAt we read, like the failover.
+func (e *Engine) postpone(ctx context.Context, r *runDoc, now time.Time, left time.Duration, c *counters) {
+	err := e.runs.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunRunning}, {Key: "sweepAt", Value: r.SweepAt}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "sweepAt", Value: now.Add(max(left, time.Second))}}}})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		c.errors.Add(1)
+		e.log.Error("postpone sweep of live run failed", "run", r.ID, "err", err)
+	}
 }
 
 func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*scheduleWork {
