@@ -69,25 +69,39 @@ func (d *Dispatcher) whyNotHeld(ctx context.Context, id string, f Fence, op stri
 // one from a stale holder gets ErrStaleFence. A worker that stopped a
 // cancelled job reports here too, which frees its slot.
 func (d *Dispatcher) Complete(ctx context.Context, id string, c CompleteRequest) (Job, error) {
-	// The worker is done with the slot whatever the job's fate, so the next
-	// job starts before the outcome is written: the GPU idles for the
-	// hand-off alone, not for the outcome's write as well. handoff is fenced
-	// on the slot still holding this job at this epoch, so a stale or
-	// mismatched completion hands nothing off. A worker hanging up must not
-	// strand a half-dispatched job.
-	hctx := context.WithoutCancel(ctx)
+	// A worker hanging up must not strand a half-dispatched job, nor leave
+	// an outcome unwritten once the hand-off has begun.
+	ctx = context.WithoutCancel(ctx)
 	if c.Interrupted {
-		// Except an interrupted job: it goes back to the queue first, so
-		// the hand-off can place it on another worker at once.
+		// The job goes back to the queue first, so the hand-off can place
+		// it on another worker at once.
 		job, err := d.finish(ctx, id, c)
 		if err != nil {
 			return Job{}, err
 		}
-		d.handoff(hctx, c.Slot, c.Epoch, id)
+		d.handoff(ctx, c.Slot, c.Epoch, id)
 		return job, nil
 	}
-	d.handoff(hctx, c.Slot, c.Epoch, id)
-	return d.finish(ctx, id, c)
+	// The worker is done with the slot whatever the job's fate, so the
+	// next job is claimed before the outcome is written, and its POST /run
+	// goes out while the outcome is written: the GPU idles for the
+	// hand-off alone. The outcome never waits on that POST, which can take
+	// RunTimeout. reclaim is fenced on the slot still holding this job at
+	// this epoch, so a stale or mismatched completion hands nothing off.
+	slot, next, ok := d.reclaim(ctx, c.Slot, c.Epoch, id)
+	sent := make(chan error, 1)
+	if ok && next != nil {
+		go func() { sent <- d.send(ctx, slot, next) }()
+	} else {
+		sent <- nil
+	}
+	job, err := d.finish(ctx, id, c)
+	// Wait for the POST: in Cloud Functions an instance may lose its CPU
+	// once it has answered.
+	if serr := <-sent; !ok || serr != nil {
+		d.dispatchLogged(ctx, c.Slot)
+	}
+	return job, err
 }
 
 // finish records the completion on the job under its fence.

@@ -5,14 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/baton-cron/baton/shared/gpu"
+	"github.com/baton-cron/baton/shared/gpu/worker"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 )
@@ -379,4 +385,66 @@ func TestCompletionForAnotherJobKeepsTheSlot(t *testing.T) {
 	b.release("go")
 	b.waitStatus("holder", gpu.StatusSucceeded)
 	b.waitStatus("waiting", gpu.StatusSucceeded)
+}
+
+// TestOutcomeDoesNotWaitForTheNextRun: a completion hands its slot to the
+// next job, whose POST /run can take as long as RunTimeout (a worker at
+// Cloud Run's max instances answers 429 only after about 10 s). The
+// completed job's outcome must be written without waiting for that POST,
+// or the worker's callback times out and the job's lease can run out on a
+// command that finished. The worker's front is a stalling network edge (a
+// test double): it holds the second job's /run until the first job is seen
+// succeeded. RunTimeout is longer than the test's patience, so an outcome
+// written after the POST makes the test fail rather than wait it out.
+func TestOutcomeDoesNotWaitForTheNextRun(t *testing.T) {
+	var (
+		ws      *worker.Server
+		stall   atomic.Bool
+		release = make(chan struct{})
+		once    sync.Once
+	)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/run" && stall.Load() {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		ws.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	defer once.Do(func() { close(release) })
+	b := setup(t, setupOpts{workers: 0, extraPool: front.URL + "=1", runTimeout: 10 * time.Minute})
+	// The worker's callbacks pass through a counter on their way to the
+	// GPU API. If the outcome waited for the stalled POST, the worker's
+	// first :complete would time out (after 30 s) and be sent again.
+	var completes atomic.Int64
+	api, _ := url.Parse(b.api.URL)
+	proxy := httputil.NewSingleHostReverseProxy(api)
+	control := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/first:complete") {
+			completes.Add(1)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer control.Close()
+	ws = worker.New(worker.Config{Command: []string{"sh"}, ControlURL: control.URL, Token: testToken, Logger: quietLogger(), HeartbeatInterval: 100 * time.Millisecond})
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = ws.Shutdown(ctx)
+	}()
+
+	b.enqueue(gpu.EnqueueRequest{ID: "first", Payload: b.gate("go")})
+	b.waitStatus("first", gpu.StatusRunning)
+	b.enqueue(gpu.EnqueueRequest{ID: "second", Payload: "true"})
+	stall.Store(true)
+	b.release("go")
+	b.waitStatus("first", gpu.StatusSucceeded)
+	once.Do(func() { close(release) })
+	b.waitStatus("second", gpu.StatusSucceeded)
+	if n := completes.Load(); n != 1 {
+		t.Errorf("the worker sent :complete for the first job %d times, want 1: the outcome waited for the next job's POST /run", n)
+	}
 }

@@ -303,26 +303,46 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, error) {
 }
 
 // handoff gives a slot that its worker just released (held at epoch for
-// jobID) straight to the next queued job: one write re-claims it under a
-// new epoch, instead of freeing it and claiming it again. Anything unusual
-// (the slot moved on, the worker refused) falls back to Dispatch.
+// jobID) straight to the next queued job. Anything unusual (the slot moved
+// on, the worker refused) falls back to Dispatch.
 func (d *Dispatcher) handoff(ctx context.Context, slotID string, epoch int64, jobID string) {
+	slot, job, ok := d.reclaim(ctx, slotID, epoch, jobID)
+	if ok && job == nil {
+		return // nothing queued; the slot is free
+	}
+	if ok && d.send(ctx, slot, job) == nil {
+		return
+	}
+	d.dispatchLogged(ctx, slotID)
+}
+
+// reclaim is the database half of a hand-off: one write re-claims the slot
+// under a new epoch, instead of freeing it and claiming it again, and fill
+// gives it the best queued job. It returns ok=false when the slot was not
+// reclaimed (the caller falls back to Dispatch), and a nil job when nothing
+// is queued (the slot is then free).
+func (d *Dispatcher) reclaim(ctx context.Context, slotID string, epoch int64, jobID string) (*Slot, *Job, bool) {
 	var slot Slot
 	lease := d.cfg.Now().UTC().Add(d.cfg.LeaseTTL)
 	// jobId too: only the holder of this very job may give the slot away,
-	// not a caller that knows the slot's epoch but reports another job.
-	err := d.slots.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: slotID}, {Key: "epoch", Value: epoch}, {Key: "jobId", Value: jobID}},
+	// not a caller that knows the slot's epoch but reports another job. ""
+	// is a slot freed under this epoch (a /run that timed out although the
+	// worker took the job, or the sweep): its worker is idle now too.
+	err := d.slots.FindOneAndUpdate(ctx,
+		bson.D{{Key: "_id", Value: slotID}, {Key: "epoch", Value: epoch}, {Key: "jobId", Value: bson.D{{Key: "$in", Value: bson.A{jobID, ""}}}}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: lease}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}}},
 		&slot)
-	if err == nil {
-		job, ferr := d.fill(ctx, &slot)
-		if ferr == nil && job == nil {
-			return // nothing queued; the slot is free
-		}
-		if ferr == nil && d.send(ctx, &slot, job) == nil {
-			return
-		}
+	if err != nil {
+		return nil, nil, false
 	}
+	job, err := d.fill(ctx, &slot)
+	if err != nil {
+		return nil, nil, false
+	}
+	return &slot, job, true
+}
+
+func (d *Dispatcher) dispatchLogged(ctx context.Context, slotID string) {
 	if _, err := d.Dispatch(ctx); err != nil {
 		d.cfg.Logger.Warn("gpu: dispatch after completion", "slot", slotID, "error", err.Error())
 	}

@@ -85,6 +85,8 @@ type setupOpts struct {
 	extraPool string
 	lease     time.Duration
 	worker    func(*worker.Config)
+	// runTimeout bounds the dispatcher's POST /run; 0 keeps the default.
+	runTimeout time.Duration
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -139,7 +141,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	}
 	d, err := gpu.New(gpu.Config{
 		Store: st, Pool: p, Now: b.clock.Now, LeaseTTL: o.lease, Logger: quietLogger(),
-		RefusalBackoff: 200 * time.Millisecond,
+		RefusalBackoff: 200 * time.Millisecond, RunTimeout: o.runTimeout,
 		Authorize: func(r *http.Request) error {
 			r.Header.Set("Authorization", "Bearer "+testToken)
 			return nil
