@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -446,5 +448,56 @@ func TestOutcomeDoesNotWaitForTheNextRun(t *testing.T) {
 	b.waitStatus("second", gpu.StatusSucceeded)
 	if n := completes.Load(); n != 1 {
 		t.Errorf("the worker sent :complete for the first job %d times, want 1: the outcome waited for the next job's POST /run", n)
+	}
+}
+
+// TestUnansweredRunIsNotRunTwice: POST /run reaches the worker, which
+// starts the job, but the answer is lost. That is not a refusal: requeuing
+// the job would run it a second time. The worker's front is a network edge
+// (a test double) that delivers the first /run and then drops the
+// connection instead of the answer, before the job's first heartbeat.
+func TestUnansweredRunIsNotRunTwice(t *testing.T) {
+	var (
+		ws   *worker.Server
+		sent atomic.Int64
+	)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/run" && sent.Add(1) == 1 {
+			ws.ServeHTTP(httptest.NewRecorder(), r) // the worker takes the job…
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			conn.Close() // …and its answer is lost
+			return
+		}
+		ws.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	b := setup(t, setupOpts{workers: 0, extraPool: front.URL + "=1"})
+	ws = worker.New(worker.Config{Command: []string{"sh"}, ControlURL: b.api.URL, Token: testToken, Logger: quietLogger(), HeartbeatInterval: 100 * time.Millisecond})
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = ws.Shutdown(ctx)
+	}()
+
+	marks := filepath.Join(b.dir, "runs")
+	b.enqueue(gpu.EnqueueRequest{ID: "once", Payload: fmt.Sprintf("echo run >> %q; sleep 1", marks)})
+	j := b.waitStatus("once", gpu.StatusSucceeded)
+	// Give a wrongly requeued copy the time to run: the sweep and two
+	// dispatches.
+	for range 2 {
+		if _, _, err := b.d.Sweep(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := os.ReadFile(marks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(out), "run\n"); n != 1 || j.Attempts != 0 || ws.Stats().Runs != 1 {
+		t.Errorf("the command ran %d times (worker runs %d), attempts %d; want once, with no attempt used", n, ws.Stats().Runs, j.Attempts)
 	}
 }

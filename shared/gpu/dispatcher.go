@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -220,7 +221,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context) (int, error) {
 			return n, err
 		}
 		if err := d.send(ctx, slot, job); err != nil {
-			if !errors.Is(err, ErrRefused) {
+			if !errors.Is(err, ErrRefused) && !errors.Is(err, ErrUnanswered) {
 				return n, err
 			}
 			refused[slot.ID] = true
@@ -359,6 +360,13 @@ func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job) error {
 	if err == nil {
 		return nil
 	}
+	if errors.Is(err, ErrUnanswered) {
+		// Requeuing now could run the job twice: once on this worker, which
+		// may have it, and once wherever the queue sends it next.
+		d.cfg.Logger.Warn("gpu: POST /run unanswered; the job keeps its slot until a heartbeat confirms it or its lease expires",
+			"job", job.ID, "slot", slot.ID, "error", err.Error())
+		return err
+	}
 	d.cfg.Logger.Info("gpu: worker refused job; requeued without using an attempt", "job", job.ID, "slot", slot.ID, "error", err.Error())
 	d.requeueUnharmed(ctx, job)
 	d.freeSlot(ctx, slot.ID, slot.Epoch, d.cfg.Now().UTC().Add(d.cfg.RefusalBackoff))
@@ -380,7 +388,12 @@ func (d *Dispatcher) post(ctx context.Context, workerURL string, body []byte) er
 	}
 	resp, err := d.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return err
+		// Only a failure to connect proves the worker never saw the job.
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return err
+		}
+		return fmt.Errorf("%w: %v", ErrUnanswered, err)
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))

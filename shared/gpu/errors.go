@@ -22,4 +22,9 @@ var (
 	// ErrRefused: the worker refused the job (429, unreachable, or another
 	// non-2xx answer). The job is requeued without using an attempt.
 	ErrRefused = errors.New("gpu: worker refused the job")
+	// ErrUnanswered: POST /run went out but its answer was lost (a timeout
+	// or a broken connection), so the worker may be running the job. The
+	// job keeps its slot and lease: the worker's first heartbeat confirms
+	// it, and if none comes, the sweep requeues it once the lease expires.
+	ErrUnanswered = errors.New("gpu: worker did not answer POST /run")
 )
