@@ -13,6 +13,10 @@
 //     retryable writes (any command carrying txnNumber), transactions and
 //     $changeStream with an error that says why, and forwards nothing.
 //
+// For fault tests, the front also implements mongod's failCommand fail
+// point (configureFailPoint), with a namespace filter of baton's own
+// (failpoint.go).
+//
 // Start returns a running Server; URI is what clients dial. See
 // docs/emulators-mongo.md for measurements and the differences from
 // Firestore.

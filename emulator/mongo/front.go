@@ -61,6 +61,8 @@ type front struct {
 	// writeMu is shared by every connection of this emulator (there is one
 	// FerretDB behind it), so write commands run one at a time.
 	writeMu sync.Mutex
+	// fail is the failCommand fail point (failpoint.go).
+	fail failPoint
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -190,17 +192,19 @@ func (f *front) handle(req message, client, backend net.Conn, br *bufio.Reader) 
 		// connection rather than forward something we cannot police.
 		return fmt.Errorf("inspect request: %w", err)
 	}
-	if r := cmd.refusal(); r != nil {
-		f.logger.Info("mongo front: refused", "command", cmd.name, "reason", r.codeName)
-		if cmd.moreToCome {
-			return nil // the client asked for no reply
+	if cmd.name == "configureFailPoint" {
+		return f.answer(req, cmd, client, f.fail.configure(cmd.body))
+	}
+	r := cmd.refusal()
+	if r == nil {
+		var err error
+		if r, err = f.fail.check(cmd); err != nil {
+			return err // closeConnection: serve cuts the connection
 		}
-		reply, err := r.reply(req)
-		if err != nil {
-			return err
-		}
-		_, err = client.Write(reply)
-		return err
+	}
+	if r != nil {
+		f.logger.Info("mongo front: refused", "command", cmd.name, "reason", r.codeName, "code", r.code)
+		return f.answer(req, cmd, client, r.doc())
 	}
 
 	out := req.raw
@@ -480,17 +484,34 @@ func hasChangeStream(body bson.Raw) bool {
 	return false
 }
 
-// reply builds the error answer to req: an OP_MSG for an OP_MSG, an OP_REPLY
-// for a legacy OP_QUERY.
-func (r *refusal) reply(req message) ([]byte, error) {
-	doc, err := bson.Marshal(bson.D{
-		{Key: "ok", Value: 0.0},
-		{Key: "errmsg", Value: r.errmsg},
-		{Key: "code", Value: r.code},
-		{Key: "codeName", Value: r.codeName},
-	})
+// doc is the refusal as a command reply.
+func (r *refusal) doc() bson.D {
+	d := bson.D{{Key: "ok", Value: 0.0}, {Key: "errmsg", Value: r.errmsg}, {Key: "code", Value: r.code}}
+	if r.codeName != "" {
+		d = append(d, bson.E{Key: "codeName", Value: r.codeName})
+	}
+	return d
+}
+
+// answer replies to req with doc instead of forwarding it.
+func (f *front) answer(req message, cmd command, client net.Conn, doc bson.D) error {
+	if cmd.moreToCome {
+		return nil // the client asked for no reply
+	}
+	reply, err := replyTo(req, doc)
 	if err != nil {
-		return nil, fmt.Errorf("build refusal: %w", err)
+		return err
+	}
+	_, err = client.Write(reply)
+	return err
+}
+
+// replyTo builds the answer to req: an OP_MSG for an OP_MSG, an OP_REPLY
+// for a legacy OP_QUERY.
+func replyTo(req message, d bson.D) ([]byte, error) {
+	doc, err := bson.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("build reply: %w", err)
 	}
 	var b []byte
 	b = binary.LittleEndian.AppendUint32(b, 0) // length, patched below
