@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/baton-cron/baton/emulator/mongo"
 	"github.com/baton-cron/baton/shared/store"
 )
@@ -61,4 +63,43 @@ func Store(t testing.TB) *store.Store {
 		_ = s.Close(context.Background())
 	})
 	return s
+}
+
+// FailCommand turns on the Mongo emulator's failCommand fail point (see
+// emulator/mongo), limited to the collection coll of st's database, and
+// turns it off when the test ends. mode is "alwaysOn", bson.D{{"times",
+// n}} or bson.D{{"skip", n}}. As in mongod there is one fail point per
+// emulator, so tests that use it must not run in parallel with each other.
+func FailCommand(t testing.TB, st *store.Store, coll string, mode any, commands ...string) {
+	t.Helper()
+	admin := st.Database().Client().Database("admin")
+	set := func(mode any, data bson.D) error {
+		cmd := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: mode}}
+		if data != nil {
+			cmd = append(cmd, bson.E{Key: "data", Value: data})
+		}
+		return admin.RunCommand(context.Background(), cmd).Err()
+	}
+	names := bson.A{}
+	for _, c := range commands {
+		names = append(names, c)
+	}
+	// 112 is WriteConflict: an error that a driver neither retries here
+	// (retryWrites=false) nor treats as the server going away.
+	err := set(mode, bson.D{{Key: "failCommands", Value: names}, {Key: "errorCode", Value: 112},
+		{Key: "namespace", Value: st.Database().Name() + "." + coll}})
+	if err != nil {
+		t.Fatalf("emutest: configure failCommand: %v", err)
+	}
+	t.Cleanup(func() { _ = set("off", nil) })
+}
+
+// FailCommandOff turns the fail point off before the test ends.
+func FailCommandOff(t testing.TB, st *store.Store) {
+	t.Helper()
+	err := st.Database().Client().Database("admin").RunCommand(context.Background(),
+		bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}}).Err()
+	if err != nil {
+		t.Fatalf("emutest: turn failCommand off: %v", err)
+	}
 }

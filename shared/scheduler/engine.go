@@ -104,6 +104,11 @@ type Engine struct {
 	// last misfire check and before it releases the lease: the window in
 	// which a buffering executor can set the flag unseen.
 	beforeRelease func(scheduleID string)
+	// beforeMisfireWrite, when set (tests), runs just before the second of
+	// buffer_one's two-write steps: step "flag" before the misfire flag is
+	// set (the buffered run is already marked skipped), step "run" before
+	// the misfire run is recorded (the flag is already cleared).
+	beforeMisfireWrite func(scheduleID, step string)
 }
 
 // New checks cfg and returns an Engine.

@@ -272,13 +272,22 @@ func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, he
 			}
 			return
 		}
-		err := e.schedules.UpdateOne(ctx, bson.D{{Key: "_id", Value: s.ID}}, bson.D{
-			{Key: "$set", Value: bson.D{{Key: "misfire", Value: true}}},
-			{Key: "$max", Value: bson.D{{Key: "misfireAt", Value: r.FireTime.UTC()}}},
-		})
-		if err != nil {
+		if e.beforeMisfireWrite != nil {
+			e.beforeMisfireWrite(s.ID, "flag")
+		}
+		if err := e.setMisfire(ctx, s.ID, r.FireTime); err != nil {
+			// The run says buffered, but no flag does, so nobody would
+			// run it: put it back in the sweep's hands, which tries again.
 			c.errors.Add(1)
-			e.log.Error("set misfire flag failed", "schedule", s.ID, "err", err)
+			if uerr := e.runs.UpdateOne(ctx,
+				bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunSkipped}, {Key: "finishedAt", Value: now}},
+				bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunPending}, {Key: "sweepAt", Value: now}}},
+					{Key: "$unset", Value: bson.D{{Key: "reason", Value: ""}, {Key: "finishedAt", Value: ""}}}}); uerr != nil {
+				e.log.Error("buffered run lost: setting the misfire flag failed, and so did putting the run back for the sweep",
+					"run", r.ID, "err", err, "undo_err", uerr)
+			} else {
+				e.log.Warn("set misfire flag failed; run put back for the sweep", "run", r.ID, "err", err)
+			}
 			return
 		}
 		c.misfired.Add(1)
@@ -327,14 +336,50 @@ func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease
 			at = now.Truncate(time.Second)
 		}
 		rd := e.pendingRun(s.ID, at, schedule.SourceMisfire, now)
+		if e.beforeMisfireWrite != nil {
+			e.beforeMisfireWrite(s.ID, "run")
+		}
 		if _, err := e.runs.InsertIdempotent(ctx, rd); err != nil {
+			// The flag is cleared and no run records the misfire: set the
+			// flag again, so that a later check (this holder's after it
+			// releases, or the next holder's) runs it.
 			c.errors.Add(1)
-			e.log.Error("record misfire run failed", "schedule", s.ID, "err", err)
+			if ferr := e.setMisfire(ctx, s.ID, at); ferr != nil {
+				e.log.Error("misfire lost: recording its run failed, and so did setting the flag again", "schedule", s.ID, "err", err, "undo_err", ferr)
+			} else {
+				e.log.Warn("record misfire run failed; flag set again for a later check", "schedule", s.ID, "err", err)
+			}
 			return
 		}
 		e.claimAndRun(ctx, s, l, rd, c)
 	}
 }
+
+// setMisfire sets the schedule's misfire flag for a buffered fire at
+// fireTime. The write is idempotent, so a failure is retried a few times
+// before the caller has to undo the write it paired with.
+func (e *Engine) setMisfire(ctx context.Context, scheduleID string, fireTime time.Time) error {
+	var err error
+	for try, wait := 1, 50*time.Millisecond; ; try, wait = try+1, wait*2 {
+		err = e.schedules.UpdateOne(ctx, bson.D{{Key: "_id", Value: scheduleID}}, bson.D{
+			{Key: "$set", Value: bson.D{{Key: "misfire", Value: true}}},
+			{Key: "$max", Value: bson.D{{Key: "misfireAt", Value: fireTime.UTC()}}},
+		})
+		if err == nil || errors.Is(err, store.ErrConflict) || try == 3 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
+}
+
+// maxReleaseRounds bounds releaseJob's re-checks. A flag still set after
+// that (the database failing the misfire's writes over and over) stays set:
+// the next holder's release runs it.
+const maxReleaseRounds = 5
 
 // releaseJob releases the job lease and then checks the misfire flag once
 // more: a buffering executor may have set it after our last check. If it
@@ -344,7 +389,7 @@ func (e *Engine) releaseJob(ctx context.Context, s *schedule.Schedule, l *lease.
 	if e.beforeRelease != nil {
 		e.beforeRelease(s.ID)
 	}
-	for {
+	for round := 1; ; round++ {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTTL(s))
 		if err := l.Release(rctx); err != nil && !errors.Is(err, lease.ErrNotHeld) {
 			e.log.Warn("job lease release failed", "lease", l.Name(), "err", err)
@@ -354,7 +399,7 @@ func (e *Engine) releaseJob(ctx context.Context, s *schedule.Schedule, l *lease.
 			return
 		}
 		n, err := e.schedules.Count(ctx, bson.D{{Key: "_id", Value: s.ID}, {Key: "misfire", Value: true}})
-		if err != nil || n == 0 {
+		if err != nil || n == 0 || round == maxReleaseRounds {
 			return
 		}
 		l, err = e.cfg.Leases.Acquire(ctx, JobLease(s.ID), leaseTTL(s))

@@ -8,3 +8,7 @@ func SetAfterInsert(e *Engine, fn func(scheduleID string) error) { e.afterInsert
 // SetBeforeRelease installs a hook that runs in a job lease holder after its
 // last misfire check and before it releases the lease.
 func SetBeforeRelease(e *Engine, fn func(scheduleID string)) { e.beforeRelease = fn }
+
+// SetBeforeMisfireWrite installs a hook that runs just before the second
+// write of buffer_one's two-write steps ("flag" and "run").
+func SetBeforeMisfireWrite(e *Engine, fn func(scheduleID, step string)) { e.beforeMisfireWrite = fn }

@@ -1,0 +1,81 @@
+package scheduler_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/emulator/emutest"
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/scheduler"
+)
+
+// TestBufferOneSurvivesFailedWrites: buffer_one records a buffered fire in
+// two writes, and a misfire's run in two more. The database fails the
+// second write of each pair (mongod's failCommand fail point in the
+// emulator). The fire still runs, once.
+func TestBufferOneSurvivesFailedWrites(t *testing.T) {
+	t.Run("setting the flag fails after the run was marked buffered", func(t *testing.T) {
+		b := setup(t)
+		key, g := newGate(t, 1)
+		b.addSchedule(t, schedule.Schedule{ID: "job", Cron: "* * * * *", Overlap: schedule.OverlapBufferOne, Target: gateTarget(key)})
+		scheduler.SetBeforeMisfireWrite(b.eng, func(_, step string) {
+			if step == "flag" { // every try fails, retries included
+				emutest.FailCommand(t, b.store, schedule.SchedulesCollection, "alwaysOn", "update")
+			}
+		})
+		done := startBlockedTick(t, b, g, 1)
+		b.clock.Set(t0.Add(2*time.Minute + time.Second))
+		b.tick(t) // 09:02 finds 09:01 still running
+		emutest.FailCommandOff(t, b.store)
+		if s := b.getSchedule(t, "job"); s.Misfire {
+			t.Fatal("misfire flag set, although the fail point refused every try")
+		}
+		g.open()
+		<-done
+		// The run went back to the sweep: the next tick runs it.
+		b.clock.Set(t0.Add(2*time.Minute + 30*time.Second))
+		b.tick(t)
+		want := []string{"09:01 scheduled succeeded", "09:02 scheduled succeeded"}
+		if diff := cmp.Diff(want, fireTimesOf(b.runs(t, "job"))); diff != "" {
+			t.Errorf("runs (-want,+got):\n%s", diff)
+		}
+		if got := g.calls.Load(); got != 2 {
+			t.Errorf("executions %d, want 2", got)
+		}
+	})
+	t.Run("recording the misfire run fails after the flag was cleared", func(t *testing.T) {
+		b := setup(t)
+		key, g := newGate(t, 1)
+		b.addSchedule(t, schedule.Schedule{ID: "job", Cron: "* * * * *", Overlap: schedule.OverlapBufferOne, Target: gateTarget(key)})
+		failed := false
+		scheduler.SetBeforeMisfireWrite(b.eng, func(_, step string) {
+			if step == "run" && !failed { // the first misfire insert fails once
+				failed = true
+				emutest.FailCommand(t, b.store, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "insert")
+			}
+		})
+		done := startBlockedTick(t, b, g, 1)
+		b.clock.Set(t0.Add(2*time.Minute + time.Second))
+		if sum := b.tick(t); sum.Misfired != 1 {
+			t.Fatalf("misfired %d, want 1", sum.Misfired)
+		}
+		g.open()
+		<-done
+		if !failed {
+			t.Fatal("the misfire run was never recorded: the hook did not run")
+		}
+		want := []string{"09:01 scheduled succeeded", "09:02 scheduled skipped", "09:02 misfire succeeded"}
+		if diff := cmp.Diff(want, fireTimesOf(b.runs(t, "job"))); diff != "" {
+			t.Errorf("runs (-want,+got):\n%s", diff)
+		}
+		if got := g.calls.Load(); got != 2 {
+			t.Errorf("executions %d, want 2 (the long run and one misfire run)", got)
+		}
+		if s := b.getSchedule(t, "job"); s.Misfire {
+			t.Error("misfire flag still set after the misfire ran")
+		}
+	})
+}
