@@ -314,7 +314,8 @@ func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease
 	}
 	for ctx.Err() == nil && l.Context().Err() == nil {
 		var got struct {
-			MisfireAt time.Time `bson:"misfireAt"`
+			MisfireAt  time.Time `bson:"misfireAt"`
+			MisfireSeq int64     `bson:"misfireSeq"`
 		}
 		err := e.schedules.FindOneAndUpdate(ctx,
 			bson.D{{Key: "_id", Value: s.ID}, {Key: "misfire", Value: true}, {Key: "$or", Value: bson.A{
@@ -336,6 +337,13 @@ func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease
 			at = now.Truncate(time.Second)
 		}
 		rd := e.pendingRun(s.ID, at, schedule.SourceMisfire, now)
+		if got.MisfireSeq > 0 {
+			// misfireAt only moves forward, so a fire buffered later but
+			// older than the last misfire's would reuse that run's id.
+			// Each setting of the flag bumps the sequence; each clearing
+			// takes one, so the id is new each time.
+			rd.ID += fmt.Sprintf("-%d", got.MisfireSeq)
+		}
 		if e.beforeMisfireWrite != nil {
 			e.beforeMisfireWrite(s.ID, "run")
 		}
@@ -364,6 +372,7 @@ func (e *Engine) setMisfire(ctx context.Context, scheduleID string, fireTime tim
 		err = e.schedules.UpdateOne(ctx, bson.D{{Key: "_id", Value: scheduleID}}, bson.D{
 			{Key: "$set", Value: bson.D{{Key: "misfire", Value: true}}},
 			{Key: "$max", Value: bson.D{{Key: "misfireAt", Value: fireTime.UTC()}}},
+			{Key: "$inc", Value: bson.D{{Key: "misfireSeq", Value: int64(1)}}},
 		})
 		if err == nil || errors.Is(err, store.ErrConflict) || try == 3 {
 			return err

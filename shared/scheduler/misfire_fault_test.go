@@ -1,6 +1,7 @@
 package scheduler_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -78,4 +79,56 @@ func TestBufferOneSurvivesFailedWrites(t *testing.T) {
 			t.Error("misfire flag still set after the misfire ran")
 		}
 	})
+}
+
+// TestMisfireRunIDsDoNotCollide: misfireAt only moves forward ($max), so a
+// buffered fire older than an earlier misfire's (a pending run recovered
+// late by the sweep) left misfireAt where it was. The new misfire run got
+// the earlier one's id, the insert found that finished run, and the
+// misfire was silently dropped.
+func TestMisfireRunIDsDoNotCollide(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	key, g := newGate(t, 1)
+	b.addSchedule(t, schedule.Schedule{ID: "job", Cron: "* * * * *", Overlap: schedule.OverlapBufferOne, Target: gateTarget(key)})
+	// An earlier cycle: a misfire for 09:03 already ran.
+	at := t0.Add(3 * time.Minute)
+	earlier := bson.D{{Key: "_id", Value: schedule.RunID("job", at, schedule.SourceMisfire, 1)}, {Key: "scheduleId", Value: "job"},
+		{Key: "fireTime", Value: at}, {Key: "source", Value: schedule.SourceMisfire}, {Key: "status", Value: schedule.RunSucceeded},
+		{Key: "attempt", Value: 1}, {Key: "createdAt", Value: at}}
+	if _, err := b.store.Collection(schedule.RunsCollection).InsertIdempotent(ctx, earlier); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.Collection(schedule.SchedulesCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: "job"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "misfireAt", Value: at}}}}); err != nil {
+		t.Fatal(err)
+	}
+	done := startBlockedTick(t, b, g, 1) // 09:01 runs and holds the job lease
+	// A run for 09:02 that a dead tick left pending; the sweep recovers it
+	// while 09:01 runs, and buffers it.
+	old := t0.Add(2 * time.Minute)
+	orphan := bson.D{{Key: "_id", Value: schedule.RunID("job", old, schedule.SourceScheduled, 1)}, {Key: "scheduleId", Value: "job"},
+		{Key: "fireTime", Value: old}, {Key: "source", Value: schedule.SourceScheduled}, {Key: "status", Value: schedule.RunPending},
+		{Key: "attempt", Value: 1}, {Key: "createdAt", Value: old}, {Key: "sweepAt", Value: t0}}
+	if _, err := b.store.Collection(schedule.RunsCollection).InsertIdempotent(ctx, orphan); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Set(t0.Add(time.Minute + 30*time.Second))
+	if sum := b.tick(t); sum.Misfired != 1 {
+		t.Fatalf("recovering tick misfired %d, want 1", sum.Misfired)
+	}
+	g.open()
+	<-done
+	if got := g.calls.Load(); got != 2 {
+		t.Errorf("executions %d, want 2 (09:01 and one misfire run)", got)
+	}
+	var misfires []string
+	for _, r := range b.runs(t, "job") {
+		if r.Source == schedule.SourceMisfire {
+			misfires = append(misfires, r.ID+" "+r.Status)
+		}
+	}
+	if len(misfires) != 2 {
+		t.Errorf("misfire runs %v, want the earlier one and a new one", misfires)
+	}
 }
