@@ -175,3 +175,27 @@ func TestHTTPTarget(t *testing.T) {
 	default:
 	}
 }
+
+// TestQueuedSiblingsAreNotSweptIntoTheirOwnOverlap: one tick executes a
+// schedule's catch-up runs one after another under the job lease. Runs
+// still waiting when the decider's reservation ends are the sweep's to
+// recover; executing them then meets the job lease held by their own
+// sibling, and the overlap policy (skip here) used to drop them. A
+// recovered run whose schedule has a live running run waits for it.
+func TestQueuedSiblingsAreNotSweptIntoTheirOwnOverlap(t *testing.T) {
+	b := setup(t)
+	key, g := newGate(t, 1)
+	b.addSchedule(t, schedule.Schedule{ID: "job", Cron: "* * * * *", Overlap: schedule.OverlapSkip,
+		Catchup: schedule.CatchupAll, Target: gateTarget(key)})
+	done := startBlockedTick(t, b, g, 3) // 09:01, 09:02, 09:03 decided; 09:01 blocks
+	// The reservation (1 minute) ends while 09:01 still runs.
+	b.clock.Set(t0.Add(4*time.Minute + 30*time.Second))
+	b.tick(t)
+	g.open()
+	<-done
+	got := fireTimesOf(b.runs(t, "job"))
+	want := []string{"09:01 catchup succeeded", "09:02 scheduled succeeded", "09:03 scheduled succeeded", "09:04 scheduled skipped"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("runs (-want,+got):\n%s", diff)
+	}
+}

@@ -36,8 +36,10 @@ func TestBufferOneSurvivesFailedWrites(t *testing.T) {
 		}
 		g.open()
 		<-done
-		// The run went back to the sweep: the next tick runs it.
-		b.clock.Set(t0.Add(2*time.Minute + 30*time.Second))
+		// The run went back to the sweep, which waits for the running run
+		// it would have overlapped (until that run's heartbeat is due,
+		// leaseTTL + skew after the last one) and then runs it.
+		b.clock.Set(t0.Add(2*time.Minute + 50*time.Second))
 		b.tick(t)
 		want := []string{"09:01 scheduled succeeded", "09:02 scheduled succeeded"}
 		if diff := cmp.Diff(want, fireTimesOf(b.runs(t, "job"))); diff != "" {
@@ -82,16 +84,16 @@ func TestBufferOneSurvivesFailedWrites(t *testing.T) {
 }
 
 // TestMisfireRunIDsDoNotCollide: misfireAt only moves forward ($max), so a
-// buffered fire older than an earlier misfire's (a pending run recovered
-// late by the sweep) left misfireAt where it was. The new misfire run got
-// the earlier one's id, the insert found that finished run, and the
-// misfire was silently dropped.
+// fire buffered later but older than an earlier misfire's left misfireAt
+// where it was. The new misfire run got the earlier one's id, the insert
+// found that finished run, and the misfire was silently dropped.
 func TestMisfireRunIDsDoNotCollide(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
-	key, g := newGate(t, 1)
+	key, g := newGate(t, 0)
 	b.addSchedule(t, schedule.Schedule{ID: "job", Cron: "* * * * *", Overlap: schedule.OverlapBufferOne, Target: gateTarget(key)})
-	// An earlier cycle: a misfire for 09:03 already ran.
+	// An earlier cycle: a misfire for 09:03 already ran (say, for a
+	// manual trigger at 09:03 buffered behind a long run).
 	at := t0.Add(3 * time.Minute)
 	earlier := bson.D{{Key: "_id", Value: schedule.RunID("job", at, schedule.SourceMisfire, 1)}, {Key: "scheduleId", Value: "job"},
 		{Key: "fireTime", Value: at}, {Key: "source", Value: schedule.SourceMisfire}, {Key: "status", Value: schedule.RunSucceeded},
@@ -103,24 +105,24 @@ func TestMisfireRunIDsDoNotCollide(t *testing.T) {
 		bson.D{{Key: "$set", Value: bson.D{{Key: "misfireAt", Value: at}}}}); err != nil {
 		t.Fatal(err)
 	}
-	done := startBlockedTick(t, b, g, 1) // 09:01 runs and holds the job lease
-	// A run for 09:02 that a dead tick left pending; the sweep recovers it
-	// while 09:01 runs, and buffers it.
-	old := t0.Add(2 * time.Minute)
-	orphan := bson.D{{Key: "_id", Value: schedule.RunID("job", old, schedule.SourceScheduled, 1)}, {Key: "scheduleId", Value: "job"},
-		{Key: "fireTime", Value: old}, {Key: "source", Value: schedule.SourceScheduled}, {Key: "status", Value: schedule.RunPending},
-		{Key: "attempt", Value: 1}, {Key: "createdAt", Value: old}, {Key: "sweepAt", Value: t0}}
-	if _, err := b.store.Collection(schedule.RunsCollection).InsertIdempotent(ctx, orphan); err != nil {
+	// Another holder has the job lease when 09:01 fires: 09:01 is
+	// buffered, and misfireAt stays at 09:03.
+	l, err := b.leases.Acquire(ctx, scheduler.JobLease("job"), 30*time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
-	b.clock.Set(t0.Add(time.Minute + 30*time.Second))
+	b.clock.Set(t0.Add(time.Minute + time.Second))
 	if sum := b.tick(t); sum.Misfired != 1 {
-		t.Fatalf("recovering tick misfired %d, want 1", sum.Misfired)
+		t.Fatalf("09:01 misfired %d, want 1", sum.Misfired)
 	}
-	g.open()
-	<-done
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// 09:02 runs, and its holder runs the misfire before releasing.
+	b.clock.Set(t0.Add(2*time.Minute + time.Second))
+	b.tick(t)
 	if got := g.calls.Load(); got != 2 {
-		t.Errorf("executions %d, want 2 (09:01 and one misfire run)", got)
+		t.Errorf("executions %d, want 2 (09:02 and one misfire run)", got)
 	}
 	var misfires []string
 	for _, r := range b.runs(t, "job") {

@@ -140,14 +140,16 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 		return nil
 	}
 	bySchedule := map[string]*scheduleWork{}
+	busyUntil := map[string]time.Time{} // schedule → a live running run's sweepAt, or zero
 	var work []*scheduleWork
 	for i := range runs {
 		r := &runs[i]
 		// Reserve it, conditional on the sweepAt we read, so that one
 		// sweeper takes it; the reservation ends after e.reservation().
+		reserved := now.Add(e.reservation())
 		err := e.runs.UpdateOne(ctx,
 			bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}, {Key: "sweepAt", Value: r.SweepAt}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "sweepAt", Value: now.Add(e.reservation())}}}})
+			bson.D{{Key: "$set", Value: bson.D{{Key: "sweepAt", Value: reserved}}}})
 		if err != nil {
 			if !errors.Is(err, store.ErrConflict) {
 				c.errors.Add(1)
@@ -169,12 +171,55 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 			}
 			w = &scheduleWork{s: s}
 			bySchedule[r.ScheduleID] = w
+			if s.Overlap != schedule.OverlapAllow {
+				busyUntil[s.ID] = e.liveRunUntil(ctx, s.ID, now)
+			}
+		}
+		if until := busyUntil[r.ScheduleID]; !until.IsZero() {
+			// A run of this schedule is running. This run may be its
+			// sibling, queued behind it by the tick that decided both
+			// (catch-up), whose reservation ran out meanwhile: executing
+			// it now would meet the job lease held by that sibling and
+			// apply the overlap policy to a run that is no overlap. Look
+			// again when the running run's heartbeat is due; by then its
+			// executor has claimed this one, or has died.
+			e.deferRun(ctx, r, reserved, until)
+			continue
+		}
+		if len(w.runs) == 0 {
 			work = append(work, w)
 		}
 		c.recovered.Add(1)
 		w.runs = append(w.runs, r)
 	}
 	return work
+}
+
+// liveRunUntil returns the sweepAt of a running run of the schedule whose
+// heartbeat is current, or the zero time when there is none.
+func (e *Engine) liveRunUntil(ctx context.Context, scheduleID string, now time.Time) time.Time {
+	var running runDoc
+	err := e.runs.FindOne(ctx,
+		bson.D{{Key: "scheduleId", Value: scheduleID}, {Key: "status", Value: schedule.RunRunning}, {Key: "sweepAt", Value: bson.D{{Key: "$gt", Value: now}}}},
+		&running, options.FindOne().SetSort(bson.D{{Key: "sweepAt", Value: -1}}))
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			e.log.Warn("look for a running sibling failed; executing the pending run", "schedule", scheduleID, "err", err)
+		}
+		return time.Time{}
+	}
+	return running.SweepAt
+}
+
+// deferRun moves a reserved pending run's sweepAt to until.
+func (e *Engine) deferRun(ctx context.Context, r *runDoc, reserved, until time.Time) {
+	err := e.runs.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}, {Key: "sweepAt", Value: reserved}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "sweepAt", Value: until}}}})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		// The reservation stands: the sweep looks again when it ends.
+		e.log.Warn("defer pending run failed", "run", r.ID, "err", err)
+	}
 }
 
 func (e *Engine) abandon(ctx context.Context, r *runDoc, reason string, now time.Time, c *counters) {
