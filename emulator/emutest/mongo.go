@@ -72,6 +72,22 @@ func Store(t testing.TB) *store.Store {
 // emulator, so tests that use it must not run in parallel with each other.
 func FailCommand(t testing.TB, st *store.Store, coll string, mode any, commands ...string) {
 	t.Helper()
+	// 112 is WriteConflict: an error that a driver neither retries here
+	// (retryWrites=false) nor treats as the server going away.
+	failCommand(t, st, coll, mode, bson.D{{Key: "errorCode", Value: 112}}, commands)
+}
+
+// FailCommandAfterWrite is FailCommand for the other half of a lost answer:
+// matching writes land, and then their reply carries a write concern
+// error, so the caller sees a failure for a write that happened.
+func FailCommandAfterWrite(t testing.TB, st *store.Store, coll string, mode any, commands ...string) {
+	t.Helper()
+	failCommand(t, st, coll, mode, bson.D{{Key: "writeConcernError", Value: bson.D{
+		{Key: "code", Value: 64}, {Key: "errmsg", Value: "waiting for replication timed out (emulator fail point)"}}}}, commands)
+}
+
+func failCommand(t testing.TB, st *store.Store, coll string, mode any, how bson.D, commands []string) {
+	t.Helper()
 	admin := st.Database().Client().Database("admin")
 	set := func(mode any, data bson.D) error {
 		cmd := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: mode}}
@@ -84,10 +100,8 @@ func FailCommand(t testing.TB, st *store.Store, coll string, mode any, commands 
 	for _, c := range commands {
 		names = append(names, c)
 	}
-	// 112 is WriteConflict: an error that a driver neither retries here
-	// (retryWrites=false) nor treats as the server going away.
-	err := set(mode, bson.D{{Key: "failCommands", Value: names}, {Key: "errorCode", Value: 112},
-		{Key: "namespace", Value: st.Database().Name() + "." + coll}})
+	data := append(bson.D{{Key: "failCommands", Value: names}, {Key: "namespace", Value: st.Database().Name() + "." + coll}}, how...)
+	err := set(mode, data)
 	if err != nil {
 		t.Fatalf("emutest: configure failCommand: %v", err)
 	}

@@ -20,7 +20,8 @@ const codeFailPoint = 1
 // path.
 //
 // Supported, as in mongod: mode "alwaysOn", "off", {times: n} and
-// {skip: n}; data.failCommands, data.errorCode and data.closeConnection.
+// {skip: n}; data.failCommands, data.errorCode, data.closeConnection and
+// data.writeConcernError (the command runs, then the reply reports it).
 // data.namespace ("db.collection") is baton's addition: it limits the fail
 // point to one collection, so tests sharing the emulator do not see each
 // other's faults, and a test can fail one write among several.
@@ -33,6 +34,7 @@ type failPoint struct {
 	namespace string
 	code      int32
 	close     bool
+	wce       bson.Raw // data.writeConcernError: run the command, then report this
 	entered   int64
 }
 
@@ -97,30 +99,46 @@ func (fp *failPoint) configure(body bson.Raw) bson.D {
 			next.code = int32(n)
 		}
 		next.close, _ = data.Lookup("closeConnection").BooleanOK()
+		if v, err := data.LookupErr("writeConcernError"); err == nil {
+			d, ok := v.DocumentOK()
+			if !ok {
+				return fail("configureFailPoint: data.writeConcernError must be a document {code, errmsg}")
+			}
+			next.wce = append(bson.Raw(nil), d...)
+		}
 		next.namespace, _ = data.Lookup("namespace").StringValueOK()
 	}
 	fp.mu.Lock()
 	defer fp.mu.Unlock()
 	count := fp.entered
 	next.entered = count
-	fp.on, fp.times, fp.skip, fp.commands, fp.namespace, fp.code, fp.close = next.on, next.times, next.skip, next.commands, next.namespace, next.code, next.close
+	fp.on, fp.times, fp.skip, fp.commands, fp.namespace, fp.code, fp.close, fp.wce = next.on, next.times, next.skip, next.commands, next.namespace, next.code, next.close, next.wce
 	return bson.D{{Key: "count", Value: count}, {Key: "ok", Value: 1.0}}
 }
 
 // errCloseConnection asks the front to cut the client's connection.
 var errCloseConnection = errors.New("failCommand fail point: closeConnection")
 
-// check reports whether cmd must fail, and how: a refusal to answer with,
-// or errCloseConnection.
-func (fp *failPoint) check(cmd command) (*refusal, error) {
+// failAction is what the fail point does to one command: nothing (zero),
+// refuse it, cut the connection, or run it and report a write concern
+// error (the write lands, yet the client sees an error: the "applied, but
+// the answer says otherwise" case).
+type failAction struct {
+	refuse *refusal
+	close  bool
+	wce    bson.Raw
+}
+
+// check decides what the fail point does to cmd.
+func (fp *failPoint) check(cmd command) failAction {
 	fp.mu.Lock()
 	defer fp.mu.Unlock()
 	if !fp.on || !fp.commands[cmd.name] || fp.namespace != "" && fp.namespace != cmd.namespace() {
-		return nil, nil
+		return failAction{}
 	}
 	if fp.skip > 0 {
 		fp.skip--
-		return nil, nil
+		return failAction{}
 	}
 	fp.entered++
 	if fp.times > 0 {
@@ -129,10 +147,32 @@ func (fp *failPoint) check(cmd command) (*refusal, error) {
 			fp.on = false
 		}
 	}
-	if fp.close {
-		return nil, errCloseConnection
+	switch {
+	case fp.close:
+		return failAction{close: true}
+	case fp.wce != nil:
+		return failAction{wce: fp.wce}
 	}
-	return &refusal{fp.code, "", fmt.Sprintf("Failing command %s via 'failCommand' failpoint", cmd.name)}, nil
+	return failAction{refuse: &refusal{fp.code, "", fmt.Sprintf("Failing command %s via 'failCommand' failpoint", cmd.name)}}
+}
+
+// withWriteConcernError returns the OP_MSG reply with writeConcernError
+// added to its body, answering req.
+func withWriteConcernError(req message, reply message, wce bson.Raw) ([]byte, error) {
+	body, _, err := parseOpMsg(reply.raw)
+	if err != nil {
+		return nil, fmt.Errorf("write concern error: reply: %w", err)
+	}
+	elems, err := body.Elements()
+	if err != nil {
+		return nil, fmt.Errorf("write concern error: reply: %w", err)
+	}
+	d := make(bson.D, 0, len(elems)+1)
+	for _, e := range elems {
+		d = append(d, bson.E{Key: e.Key(), Value: e.Value()})
+	}
+	d = append(d, bson.E{Key: "writeConcernError", Value: wce})
+	return replyTo(req, d)
 }
 
 // namespace is "db.collection" for commands whose first value names a

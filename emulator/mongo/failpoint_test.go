@@ -79,6 +79,19 @@ func TestFailCommand(t *testing.T) {
 			t.Fatalf("after the cut: doc %v err %v, want it unchanged", doc, err)
 		}
 	})
+	t.Run("writeConcernError: the write lands, the answer is an error", func(t *testing.T) {
+		failCommand(t, db, bson.D{{Key: "times", Value: 1}}, bson.D{
+			{Key: "failCommands", Value: bson.A{"insert"}}, {Key: "namespace", Value: db.Name() + ".target"},
+			{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 64}, {Key: "errmsg", Value: "waiting for replication timed out"}}}})
+		_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "landed"}})
+		var we mdriver.WriteException
+		if !errors.As(err, &we) || we.WriteConcernError == nil || we.WriteConcernError.Code != 64 {
+			t.Fatalf("insert: err=%v, want a write concern error 64", err)
+		}
+		if n, _ := coll.CountDocuments(ctx, bson.D{{Key: "_id", Value: "landed"}}); n != 1 {
+			t.Errorf("%d documents, want 1: the write must land", n)
+		}
+	})
 	t.Run("bad configuration", func(t *testing.T) {
 		err := db.Client().Database("admin").RunCommand(ctx, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "sometimes"}}).Err()
 		var ce mdriver.CommandError

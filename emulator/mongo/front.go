@@ -196,11 +196,13 @@ func (f *front) handle(req message, client, backend net.Conn, br *bufio.Reader) 
 		return f.answer(req, cmd, client, f.fail.configure(cmd.body))
 	}
 	r := cmd.refusal()
+	var act failAction
 	if r == nil {
-		var err error
-		if r, err = f.fail.check(cmd); err != nil {
-			return err // closeConnection: serve cuts the connection
+		act = f.fail.check(cmd)
+		if act.close {
+			return errCloseConnection // serve cuts the connection
 		}
+		r = act.refuse
 	}
 	if r != nil {
 		f.logger.Info("mongo front: refused", "command", cmd.name, "reason", r.codeName, "code", r.code)
@@ -233,8 +235,14 @@ func (f *front) handle(req message, client, backend net.Conn, br *bufio.Reader) 
 		if reply.opCode != opMsg || reply.flags()&flagMoreToCome == 0 {
 			unlock() // the write is done; do not wait on a slow client
 		}
+		raw := reply.raw
+		if act.wce != nil && reply.opCode == opMsg {
+			if raw, err = withWriteConcernError(req, reply, act.wce); err != nil {
+				return err
+			}
+		}
 		if !cmd.moreToCome {
-			if _, err := client.Write(reply.raw); err != nil {
+			if _, err := client.Write(raw); err != nil {
 				return fmt.Errorf("relay reply: %w", err)
 			}
 		}

@@ -31,6 +31,8 @@ locals {
     { collection = "runs", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "fireTime", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
     # scheduler: the sweeps (pending runs due, running runs whose heartbeat expired).
     { collection = "runs", fields = [{ path = "status", order = "ASCENDING" }, { path = "sweepAt", order = "ASCENDING" }] },
+    # scheduler: the recovery sweep's check for a live sibling decided by the same tick.
+    { collection = "runs", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "status", order = "ASCENDING" }, { path = "createdAt", order = "ASCENDING" }, { path = "sweepAt", order = "DESCENDING" }] },
     # gpu: the queue, best job first (priority, then age).
     { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "priority", order = "DESCENDING" }, { path = "createdAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # gpu: expired job leases.

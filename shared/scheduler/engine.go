@@ -164,6 +164,9 @@ var Indexes = []store.Index{
 	// The sweeps: pending runs that are due or orphaned, running runs whose
 	// heartbeat expired. sweepAt is when the sweeper should look at a run.
 	{Collection: schedule.RunsCollection, Name: "sweep", Keys: bson.D{{Key: "status", Value: 1}, {Key: "sweepAt", Value: 1}}},
+	// The recovery sweep's check for a live sibling: a running run decided
+	// by the same tick (same createdAt) as a pending one.
+	{Collection: schedule.RunsCollection, Name: "siblings", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "status", Value: 1}, {Key: "createdAt", Value: 1}, {Key: "sweepAt", Value: -1}}},
 }
 
 // Summary is what a tick did. It is the Tick function's JSON answer.

@@ -275,7 +275,14 @@ func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, he
 		if e.beforeMisfireWrite != nil {
 			e.beforeMisfireWrite(s.ID, "flag")
 		}
-		if err := e.setMisfire(ctx, s.ID, r.FireTime); err != nil {
+		err := e.setMisfire(ctx, s.ID, r.FireTime, true)
+		if err != nil && e.misfireSet(ctx, s.ID) {
+			// The write landed and only its answer was lost, or another
+			// buffered fire set the flag: a misfire run covers this fire.
+			e.log.Warn("set misfire flag reported an error, but the flag is set", "run", r.ID, "err", err)
+			err = nil
+		}
+		if err != nil {
 			// The run says buffered, but no flag does, so nobody would
 			// run it: put it back in the sweep's hands, which tries again.
 			c.errors.Add(1)
@@ -313,10 +320,7 @@ func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease
 		return
 	}
 	for ctx.Err() == nil && l.Context().Err() == nil {
-		var got struct {
-			MisfireAt  time.Time `bson:"misfireAt"`
-			MisfireSeq int64     `bson:"misfireSeq"`
-		}
+		var got misfireState
 		err := e.schedules.FindOneAndUpdate(ctx,
 			bson.D{{Key: "_id", Value: s.ID}, {Key: "misfire", Value: true}, {Key: "$or", Value: bson.A{
 				bson.D{{Key: jobFenceField, Value: bson.D{{Key: "$lte", Value: l.Epoch()}}}},
@@ -324,6 +328,15 @@ func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease
 			}}},
 			bson.D{{Key: "$set", Value: bson.D{{Key: "misfire", Value: false}, {Key: jobFenceField, Value: l.Epoch()}}}},
 			&got)
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			// The clear may have landed with its answer lost. If the
+			// flag is down under our fence, go on as if it answered: the
+			// run id below is the one this flag setting owns, so a clear
+			// we did not in fact make records nothing new.
+			if gerr := e.schedules.Get(ctx, s.ID, &got); gerr == nil && !got.Misfire && got.JobFence == l.Epoch() {
+				err = nil
+			}
+		}
 		if err != nil {
 			if !errors.Is(err, store.ErrConflict) {
 				c.errors.Add(1)
@@ -348,11 +361,20 @@ func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease
 			e.beforeMisfireWrite(s.ID, "run")
 		}
 		if _, err := e.runs.InsertIdempotent(ctx, rd); err != nil {
+			var landed runDoc
+			if gerr := e.runs.Get(ctx, rd.ID, &landed); gerr == nil {
+				// The insert landed; only its answer was lost.
+				e.log.Warn("record misfire run reported an error, but the run is there", "run", rd.ID, "err", err)
+				e.claimAndRun(ctx, s, l, &landed, c)
+				continue
+			}
 			// The flag is cleared and no run records the misfire: set the
 			// flag again, so that a later check (this holder's after it
-			// releases, or the next holder's) runs it.
+			// releases, or the next holder's) runs it. The sequence stays,
+			// so the retry uses this run id: if the insert did land after
+			// all, the retry finds it rather than adding a second run.
 			c.errors.Add(1)
-			if ferr := e.setMisfire(ctx, s.ID, at); ferr != nil {
+			if ferr := e.setMisfire(ctx, s.ID, at, false); ferr != nil {
 				e.log.Error("misfire lost: recording its run failed, and so did setting the flag again", "schedule", s.ID, "err", err, "undo_err", ferr)
 			} else {
 				e.log.Warn("record misfire run failed; flag set again for a later check", "schedule", s.ID, "err", err)
@@ -363,17 +385,36 @@ func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease
 	}
 }
 
+// misfireState is the schedule document's buffer_one bookkeeping.
+type misfireState struct {
+	Misfire    bool      `bson:"misfire"`
+	MisfireAt  time.Time `bson:"misfireAt"`
+	MisfireSeq int64     `bson:"misfireSeq"`
+	JobFence   int64     `bson:"jobFence"`
+}
+
+// misfireSet reports whether the schedule's misfire flag is set (false
+// when that cannot be read).
+func (e *Engine) misfireSet(ctx context.Context, scheduleID string) bool {
+	n, err := e.schedules.Count(ctx, bson.D{{Key: "_id", Value: scheduleID}, {Key: "misfire", Value: true}})
+	return err == nil && n > 0
+}
+
 // setMisfire sets the schedule's misfire flag for a buffered fire at
-// fireTime. The write is idempotent, so a failure is retried a few times
-// before the caller has to undo the write it paired with.
-func (e *Engine) setMisfire(ctx context.Context, scheduleID string, fireTime time.Time) error {
+// fireTime; bump starts a new misfire run id (misfireSeq). A failure is
+// retried a few times before the caller has to undo the write it paired
+// with. A retry of an applied bump bumps twice, which only skips a number.
+func (e *Engine) setMisfire(ctx context.Context, scheduleID string, fireTime time.Time, bump bool) error {
+	update := bson.D{
+		{Key: "$set", Value: bson.D{{Key: "misfire", Value: true}}},
+		{Key: "$max", Value: bson.D{{Key: "misfireAt", Value: fireTime.UTC()}}},
+	}
+	if bump {
+		update = append(update, bson.E{Key: "$inc", Value: bson.D{{Key: "misfireSeq", Value: int64(1)}}})
+	}
 	var err error
 	for try, wait := 1, 50*time.Millisecond; ; try, wait = try+1, wait*2 {
-		err = e.schedules.UpdateOne(ctx, bson.D{{Key: "_id", Value: scheduleID}}, bson.D{
-			{Key: "$set", Value: bson.D{{Key: "misfire", Value: true}}},
-			{Key: "$max", Value: bson.D{{Key: "misfireAt", Value: fireTime.UTC()}}},
-			{Key: "$inc", Value: bson.D{{Key: "misfireSeq", Value: int64(1)}}},
-		})
+		err = e.schedules.UpdateOne(ctx, bson.D{{Key: "_id", Value: scheduleID}}, update)
 		if err == nil || errors.Is(err, store.ErrConflict) || try == 3 {
 			return err
 		}

@@ -83,6 +83,52 @@ func TestBufferOneSurvivesFailedWrites(t *testing.T) {
 	})
 }
 
+// TestBufferOneLostAnswers: the other half of a failed write. With
+// retryWrites=false, a write can land while its caller sees an error (the
+// emulator's fail point reports a write concern error after the write).
+// Undoing or repeating such a write must not run the fire twice.
+func TestBufferOneLostAnswers(t *testing.T) {
+	for _, tc := range []struct{ name, step, coll, command string }{
+		{"the flag write lands but reports an error", "flag", schedule.SchedulesCollection, "update"},
+		{"the misfire run insert lands but reports an error", "run", schedule.RunsCollection, "insert"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := setup(t)
+			key, g := newGate(t, 1)
+			b.addSchedule(t, schedule.Schedule{ID: "job", Cron: "* * * * *", Overlap: schedule.OverlapBufferOne, Target: gateTarget(key)})
+			armed := false
+			scheduler.SetBeforeMisfireWrite(b.eng, func(_, step string) {
+				if step == tc.step && !armed {
+					armed = true
+					emutest.FailCommandAfterWrite(t, b.store, tc.coll, "alwaysOn", tc.command)
+				}
+			})
+			done := startBlockedTick(t, b, g, 1)
+			b.clock.Set(t0.Add(2*time.Minute + time.Second))
+			b.tick(t)
+			if tc.step == "flag" {
+				emutest.FailCommandOff(t, b.store)
+			}
+			g.open()
+			<-done
+			emutest.FailCommandOff(t, b.store)
+			// Whatever went back to the sweep has its chance to run.
+			b.clock.Set(t0.Add(2*time.Minute + 50*time.Second))
+			b.tick(t)
+			if !armed {
+				t.Fatal("the fail point was never armed")
+			}
+			want := []string{"09:01 scheduled succeeded", "09:02 scheduled skipped", "09:02 misfire succeeded"}
+			if diff := cmp.Diff(want, fireTimesOf(b.runs(t, "job"))); diff != "" {
+				t.Errorf("runs (-want,+got):\n%s", diff)
+			}
+			if got := g.calls.Load(); got != 2 {
+				t.Errorf("executions %d, want 2 (the long run and one misfire run)", got)
+			}
+		})
+	}
+}
+
 // TestMisfireRunIDsDoNotCollide: misfireAt only moves forward ($max), so a
 // fire buffered later but older than an earlier misfire's left misfireAt
 // where it was. The new misfire run got the earlier one's id, the insert

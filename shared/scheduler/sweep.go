@@ -140,7 +140,11 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 		return nil
 	}
 	bySchedule := map[string]*scheduleWork{}
-	busyUntil := map[string]time.Time{} // schedule → a live running run's sweepAt, or zero
+	type batch struct {
+		scheduleID string
+		decided    time.Time
+	}
+	busyUntil := map[batch]time.Time{} // a live running sibling's sweepAt, or zero
 	var work []*scheduleWork
 	for i := range runs {
 		r := &runs[i]
@@ -171,20 +175,25 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 			}
 			w = &scheduleWork{s: s}
 			bySchedule[r.ScheduleID] = w
-			if s.Overlap != schedule.OverlapAllow {
-				busyUntil[s.ID] = e.liveRunUntil(ctx, s.ID, now)
-			}
 		}
-		if until := busyUntil[r.ScheduleID]; !until.IsZero() {
-			// A run of this schedule is running. This run may be its
-			// sibling, queued behind it by the tick that decided both
-			// (catch-up), whose reservation ran out meanwhile: executing
-			// it now would meet the job lease held by that sibling and
-			// apply the overlap policy to a run that is no overlap. Look
-			// again when the running run's heartbeat is due; by then its
-			// executor has claimed this one, or has died.
-			e.deferRun(ctx, r, reserved, until)
-			continue
+		if w.s.Overlap != schedule.OverlapAllow && r.Source != schedule.SourceRetry && r.Source != schedule.SourceMisfire {
+			key := batch{r.ScheduleID, r.CreatedAt}
+			until, seen := busyUntil[key]
+			if !seen {
+				until = e.liveSiblingUntil(ctx, r, now)
+				busyUntil[key] = until
+			}
+			if !until.IsZero() {
+				// A run decided by the same tick is running: this one is
+				// queued behind it (catch-up), and the decider's
+				// reservation ran out meanwhile. Executing it now would
+				// meet the job lease held by its own sibling and apply the
+				// overlap policy to a run that is no overlap. Look again
+				// when the sibling's heartbeat is due; by then the same
+				// executor has claimed this one, or has died.
+				e.deferRun(ctx, r, reserved, until)
+				continue
+			}
 		}
 		if len(w.runs) == 0 {
 			work = append(work, w)
@@ -195,16 +204,20 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 	return work
 }
 
-// liveRunUntil returns the sweepAt of a running run of the schedule whose
-// heartbeat is current, or the zero time when there is none.
-func (e *Engine) liveRunUntil(ctx context.Context, scheduleID string, now time.Time) time.Time {
+// liveSiblingUntil returns the sweepAt of a running run that the tick
+// which decided r also decided (same schedule, same createdAt) and whose
+// heartbeat is current, or the zero time when there is none. Only such a
+// sibling defers r: the deferral ends with that tick's own batch, so a
+// schedule that always has some run going cannot hold r back forever.
+func (e *Engine) liveSiblingUntil(ctx context.Context, r *runDoc, now time.Time) time.Time {
 	var running runDoc
 	err := e.runs.FindOne(ctx,
-		bson.D{{Key: "scheduleId", Value: scheduleID}, {Key: "status", Value: schedule.RunRunning}, {Key: "sweepAt", Value: bson.D{{Key: "$gt", Value: now}}}},
+		bson.D{{Key: "scheduleId", Value: r.ScheduleID}, {Key: "status", Value: schedule.RunRunning}, {Key: "createdAt", Value: r.CreatedAt},
+			{Key: "sweepAt", Value: bson.D{{Key: "$gt", Value: now}}}},
 		&running, options.FindOne().SetSort(bson.D{{Key: "sweepAt", Value: -1}}))
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
-			e.log.Warn("look for a running sibling failed; executing the pending run", "schedule", scheduleID, "err", err)
+			e.log.Warn("look for a running sibling failed; executing the pending run", "run", r.ID, "err", err)
 		}
 		return time.Time{}
 	}
