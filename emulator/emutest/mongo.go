@@ -88,32 +88,31 @@ func FailCommandAfterWrite(t testing.TB, st *store.Store, coll string, mode any,
 
 func failCommand(t testing.TB, st *store.Store, coll string, mode any, how bson.D, commands []string) {
 	t.Helper()
-	admin := st.Database().Client().Database("admin")
-	set := func(mode any, data bson.D) error {
-		cmd := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: mode}}
-		if data != nil {
-			cmd = append(cmd, bson.E{Key: "data", Value: data})
-		}
-		return admin.RunCommand(context.Background(), cmd).Err()
-	}
 	names := bson.A{}
 	for _, c := range commands {
 		names = append(names, c)
 	}
 	data := append(bson.D{{Key: "failCommands", Value: names}, {Key: "namespace", Value: st.Database().Name() + "." + coll}}, how...)
-	err := set(mode, data)
-	if err != nil {
+	if err := configureFailPoint(st, mode, data); err != nil {
 		t.Fatalf("emutest: configure failCommand: %v", err)
 	}
-	t.Cleanup(func() { _ = set("off", nil) })
+	t.Cleanup(func() { _ = configureFailPoint(st, "off", nil) })
 }
 
 // FailCommandOff turns the fail point off before the test ends.
 func FailCommandOff(t testing.TB, st *store.Store) {
 	t.Helper()
-	err := st.Database().Client().Database("admin").RunCommand(context.Background(),
-		bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}}).Err()
-	if err != nil {
+	if err := configureFailPoint(st, "off", nil); err != nil {
 		t.Fatalf("emutest: turn failCommand off: %v", err)
 	}
+}
+
+// configureFailPoint sends configureFailPoint for failCommand to the
+// emulator behind st; data is omitted when nil (mode "off").
+func configureFailPoint(st *store.Store, mode any, data bson.D) error {
+	cmd := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: mode}}
+	if data != nil {
+		cmd = append(cmd, bson.E{Key: "data", Value: data})
+	}
+	return st.Database().Client().Database("admin").RunCommand(context.Background(), cmd).Err()
 }
