@@ -448,10 +448,10 @@ func (e *Engine) releaseJob(ctx context.Context, s *schedule.Schedule, l *lease.
 		if s.Overlap != schedule.OverlapBufferOne || ctx.Err() != nil {
 			return
 		}
-		n, err := e.schedules.Count(ctx, bson.D{{Key: "_id", Value: s.ID}, {Key: "misfire", Value: true}})
-		if err != nil || n == 0 || round == maxReleaseRounds {
+		if !e.misfireSet(ctx, s.ID) || round == maxReleaseRounds {
 			return
 		}
+		var err error
 		l, err = e.cfg.Leases.Acquire(ctx, JobLease(s.ID), leaseTTL(s))
 		if err != nil {
 			return
