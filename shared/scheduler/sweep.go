@@ -123,9 +123,7 @@ func (e *Engine) jobAlive(ctx context.Context, r *runDoc) (left time.Duration, a
 // first) and the runs behind them, whose executors did die, would never be
 // failed over. Conditional on the sweepAt we read, like the failover.
 func (e *Engine) postpone(ctx context.Context, r *runDoc, now time.Time, left time.Duration, c *counters) {
-	err := e.runs.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunRunning}, {Key: "sweepAt", Value: r.SweepAt}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "sweepAt", Value: now.Add(max(left, time.Second))}}}})
+	err := e.moveSweep(ctx, r.ID, schedule.RunRunning, r.SweepAt, now.Add(max(left, time.Second)))
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		c.errors.Add(1)
 		e.log.Error("postpone sweep of live run failed", "run", r.ID, "err", err)
@@ -151,10 +149,7 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 		// Reserve it, conditional on the sweepAt we read, so that one
 		// sweeper takes it; the reservation ends after e.reservation().
 		reserved := now.Add(e.reservation())
-		err := e.runs.UpdateOne(ctx,
-			bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}, {Key: "sweepAt", Value: r.SweepAt}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "sweepAt", Value: reserved}}}})
-		if err != nil {
+		if err := e.moveSweep(ctx, r.ID, schedule.RunPending, r.SweepAt, reserved); err != nil {
 			if !errors.Is(err, store.ErrConflict) {
 				c.errors.Add(1)
 				e.log.Error("reserve pending run failed", "run", r.ID, "err", err)
@@ -224,12 +219,19 @@ func (e *Engine) liveSiblingUntil(ctx context.Context, r *runDoc, now time.Time)
 	return running.SweepAt
 }
 
+// moveSweep sets a run's sweepAt to to, only while the run is still in
+// status with the sweepAt from that the caller read: concurrent sweepers
+// agree on who reserved, postponed or deferred it, and a heartbeat or a
+// claim that landed meanwhile wins. ErrConflict when it did.
+func (e *Engine) moveSweep(ctx context.Context, id, status string, from, to time.Time) error {
+	return e.runs.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "status", Value: status}, {Key: "sweepAt", Value: from}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "sweepAt", Value: to}}}})
+}
+
 // deferRun moves a reserved pending run's sweepAt to until.
 func (e *Engine) deferRun(ctx context.Context, r *runDoc, reserved, until time.Time) {
-	err := e.runs.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}, {Key: "sweepAt", Value: reserved}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "sweepAt", Value: until}}}})
-	if err != nil && !errors.Is(err, store.ErrConflict) {
+	if err := e.moveSweep(ctx, r.ID, schedule.RunPending, reserved, until); err != nil && !errors.Is(err, store.ErrConflict) {
 		// The reservation stands: the sweep looks again when it ends.
 		e.log.Warn("defer pending run failed", "run", r.ID, "err", err)
 	}
