@@ -26,6 +26,7 @@ const (
 	FnSchedules = "Schedules"
 	FnGPU       = "GPU"
 	FnRent      = "Rent"
+	FnRun       = "Run"
 	SvcWorker   = "gpu-worker"
 	CLI         = "cli"
 )
@@ -49,9 +50,14 @@ const (
 	EnvWorkerCommand  = "BATON_WORKER_COMMAND"
 	EnvLogLevel       = "BATON_LOG_LEVEL"
 	EnvTargetIDToken  = "BATON_TARGET_ID_TOKEN"
+	EnvTasksQueue     = "BATON_TASKS_QUEUE"
+	EnvRunURL         = "BATON_RUN_URL"
+	EnvTasksAccount   = "BATON_TASKS_SERVICE_ACCOUNT"
+	EnvTasksEmu       = "CLOUD_TASKS_EMULATOR_HOST"
+	EnvSubMinute      = "BATON_SUBMINUTE"
 )
 
-var functions = []string{FnTick, FnSchedules, FnGPU}
+var functions = []string{FnTick, FnSchedules, FnGPU, FnRun}
 
 // Vars lists every environment variable baton reads.
 var Vars = []Var{
@@ -60,10 +66,10 @@ var Vars = []Var{
 	{EnvBucket, append(functions, SvcWorker, CLI), "", "Cloud Storage bucket for leases and job output."},
 	{EnvStorageEmu, nil, "", "host:port of a GCS emulator (set by `baton local`); unset in the cloud."},
 	{EnvToken, append(functions, SvcWorker, CLI), "", "Bearer token required by the API when set (local use). In the cloud, IAM invoker checks authenticate callers."},
-	{EnvAllowedTargets, []string{FnTick, FnSchedules}, "", "Comma-separated host allowlist for `http` targets (`host`, `host:port`, `*.example.com`). Empty refuses every http target."},
-	{EnvGPUPool, []string{FnTick, FnSchedules, FnGPU, CLI}, "", "GPU worker pool: comma-separated `URL=slots` entries."},
+	{EnvAllowedTargets, []string{FnTick, FnSchedules, FnRun}, "", "Comma-separated host allowlist for `http` targets (`host`, `host:port`, `*.example.com`). Empty refuses every http target."},
+	{EnvGPUPool, []string{FnTick, FnSchedules, FnGPU, FnRun, CLI}, "", "GPU worker pool: comma-separated `URL=slots` entries."},
 	{EnvTickLeaseTTL, []string{FnTick}, "30s", "TTL of the tick lease."},
-	{EnvClockSkew, []string{FnTick, FnSchedules, FnGPU, CLI}, "2s", "Clock-skew allowance added to every lease expiry."},
+	{EnvClockSkew, []string{FnTick, FnSchedules, FnGPU, FnRun, CLI}, "2s", "Clock-skew allowance added to every lease expiry."},
 	{EnvURL, []string{CLI}, "http://127.0.0.1:8080", "Base URL of the functions for the CLI (`/Schedules`, `/GPU` are appended)."},
 	{EnvSchedulesURL, []string{CLI}, "", "URL of the Schedules function for the CLI, when each function has its own URL (the cloud). Empty means `$BATON_URL/Schedules`."},
 	{EnvGPUURL, []string{CLI}, "", "URL of the GPU function for the CLI, when each function has its own URL (the cloud). Empty means `$BATON_URL/GPU`."},
@@ -71,7 +77,12 @@ var Vars = []Var{
 	{EnvControlURL, []string{SvcWorker}, "", "URL of the GPU function, which the worker calls back (heartbeat, complete)."},
 	{EnvWorkerCommand, []string{SvcWorker}, `["sh","-c","cat"]`, "The command a GPU worker runs for each job, as a JSON argv list."},
 	{EnvLogLevel, nil, "info", "debug, info, warn or error."},
-	{EnvTargetIDToken, []string{FnTick, FnSchedules, CLI}, "false", "`true` makes `http` targets carry a Google-signed OIDC ID token (audience: the target URL), as in the cloud, where Terraform sets it. Locally there are no Google credentials: leave it `false`."},
+	{EnvTargetIDToken, []string{FnTick, FnSchedules, FnRun, CLI}, "false", "`true` makes `http` targets carry a Google-signed OIDC ID token (audience: the target URL), as in the cloud, where Terraform sets it. Locally there are no Google credentials: leave it `false`."},
+	{EnvTasksQueue, []string{FnTick, FnSchedules, FnRun}, "", "Cloud Tasks queue that decided runs are handed to (`projects/P/locations/L/queues/baton-runs`). Each task calls the Run function. Empty executes runs inside the calling process, which only `baton daemon` should do: a Tick that executes waits for its slowest target."},
+	{EnvRunURL, []string{FnTick, FnSchedules, FnRun}, "", "URL of the Run function: every task's HTTP target and the audience of its OIDC token."},
+	{EnvTasksAccount, []string{FnTick, FnSchedules, FnRun}, "", "Service account whose OIDC token each task carries to Run (Terraform's `baton-tasks`). The enqueuer needs `iam.serviceAccounts.actAs` on it."},
+	{EnvTasksEmu, nil, "", "host:port of a Cloud Tasks emulator (set by `baton local`); unset in the cloud."},
+	{EnvSubMinute, []string{FnSchedules}, "false", "`true` when something ticks at second granularity (`baton daemon`, deployed by Terraform with `daemon_image`). Otherwise a seconds-level cron is refused with 400 instead of being fired once a minute."},
 }
 
 // Get returns the variable's value, or its declared default. It panics on a
