@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"sync"
@@ -274,6 +275,20 @@ func dowNumber(s string) (int, bool) {
 		return 0, false
 	}
 	return v, true
+}
+
+// SubMinute reports whether spec can fire twice within one minute: a
+// seconds field that matches more than one second, or "@every" under a
+// minute. Such a schedule needs a ticker at second granularity (baton
+// daemon); a once-a-minute Tick would fire it once a minute, in silence.
+func SubMinute(spec Spec) bool {
+	switch sp := spec.(type) {
+	case *cronSpec:
+		return bits.OnesCount64(sp.s.Second&^(1<<63)) > 1
+	case *everySpec:
+		return sp.d < time.Minute
+	}
+	return false
 }
 
 // cronSpec is a field-based expression, held as the parser's bit sets.

@@ -199,8 +199,27 @@ type Run struct {
 	Error       string    `bson:"error,omitempty" json:"error,omitempty"`
 	// Output is a short summary (an HTTP status, a GPU job id).
 	Output string `bson:"output,omitempty" json:"output,omitempty"`
+	// Delivery is the execution plane's account of the task that claimed
+	// the run (Cloud Tasks' X-CloudTasks-* headers); nil when the run was
+	// executed in-process (baton daemon).
+	Delivery *Delivery `bson:"delivery,omitempty" json:"delivery,omitempty"`
 	// Fence is the epoch of the last lease holder that wrote the run.
 	Fence int64 `bson:"fence" json:"-"`
+}
+
+// Delivery is one delivery of a Cloud Task to the Run function, as its
+// headers describe it. It is kept on the run so that history shows when the
+// queue had to retry before a Run claimed it.
+type Delivery struct {
+	// Queue and Task are the short queue and task ids.
+	Queue string `bson:"queue,omitempty" json:"queue,omitempty"`
+	Task  string `bson:"task,omitempty" json:"task,omitempty"`
+	// RetryCount is how often the queue retried the task before this
+	// delivery (X-CloudTasks-TaskRetryCount).
+	RetryCount int `bson:"retryCount" json:"retryCount"`
+	// ExecutionCount is how many earlier deliveries got an answer from Run
+	// (X-CloudTasks-TaskExecutionCount).
+	ExecutionCount int `bson:"executionCount" json:"executionCount"`
 }
 
 // RunID is the deterministic _id of the run of a schedule at a fire time.

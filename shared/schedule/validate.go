@@ -42,7 +42,24 @@ type ValidateOptions struct {
 	AllowedHosts []string
 	// Builtins are the registered builtin target names; nil skips the check.
 	Builtins []string
+	// RefuseSubMinute refuses a cron that can fire twice within a minute
+	// (SubMinute). The deployed system ticks once a minute unless baton
+	// daemon runs; it would fire such a schedule once a minute in silence.
+	RefuseSubMinute bool
 }
+
+// SubMinuteHint is the reason given when RefuseSubMinute refuses a cron.
+const SubMinuteHint = "fires more than once a minute, but this deployment ticks once a minute: deploy baton daemon " +
+	"(Terraform: -var daemon_image=IMAGE, docs/deploy.md), which ticks every second, or use a cron of one minute or more"
+
+// Cloud Tasks bounds: a task's dispatch deadline is 15 s to 30 min. Each run
+// executes in the Run function, called by one task, so an http target must
+// finish within the deadline, less what Run needs to take the job lease and
+// record the outcome.
+const (
+	MaxDispatchDeadline = 30 * time.Minute
+	RunOverhead         = time.Minute
+)
 
 // Defaults and bounds applied by Normalize. They are exported so that docs,
 // the API and the scheduler quote the same numbers.
@@ -65,8 +82,12 @@ const (
 	MinLeaseTTL      = 3 * time.Second
 	MaxLeaseTTL      = time.Hour
 	MinHTTPTimeout   = time.Second
-	MaxHTTPTimeout   = 30 * time.Minute
-	MaxGPUAttempts   = 10
+	// MaxHTTPTimeout leaves RunOverhead of Cloud Tasks' longest dispatch
+	// deadline (MaxDispatchDeadline) to the Run function's own writes: a
+	// target that may take the whole deadline would see its task retried
+	// while it still runs.
+	MaxHTTPTimeout = MaxDispatchDeadline - RunOverhead
+	MaxGPUAttempts = 10
 	// MaxGPUPriority is the GPU queue's own limit (gpu.MaxPriority): a
 	// higher one would be accepted here and refused by every run.
 	MaxGPUPriority    = 1000
@@ -160,8 +181,12 @@ func (s *Schedule) validate(o ValidateOptions) error {
 	if len(s.Cron) > MaxCronLen {
 		return fieldErr("cron", "is %d bytes; at most %d", len(s.Cron), MaxCronLen)
 	}
-	if _, err := Parse(s.Cron); err != nil {
+	spec, err := Parse(s.Cron)
+	if err != nil {
 		return err
+	}
+	if o.RefuseSubMinute && SubMinute(spec) {
+		return fieldErr("cron", "%q %s", s.Cron, SubMinuteHint)
 	}
 	if _, err := LoadLocation(s.TimeZone); err != nil {
 		return err
@@ -261,6 +286,11 @@ func (h *HTTPTarget) validate(allowed []string) error {
 	}
 	if len(h.Body) > MaxHTTPBody {
 		return fieldErr("target.http.body", "is %d bytes; at most %d", len(h.Body), MaxHTTPBody)
+	}
+	if h.Timeout.D() > MaxHTTPTimeout {
+		return fieldErr("target.http.timeout", "is %s; at most %s: each run executes in one Cloud Tasks dispatch, whose deadline is at most %s, and Run keeps %s of it for the job lease and the outcome. "+
+			"For longer work use a gpu target (it only enqueues; its timeout may be up to %s) or have the target start the job and return",
+			h.Timeout, MaxHTTPTimeout, MaxDispatchDeadline, RunOverhead, MaxGPUTimeout)
 	}
 	return durationIn("target.http.timeout", h.Timeout, MinHTTPTimeout, MaxHTTPTimeout)
 }
