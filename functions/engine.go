@@ -30,6 +30,7 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 		Store: d.Store, Leases: m, Now: d.Clock(), TickLeaseTTL: d.TickLeaseTTL,
 		AllowedTargets: d.AllowedTargets, HTTPClient: d.HTTPClient, Logger: d.Logger,
 		IDToken: config.Get(config.EnvTargetIDToken) == "true",
+		Tasks:   d.Tasks,
 	}
 	if d.GPUPool != "" {
 		dis, err := NewGPUDispatcher(d)

@@ -18,7 +18,9 @@ import (
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/logging"
 	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/taskqueue"
 )
 
 // Deps are the clients and settings the functions share. In the cloud they
@@ -50,6 +52,16 @@ type Deps struct {
 	TickLeaseTTL time.Duration
 	// ClockSkew is added to every lease expiry (BATON_CLOCK_SKEW).
 	ClockSkew time.Duration
+	// Tasks hands decided runs to the Run function through Cloud Tasks
+	// (BATON_TASKS_QUEUE). nil makes Tick execute them itself, waiting for
+	// the slowest target: FromEnv warns about it.
+	Tasks scheduler.Dispatcher
+	// SubMinute says that something ticks at second granularity (baton
+	// daemon, or the local stack), so seconds-level crons are accepted
+	// (BATON_SUBMINUTE).
+	SubMinute bool
+
+	closers []func() error
 }
 
 // Clock returns d.Now or time.Now.
@@ -106,6 +118,20 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 		}
 		d.Store = s
 	}
+	d.SubMinute = config.Get(config.EnvSubMinute) == "true"
+	if q := config.Get(config.EnvTasksQueue); q != "" {
+		tq, err := taskqueue.Open(ctx, taskqueue.Config{
+			Queue: q, URL: config.Get(config.EnvRunURL), ServiceAccount: config.Get(config.EnvTasksAccount),
+		}, config.Get(config.EnvTasksEmu))
+		if err != nil {
+			d.close()
+			return nil, fmt.Errorf("functions: %w", err)
+		}
+		d.Tasks = tq
+		d.closers = append(d.closers, tq.Close)
+	} else {
+		d.Logger.Warn(config.EnvTasksQueue + " is not set: Tick executes runs itself and waits for the slowest target; set it to hand runs to the Run function")
+	}
 	if d.Bucket != "" {
 		c, err := storage.NewClient(ctx)
 		if err != nil {
@@ -124,6 +150,9 @@ func (d *Deps) close() {
 	}
 	if d.Storage != nil {
 		_ = d.Storage.Close()
+	}
+	for _, c := range d.closers {
+		_ = c()
 	}
 }
 

@@ -21,7 +21,7 @@ func newSchedules(d *Deps) (http.Handler, error) {
 		})), nil
 	}
 	opts := catalog.Options{
-		Validate: schedule.ValidateOptions{AllowedHosts: d.AllowedTargets, Builtins: scheduler.Builtins()},
+		Validate: schedule.ValidateOptions{AllowedHosts: d.AllowedTargets, Builtins: scheduler.Builtins(), RefuseSubMinute: !d.SubMinute},
 		Now:      d.Clock(),
 	}
 	// Trigger-now runs the schedule through the scheduler's Engine, which

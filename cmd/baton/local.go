@@ -46,8 +46,10 @@ func newLocalCmd() *cobra.Command {
 		Long: `Run all of baton in one process, with no cloud account and nothing to install:
 the MongoDB API (FerretDB on SQLite, data kept in --data-dir), a GCS emulator
 (fake-gcs-server, in memory) with the bucket created, every function on one
-port (/Rent, /Schedules, /Tick, /GPU, /healthz), a Cloud Scheduler
-emulator that POSTs /Tick every --tick with the real headers, and
+port (/Rent, /Schedules, /Tick, /Run, /GPU, /healthz), a Cloud Scheduler
+emulator that POSTs /Tick every --tick with the real headers, a Cloud Tasks
+emulator (gRPC) to which Tick hands each decided run and which delivers it
+to /Run with the real headers, and
 --gpu-workers local GPU workers that run --gpu-command on the CPU.
 
 It prints export lines on stdout (and writes them to DATA_DIR/env), so another
@@ -56,7 +58,7 @@ Logs are JSON on stderr. SIGINT or SIGTERM shuts down cleanly: the tick and
 requests in flight finish (up to 30s), then the emulators stop.`,
 		Example: `  baton local
   baton local --tick 5s --fresh
-  baton local --addr 127.0.0.1:0 --mongo-addr 127.0.0.1:0 --gcs-addr 127.0.0.1:0 --data-dir /tmp/b`,
+  baton local --addr 127.0.0.1:0 --mongo-addr 127.0.0.1:0 --gcs-addr 127.0.0.1:0 --tasks-addr 127.0.0.1:0 --data-dir /tmp/b`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			began := time.Now()
@@ -118,6 +120,7 @@ requests in flight finish (up to 30s), then the emulators stop.`,
 	f.StringVar(&cfg.Addr, "addr", stack.DefaultAddr, "listen address of the functions (BATON_URL); port 0 picks a free one")
 	f.StringVar(&cfg.MongoAddr, "mongo-addr", "127.0.0.1:27018", "listen address of the MongoDB API emulator (BATON_MONGO_URI); port 0 picks a free one")
 	f.StringVar(&cfg.GCSAddr, "gcs-addr", "127.0.0.1:4443", "listen address of the GCS emulator (STORAGE_EMULATOR_HOST); port 0 picks a free one")
+	f.StringVar(&cfg.TasksAddr, "tasks-addr", "127.0.0.1:8123", "listen address of the Cloud Tasks emulator (CLOUD_TASKS_EMULATOR_HOST), which delivers runs to /Run; port 0 picks a free one")
 	f.StringVar(&cfg.DataDir, "data-dir", ".baton", "directory for the database (DATA_DIR/mongo, kept across restarts) and the env file; empty keeps nothing")
 	f.BoolVar(&cfg.Fresh, "fresh", false, "wipe DATA_DIR/mongo before starting")
 	f.DurationVar(&tick, "tick", stack.DefaultTick, "how often the scheduler emulator POSTs /Tick (e.g. 5s for demos); 0 turns it off")

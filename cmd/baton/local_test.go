@@ -52,7 +52,7 @@ func TestLocalCommand(t *testing.T) {
 	dir := t.TempDir()
 	stdout, stderr := newLockedBuffer(), newLockedBuffer()
 	cmd := newLocalCmd()
-	cmd.SetArgs([]string{"--addr", "127.0.0.1:0", "--mongo-addr", "127.0.0.1:0", "--gcs-addr", "127.0.0.1:0",
+	cmd.SetArgs([]string{"--addr", "127.0.0.1:0", "--mongo-addr", "127.0.0.1:0", "--gcs-addr", "127.0.0.1:0", "--tasks-addr", "127.0.0.1:0",
 		"--data-dir", dir, "--tick", "0", "--bucket", "test-bucket"})
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
@@ -76,7 +76,7 @@ func TestLocalCommand(t *testing.T) {
 			t.Errorf("stdout line %q is neither an export nor a comment; eval would choke", line)
 		}
 	}
-	for _, k := range []string{"BATON_URL", "STORAGE_EMULATOR_HOST", "BATON_BUCKET", "BATON_MONGO_URI", "BATON_TOKEN"} {
+	for _, k := range []string{"BATON_URL", "STORAGE_EMULATOR_HOST", "BATON_BUCKET", "BATON_MONGO_URI", "CLOUD_TASKS_EMULATOR_HOST", "BATON_TASKS_QUEUE", "BATON_TOKEN"} {
 		if env[k] == "" {
 			t.Errorf("no export of %s in:\n%s", k, out)
 		}

@@ -14,16 +14,20 @@ import (
 	"strings"
 	"time"
 
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"cloud.google.com/go/storage"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/baton-cron/baton/emulator/gcs"
 	"github.com/baton-cron/baton/emulator/mongo"
 	"github.com/baton-cron/baton/emulator/scheduler"
+	"github.com/baton-cron/baton/emulator/tasks"
 	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/gpu"
 	tick "github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/taskqueue"
 )
 
 // Defaults for Config's zero values.
@@ -34,7 +38,22 @@ const (
 	DefaultTick     = time.Minute
 	// TickJob is the scheduler job that calls /Tick.
 	TickJob = "baton-tick"
+	// TasksQueue is the Cloud Tasks queue the local Tick hands runs to.
+	TasksQueue = "projects/local/locations/local/queues/baton-runs"
 )
+
+// localQueue is the local queue's configuration: the Terraform defaults'
+// retry shape with shorter backoffs, so that a Run answering 503 is tried
+// again within seconds on a laptop.
+func localQueue() *cloudtaskspb.Queue {
+	return &cloudtaskspb.Queue{
+		Name: TasksQueue,
+		RetryConfig: &cloudtaskspb.RetryConfig{
+			MaxAttempts: 5, MinBackoff: durationpb.New(time.Second), MaxBackoff: durationpb.New(30 * time.Second), MaxDoublings: 4,
+		},
+		RateLimits: &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: 500, MaxConcurrentDispatches: 200},
+	}
+}
 
 // Hook starts something extra once the HTTP server is up (local GPU
 // workers, say) and returns how to stop it. Hooks start in order and stop in
@@ -47,9 +66,9 @@ type Config struct {
 	// Addr is the functions' listen address; "" means 127.0.0.1:8080, and
 	// port 0 picks a free port (tests).
 	Addr string
-	// MongoAddr and GCSAddr are the emulators' listen addresses; "" means a
-	// free port on 127.0.0.1.
-	MongoAddr, GCSAddr string
+	// MongoAddr, GCSAddr and TasksAddr are the emulators' listen
+	// addresses; "" means a free port on 127.0.0.1.
+	MongoAddr, GCSAddr, TasksAddr string
 	// DataDir keeps the database under DataDir/mongo across restarts. ""
 	// means a temporary directory removed by Close.
 	DataDir string
@@ -96,6 +115,11 @@ type Stack struct {
 	Deps *functions.Deps
 	// Scheduler is the Cloud Scheduler emulator; tests read its attempts.
 	Scheduler *scheduler.Emulator
+	// Tasks is the Cloud Tasks emulator that delivers runs to /Run; tests
+	// read its attempts.
+	Tasks *tasks.Server
+	// TasksHost is its host:port (CLOUD_TASKS_EMULATOR_HOST).
+	TasksHost string
 	// Logger is the stack's logger.
 	Logger *slog.Logger
 
@@ -107,6 +131,7 @@ type Stack struct {
 	served  chan error
 	stops   []func(ctx context.Context) error // hooks' stops, in start order
 	gpu     *gpuWorkers
+	queue   *taskqueue.Queue
 }
 
 // Start brings the stack up and returns when every part accepts requests.
@@ -159,6 +184,14 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 
+	if s.Tasks, err = tasks.Start(ctx, tasks.Options{Addr: cfg.TasksAddr, Logger: gcsLog}); err != nil {
+		return nil, fmt.Errorf("stack: tasks emulator: %w", err)
+	}
+	s.TasksHost = s.Tasks.Addr()
+	if _, err := s.Tasks.CreateQueue(ctx, localQueue()); err != nil {
+		return nil, fmt.Errorf("stack: create queue: %w", err)
+	}
+
 	pool := config.Get(config.EnvGPUPool)
 	if cfg.GPUWorkers > 0 {
 		if s.gpu, pool, err = listenGPUWorkers(ctx, cfg.GPUWorkers); err != nil {
@@ -170,6 +203,8 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		// Local targets live on this machine; nothing else is allowed.
 		AllowedTargets: []string{"127.0.0.1", "localhost", "::1"},
 		GPUPool:        pool,
+		// The local stack ticks at --tick, which may be a second.
+		SubMinute: true,
 	}
 	if deps.TickLeaseTTL, err = config.Duration(config.EnvTickLeaseTTL); err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
@@ -178,15 +213,23 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 	s.Deps = deps
-	mux, err := functions.Mux(deps)
-	if err != nil {
-		return nil, fmt.Errorf("stack: %w", err)
-	}
+	// Listen before building the functions: the tasks Tick creates name
+	// Run's URL, which needs the port.
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("stack: listen %s: %w", cfg.Addr, err)
 	}
 	s.URL = "http://" + ln.Addr().String()
+	if s.queue, err = taskqueue.Open(ctx, taskqueue.Config{Queue: TasksQueue, URL: s.URL + "/Run", Token: cfg.Token}, s.TasksHost); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	deps.Tasks = s.queue
+	mux, err := functions.Mux(deps)
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("stack: %w", err)
+	}
 	s.http = &http.Server{Handler: accessLog(cfg.Logger, mux), ReadHeaderTimeout: 10 * time.Second}
 	s.served = make(chan error, 1)
 	go func() { s.served <- s.http.Serve(ln) }()
@@ -216,7 +259,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 	}
 	s.Scheduler.Start()
-	cfg.Logger.Info("stack: up", "url", s.URL, "mongo", s.MongoURI, "storage", s.StorageHost, "bucket", s.Bucket, "tick", cfg.Tick.String(), "functions", functions.Names(), "gpuPool", pool)
+	cfg.Logger.Info("stack: up", "url", s.URL, "mongo", s.MongoURI, "storage", s.StorageHost, "bucket", s.Bucket, "tasks", s.TasksHost, "tick", cfg.Tick.String(), "functions", functions.Names(), "gpuPool", pool)
 	return s, nil
 }
 
@@ -255,6 +298,14 @@ func (s *Stack) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if s.Tasks != nil {
+		// Deliveries in flight finish (their runs are under job leases);
+		// tasks not yet delivered are lost with the in-memory emulator, and
+		// the next stack's sweep recovers their pending runs.
+		if err := s.Tasks.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stack: tasks emulator: %w", err))
+		}
+	}
 	for i := len(s.stops) - 1; i >= 0; i-- {
 		if err := s.stops[i](ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stack: stop hook %d: %w", i, err))
@@ -276,6 +327,14 @@ func (s *Stack) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("stack: serve: %w", err))
 		}
 		s.http = nil
+	}
+	if s.queue != nil {
+		_ = s.queue.Close()
+		s.queue = nil
+	}
+	if s.Tasks != nil {
+		_ = s.Tasks.Close()
+		s.Tasks = nil
 	}
 	if s.store != nil {
 		if err := s.store.Close(ctx); err != nil {
@@ -316,6 +375,8 @@ func (s *Stack) Exports() string {
 		{config.EnvStorageEmu, s.StorageHost},
 		{config.EnvBucket, s.Bucket},
 		{config.EnvMongoURI, s.MongoURI},
+		{config.EnvTasksEmu, s.TasksHost},
+		{config.EnvTasksQueue, TasksQueue},
 		{config.EnvToken, s.Token},
 	} {
 		fmt.Fprintf(&b, "export %s=%s\n", kv[0], shellQuote(kv[1]))

@@ -31,6 +31,9 @@ type runDoc struct {
 type scheduleWork struct {
 	s    schedule.Schedule
 	runs []*runDoc
+	// salt keeps the task names of a sweep's recovery apart from the
+	// deciding tick's (TaskName).
+	salt string
 }
 
 // decideConcurrency bounds the schedules of one page decided at once.

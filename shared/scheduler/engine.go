@@ -80,6 +80,11 @@ type Config struct {
 	// Workers bounds the schedules executed concurrently by one tick;
 	// default 32.
 	Workers int
+	// Tasks hands decided runs to the execution plane (Cloud Tasks → the
+	// Run function). nil executes them in this process: after deciding in
+	// Tick (which then waits for its slowest target: only for tests and the
+	// inline benchmark), or in the background in TickHeld (baton daemon).
+	Tasks Dispatcher
 }
 
 // Engine decides and executes runs. It is safe for concurrent use; every
@@ -188,8 +193,11 @@ type Summary struct {
 	Due int `json:"due"`
 	// Decided is the number of run documents newly inserted.
 	Decided int `json:"decided"`
-	// Fired is the number of runs executed (claimed and started).
+	// Fired is the number of runs executed (claimed and started) in this
+	// process; with a Dispatcher it is 0, and the Run function reports them.
 	Fired int `json:"fired"`
+	// Enqueued is the number of runs handed to the execution plane.
+	Enqueued int `json:"enqueued"`
 	// Succeeded and Failed count finished runs; Failed includes runs the
 	// failover sweep found with a stopped heartbeat.
 	Succeeded int `json:"succeeded"`
@@ -221,13 +229,14 @@ type Summary struct {
 
 // counters accumulates a Summary from concurrent executions.
 type counters struct {
-	due, decided, fired, succeeded, failed, skipped, misfired, caughtUp, retried, recovered, errors atomic.Int64
+	due, decided, fired, enqueued, succeeded, failed, skipped, misfired, caughtUp, retried, recovered, errors atomic.Int64
 }
 
 func (c *counters) fill(s *Summary) {
 	s.Due = int(c.due.Load())
 	s.Decided = int(c.decided.Load())
 	s.Fired = int(c.fired.Load())
+	s.Enqueued = int(c.enqueued.Load())
 	s.Succeeded = int(c.succeeded.Load())
 	s.Failed = int(c.failed.Load())
 	s.Skipped = int(c.skipped.Load())
@@ -292,9 +301,16 @@ func (e *Engine) Tick(ctx context.Context, scheduleTime time.Time) (*Summary, er
 	if derr != nil {
 		return nil, fmt.Errorf("scheduler: tick: %w", derr)
 	}
-	e.execute(ctx, work, &c)
-	swept := e.sweep(ctx, &c, sum)
-	e.execute(ctx, swept, &c)
+	if e.cfg.Tasks != nil {
+		// Hand off, never execute inline: Tick's time must not depend on
+		// how long any target takes.
+		e.handOff(ctx, work, &c)
+		e.handOff(ctx, e.sweep(ctx, &c, sum), &c)
+	} else {
+		e.execute(ctx, work, &c)
+		swept := e.sweep(ctx, &c, sum)
+		e.execute(ctx, swept, &c)
+	}
 	c.fill(sum)
 	read1, sched1 := e.readMeter()
 	sum.DocsRead, sum.SchedulesRead = read1-read0, sched1-sched0
@@ -320,24 +336,32 @@ func (e *Engine) TickHeld(ctx, execCtx context.Context, l *lease.Lease, sweep bo
 	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
 	defer stop()
 	work, err := e.decide(lctx, l.Fence(), sum.Now, c)
-	if len(work) > 0 {
-		e.bg.Add(1)
-		go func() { defer e.bg.Done(); e.execute(execCtx, work, &counters{}) }()
-	}
+	e.startOrHandOff(execCtx, work, c)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: tick under held lease: %w", err)
 	}
 	if sweep {
-		if swept := e.sweep(lctx, c, sum); len(swept) > 0 {
-			e.bg.Add(1)
-			go func() { defer e.bg.Done(); e.execute(execCtx, swept, &counters{}) }()
-		}
+		e.startOrHandOff(execCtx, e.sweep(lctx, c, sum), c)
 	}
 	c.fill(sum)
 	read1, sched1 := e.readMeter()
 	sum.DocsRead, sum.SchedulesRead = read1-read0, sched1-sched0
 	sum.Took = time.Since(start).String()
 	return sum, nil
+}
+
+// startOrHandOff gets work going without waiting for it: handed off when
+// there is a Dispatcher, otherwise executed in the background (Wait waits).
+func (e *Engine) startOrHandOff(ctx context.Context, work []*scheduleWork, c *counters) {
+	if len(work) == 0 {
+		return
+	}
+	if e.cfg.Tasks != nil {
+		e.handOff(ctx, work, c)
+		return
+	}
+	e.bg.Add(1)
+	go func() { defer e.bg.Done(); e.execute(ctx, work, &counters{}) }()
 }
 
 // NextDue returns the earliest nextRunAt of an enabled schedule (one

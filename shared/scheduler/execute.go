@@ -77,6 +77,9 @@ func (e *Engine) claimThenRun(ctx context.Context, s *schedule.Schedule, r *runD
 	set = append(set,
 		bson.E{Key: "startedAt", Value: now}, bson.E{Key: "heartbeatAt", Value: now},
 		bson.E{Key: "sweepAt", Value: now.Add(ttl + e.cfg.Leases.Skew())})
+	if d := deliveryFrom(ctx); d != nil {
+		set = append(set, bson.E{Key: "delivery", Value: d})
+	}
 	err := update(ctx, bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}}, bson.D{{Key: "$set", Value: set}})
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) {
@@ -106,17 +109,52 @@ func retryBackoff(base time.Duration, attempt int) time.Duration {
 
 // runLeased executes a run under the schedule's job lease, applying the
 // overlap policy when the previous run still holds it.
+//
+// The policy is for a run that meets an earlier run still running. A
+// holder that runs a sibling of the same tick leaves r pending behind it;
+// a holder that runs nothing yet (it is claiming or releasing) is waited
+// for briefly, so that a duplicate delivery racing the first, or a fire
+// that comes as the last run ends, is not skipped for an overlap that is
+// not there.
 func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc, c *counters) {
-	l, err := e.cfg.Leases.Acquire(ctx, JobLease(s.ID), leaseTTL(s))
-	if err != nil {
+	var l *lease.Lease
+	wait := 50 * time.Millisecond
+	for try := 1; ; try++ {
+		var err error
+		l, err = e.cfg.Leases.Acquire(ctx, JobLease(s.ID), leaseTTL(s))
+		if err == nil {
+			break
+		}
 		var held *lease.HeldError
-		if errors.As(err, &held) {
-			e.onHeld(ctx, s, r, held, c)
+		if !errors.As(err, &held) {
+			// Left pending: the sweep picks it up when the reservation ends.
+			c.errors.Add(1)
+			e.log.Error("job lease acquire failed; run left pending for the sweep", "run", r.ID, "err", err)
 			return
 		}
-		// Left pending: the sweep picks it up when the reservation ends.
-		c.errors.Add(1)
-		e.log.Error("job lease acquire failed; run left pending for the sweep", "run", r.ID, "err", err)
+		if r.Source == schedule.SourceRetry || r.Source == schedule.SourceMisfire {
+			// Not new fire times: they stay pending and are tried again.
+			return
+		}
+		switch e.holderOf(ctx, r, held) {
+		case holderRunsSibling:
+			e.log.Info("job lease held by a run of the same tick; run left pending behind it", "run", r.ID, "epoch", held.Epoch)
+			return
+		case holderIdle:
+			if try <= idleHolderWaits {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+				wait *= 2
+				if !e.stillPending(ctx, r) {
+					return // the holder claimed it: a duplicate delivery
+				}
+				continue
+			}
+		}
+		e.onHeld(ctx, s, r, held, c)
 		return
 	}
 	e.claimAndRun(ctx, s, l, r, c)
@@ -227,6 +265,12 @@ func (e *Engine) retry(ctx context.Context, s *schedule.Schedule, r *schedule.Ru
 		CreatedAt:   now,
 		HeartbeatAt: now,
 	}, SweepAt: now.Add(backoff)}
+	if e.cfg.Tasks != nil {
+		// Its task is delivered at the backoff; the sweep keeps off it
+		// for one reservation more, so that it only steps in when the task
+		// was lost.
+		next.SweepAt = next.SweepAt.Add(e.reservation())
+	}
 	inserted, err := e.runs.InsertIdempotent(ctx, next)
 	if err != nil {
 		c.errors.Add(1)
@@ -235,6 +279,16 @@ func (e *Engine) retry(ctx context.Context, s *schedule.Schedule, r *schedule.Ru
 	}
 	if inserted {
 		c.retried.Add(1)
+	}
+	if e.cfg.Tasks != nil {
+		// Even when the insert found the retry there already: an earlier
+		// attempt at this write may have landed without its task.
+		ids := []string{next.ID}
+		t := Task{Name: TaskName(ids, ""), ScheduleID: s.ID, Runs: ids, At: now.Add(backoff)}
+		if err := e.cfg.Tasks.Dispatch(ctx, t); err != nil {
+			c.errors.Add(1)
+			e.log.Error("hand off retry failed; the sweep enqueues it", "run", next.ID, "err", err)
+		}
 	}
 }
 
@@ -309,6 +363,53 @@ func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, he
 		e.misfireLoop(ctx, s, l, c)
 		e.releaseJob(ctx, s, l, c)
 	}
+}
+
+// holderState is what the holder of a job lease that a run met is doing.
+type holderState int
+
+const (
+	// holderRunsOther: it executes an earlier run of the schedule. That
+	// is the overlap the policy is about.
+	holderRunsOther holderState = iota
+	// holderRunsSibling: it executes a run that the same tick decided (a
+	// catch-up batch), which the run is queued behind.
+	holderRunsSibling
+	// holderIdle: no run is running under its epoch. It has just acquired
+	// and not yet claimed (a second delivery of the very task that holds
+	// the lease, racing the first), or it has finished and is releasing.
+	holderIdle
+)
+
+// holderOf tells what the holder of the lease r met is doing, from the run
+// that is running under its epoch. One read, on the held path only.
+func (e *Engine) holderOf(ctx context.Context, r *runDoc, held *lease.HeldError) holderState {
+	var x runDoc
+	err := e.runs.FindOne(ctx, bson.D{{Key: "scheduleId", Value: r.ScheduleID}, {Key: "status", Value: schedule.RunRunning}, {Key: "epoch", Value: held.Epoch}}, &x)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return holderIdle
+	case err != nil:
+		// Unknown: the policy applies, as it did before the question was
+		// asked; a skip is recorded with its reason.
+		e.log.Warn("look for the job lease holder's run failed", "run", r.ID, "err", err)
+		return holderRunsOther
+	case x.CreatedAt.Equal(r.CreatedAt) && x.ID != r.ID:
+		return holderRunsSibling
+	}
+	return holderRunsOther
+}
+
+// idleHolderWaits bounds how often a run that met an idle holder tries the
+// lease again (50 ms, doubling: 750 ms in all) before the overlap policy
+// applies after all. An idle holder claims or releases within a write.
+const idleHolderWaits = 4
+
+// stillPending reports whether r is still pending (false when that cannot
+// be read: whoever can read it decides).
+func (e *Engine) stillPending(ctx context.Context, r *runDoc) bool {
+	var cur runDoc
+	return e.runs.Get(ctx, r.ID, &cur) == nil && cur.Status == schedule.RunPending
 }
 
 // misfireLoop is the holder's side of buffer_one, before releasing: while

@@ -168,7 +168,7 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 				}
 				continue
 			}
-			w = &scheduleWork{s: s}
+			w = &scheduleWork{s: s, salt: "sweep@" + reserved.Format(time.RFC3339Nano)}
 			bySchedule[r.ScheduleID] = w
 		}
 		if w.s.Overlap != schedule.OverlapAllow && r.Source != schedule.SourceRetry && r.Source != schedule.SourceMisfire {
@@ -272,12 +272,9 @@ func (e *Engine) Trigger(ctx context.Context, scheduleID string) (*schedule.Run,
 		}
 		return &cur, nil
 	}
-	e.bg.Add(1)
-	go func() {
-		defer e.bg.Done()
-		var c counters
-		e.execute(context.WithoutCancel(ctx), []*scheduleWork{{s: s, runs: []*runDoc{rd}}}, &c)
-	}()
+	// Started without waiting: handed off to Run, or executed in the
+	// background. A failed hand-off leaves the run pending for the sweep.
+	e.startOrHandOff(context.WithoutCancel(ctx), []*scheduleWork{{s: s, runs: []*runDoc{rd}}}, &counters{})
 	run := rd.Run
 	return &run, nil
 }

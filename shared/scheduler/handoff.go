@@ -1,0 +1,252 @@
+package scheduler
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+// Dispatcher hands runs to the execution plane: Cloud Tasks in the cloud,
+// emulator/tasks locally (shared/taskqueue implements it). Cloud Scheduler
+// starts a job's next execution only after the last one finished, so a Tick
+// that executed its runs would delay every schedule by the slowest target;
+// with a Dispatcher, Tick only decides and enqueues, and each task calls the
+// Run function, which executes under the job lease (Engine.Execute).
+type Dispatcher interface {
+	// Dispatch creates one task that calls Run with t. t.Name is
+	// deterministic, and a name that already exists is success: a
+	// duplicated tick, or a retry of a Dispatch whose answer was lost,
+	// enqueues nothing twice.
+	Dispatch(ctx context.Context, t Task) error
+}
+
+// Task is one hand-off: the runs of one schedule that one Run invocation
+// executes, oldest first. It is the body of the task's HTTP request.
+type Task struct {
+	// Name is the task id, derived from the runs (TaskName).
+	Name string `json:"-"`
+	// ScheduleID is the schedule the runs belong to.
+	ScheduleID string `json:"scheduleId"`
+	// Runs are run ids, oldest fire time first.
+	Runs []string `json:"runs"`
+	// At, when set, is the earliest time the task may be delivered (a
+	// retry's backoff).
+	At time.Time `json:"-"`
+}
+
+// MaxTaskRuns bounds the runs of one task: a tick decides at most
+// schedule.MaxMaxCatchup missed fire times of a schedule, plus the on-time
+// ones of its grace period (90 at one a second).
+const MaxTaskRuns = 2000
+
+// TaskName derives a task id from the run ids and a salt. The same runs
+// give the same name, which Cloud Tasks refuses to create twice. The salt
+// is empty for a tick's decisions and for retries; the sweep sets it to the
+// reservation it won, so a run it recovers (its task lost, or its Run dead)
+// gets a new task instead of meeting its old name's tombstone. The name
+// starts with a hash, as Cloud Tasks advises, so that names do not cluster.
+func TaskName(runs []string, salt string) string {
+	h := sha256.Sum256([]byte(strings.Join(runs, "\n") + "\n" + salt))
+	return "run-" + hex.EncodeToString(h[:20])
+}
+
+// handOffConcurrency bounds the enqueues one tick has in flight.
+const handOffConcurrency = 16
+
+// tasksFor makes one task of each schedule's runs, in order, except for
+// allow schedules, which run concurrently without a job lease and get one
+// task per run. The catch-up runs of one schedule share a task because,
+// handed off one by one, they would be delivered at once, run out of order
+// and meet each other's job lease.
+func tasksFor(work []*scheduleWork) []Task {
+	var out []Task
+	for _, w := range work {
+		ids := make([]string, len(w.runs))
+		for i, r := range w.runs {
+			ids[i] = r.ID
+		}
+		if w.s.Overlap != schedule.OverlapAllow {
+			out = append(out, Task{Name: TaskName(ids, w.salt), ScheduleID: w.s.ID, Runs: ids})
+			continue
+		}
+		for _, id := range ids {
+			one := []string{id}
+			out = append(out, Task{Name: TaskName(one, w.salt), ScheduleID: w.s.ID, Runs: one})
+		}
+	}
+	return out
+}
+
+// handOff enqueues the work's tasks, handOffConcurrency at a time. A failed
+// enqueue is counted and logged, and its runs stay pending: the sweep
+// recovers them when the deciding tick's reservation ends, under a new task
+// name.
+func (e *Engine) handOff(ctx context.Context, work []*scheduleWork, c *counters) {
+	tasks := tasksFor(work)
+	sem := make(chan struct{}, handOffConcurrency)
+	var wg sync.WaitGroup
+	for _, t := range tasks {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := e.cfg.Tasks.Dispatch(ctx, t); err != nil {
+				c.errors.Add(1)
+				e.log.Error("hand off runs failed; the sweep enqueues them again", "schedule", t.ScheduleID, "runs", t.Runs, "task", t.Name, "err", err)
+				return
+			}
+			c.enqueued.Add(int64(len(t.Runs)))
+		}()
+	}
+	wg.Wait()
+}
+
+// ErrRetryTask says that Execute left a run pending: something failed on
+// the way (the database, the lease store), the job lease ended before the
+// claim, or a retry met the previous run still holding the job lease. The
+// task should be delivered again. The Run function answers 503 for it, and Cloud Tasks
+// retries with backoff; the sweep is the safety net when the retries run
+// out. Every other outcome answers 200, because a redelivery would change
+// nothing: a finished run is not run again.
+var ErrRetryTask = errors.New("scheduler: run left pending; deliver the task again")
+
+// RunState is one run's state after Execute.
+type RunState struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	// Note says why Execute did not execute the run, when it did not.
+	Note string `json:"note,omitempty"`
+}
+
+// Outcome is Execute's answer, and the Run function's JSON body.
+type Outcome struct {
+	ScheduleID string     `json:"scheduleId"`
+	Runs       []RunState `json:"runs"`
+	// Executed counts the runs this delivery claimed and executed (misfire
+	// reruns included).
+	Executed int `json:"executed"`
+	// Errors counts operations that failed.
+	Errors int `json:"errors"`
+	// Took is the wall time.
+	Took string `json:"took"`
+}
+
+type deliveryKey struct{}
+
+// withDelivery carries the task's delivery to the claim, which records it on
+// the run.
+func withDelivery(ctx context.Context, d *schedule.Delivery) context.Context {
+	if d == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, deliveryKey{}, d)
+}
+
+func deliveryFrom(ctx context.Context) *schedule.Delivery {
+	d, _ := ctx.Value(deliveryKey{}).(*schedule.Delivery)
+	return d
+}
+
+// Execute is the Run function's work (flow 1, step 6): it executes the runs
+// of one task, oldest first, each under the schedule's job lease and overlap
+// policy (or without a lease for allow), exactly as a tick that executed
+// them itself would. Only the claim (pending → running, fenced) executes a
+// run, so a redelivered task, a second task for the same run (the sweep's),
+// or a concurrent delivery executes nothing twice: a run that is no longer
+// pending is reported and left alone.
+//
+// It returns ErrRetryTask (with the Outcome) when a run is still pending,
+// and an error wrapping ErrRetryTask (without one) when the runs or the
+// schedule could not be read. A run that does not exist is reported with a
+// note: it will not appear later, so the task is not worth delivering again.
+func (e *Engine) Execute(ctx context.Context, t Task, d *schedule.Delivery) (*Outcome, error) {
+	start := time.Now()
+	out := &Outcome{ScheduleID: t.ScheduleID}
+	if t.ScheduleID == "" || len(t.Runs) == 0 {
+		return nil, fmt.Errorf("scheduler: execute: a task needs scheduleId and runs")
+	}
+	if len(t.Runs) > MaxTaskRuns {
+		return nil, fmt.Errorf("scheduler: execute: %d runs; at most %d per task", len(t.Runs), MaxTaskRuns)
+	}
+	var c counters
+	w := &scheduleWork{}
+	states := make([]RunState, len(t.Runs))
+	found := 0
+	for i, id := range t.Runs {
+		states[i] = RunState{ID: id}
+		var rd runDoc
+		if err := e.runs.Get(ctx, id, &rd); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				states[i].Note = "no such run"
+				continue
+			}
+			return nil, fmt.Errorf("scheduler: execute: read run %s: %w: %w", id, err, ErrRetryTask)
+		}
+		found++
+		states[i].Status = rd.Status
+		if rd.ScheduleID != t.ScheduleID {
+			states[i].Note = "belongs to schedule " + rd.ScheduleID
+			continue
+		}
+		if rd.Status != schedule.RunPending {
+			// A redelivery, or another task's run: whoever claimed it owns it.
+			states[i].Note = "not pending: already claimed or finished"
+			continue
+		}
+		w.runs = append(w.runs, &rd)
+	}
+	if found == 0 {
+		// Nothing to wait for: a run is inserted before its task is
+		// created, so a missing one will not appear later.
+		e.log.Warn("task names no existing run", "schedule", t.ScheduleID, "runs", t.Runs)
+	}
+	if len(w.runs) > 0 {
+		if err := e.schedules.Get(ctx, t.ScheduleID, &w.s); err != nil {
+			if !errors.Is(err, store.ErrNotFound) {
+				return nil, fmt.Errorf("scheduler: execute: read schedule %s: %w: %w", t.ScheduleID, err, ErrRetryTask)
+			}
+			now := e.now().UTC()
+			for _, r := range w.runs {
+				e.abandon(ctx, r, "schedule deleted before the run executed", now, &c)
+			}
+			w.runs = nil
+		}
+	}
+	if len(w.runs) > 0 {
+		e.execute(withDelivery(ctx, d), []*scheduleWork{w}, &c)
+	}
+	// Read back what happened: the answer says it, and a run still pending
+	// after a failure is what makes the task worth delivering again.
+	pending := false
+	for i := range states {
+		if states[i].Note != "" {
+			continue
+		}
+		var rd runDoc
+		if err := e.runs.Get(ctx, states[i].ID, &rd); err != nil {
+			c.errors.Add(1)
+			pending = true // unknown: let the queue deliver again; the claim keeps it once
+			continue
+		}
+		states[i].Status = rd.Status
+		if rd.Status == schedule.RunPending {
+			pending = true
+		}
+	}
+	out.Runs = states
+	out.Executed = int(c.fired.Load())
+	out.Errors = int(c.errors.Load())
+	out.Took = time.Since(start).String()
+	if pending {
+		return out, ErrRetryTask
+	}
+	return out, nil
+}

@@ -1,0 +1,179 @@
+package taskqueue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"time"
+
+	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/scheduler"
+)
+
+// Config says where tasks go and how they authenticate.
+type Config struct {
+	// Queue is the queue's full name, projects/P/locations/L/queues/Q
+	// (BATON_TASKS_QUEUE).
+	Queue string
+	// URL is the Run function's URL: every task's target, and the audience
+	// of its OIDC token (BATON_RUN_URL).
+	URL string
+	// ServiceAccount is the account whose OIDC token each task carries
+	// (BATON_TASKS_SERVICE_ACCOUNT). Empty sends no token (local use).
+	ServiceAccount string
+	// Token, when set, is sent as "Authorization: Bearer Token": the local
+	// stack's API token, where there is no OIDC. Never set in the cloud.
+	Token string
+	// DispatchDeadline bounds each delivery; 0 means Cloud Tasks' longest,
+	// schedule.MaxDispatchDeadline, which http target timeouts are bounded
+	// to fit in.
+	DispatchDeadline time.Duration
+}
+
+// queuePattern is Cloud Tasks' queue name.
+var queuePattern = regexp.MustCompile(`^projects/[^/]+/locations/[^/]+/queues/[A-Za-z0-9-]{1,100}$`)
+
+// ErrConfig is wrapped by every configuration error.
+var ErrConfig = errors.New("taskqueue: bad configuration")
+
+// Check validates cfg, naming the variable at fault.
+func (cfg Config) Check() error {
+	if !queuePattern.MatchString(cfg.Queue) {
+		return fmt.Errorf("%w: BATON_TASKS_QUEUE %q: want projects/PROJECT/locations/LOCATION/queues/QUEUE", ErrConfig, cfg.Queue)
+	}
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("%w: BATON_RUN_URL %q: want the Run function's http(s) URL", ErrConfig, cfg.URL)
+	}
+	if d := cfg.DispatchDeadline; d != 0 && (d < 15*time.Second || d > schedule.MaxDispatchDeadline) {
+		return fmt.Errorf("%w: dispatch deadline %s: Cloud Tasks allows 15s to %s", ErrConfig, d, schedule.MaxDispatchDeadline)
+	}
+	return nil
+}
+
+// Queue creates Run tasks on one Cloud Tasks queue. It implements
+// scheduler.Dispatcher and is safe for concurrent use.
+type Queue struct {
+	client *cloudtasks.Client
+	cfg    Config
+	owned  bool // Close closes the client
+}
+
+var _ scheduler.Dispatcher = (*Queue)(nil)
+
+// New returns a Queue over client, which the caller keeps and closes.
+func New(client *cloudtasks.Client, cfg Config) (*Queue, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	if cfg.DispatchDeadline == 0 {
+		cfg.DispatchDeadline = schedule.MaxDispatchDeadline
+	}
+	return &Queue{client: client, cfg: cfg}, nil
+}
+
+// Open builds the client too: against the emulator at emulatorHost
+// (CLOUD_TASKS_EMULATOR_HOST) when it is set, without TLS or credentials,
+// and otherwise against Cloud Tasks with the default credentials. Close
+// closes it.
+func Open(ctx context.Context, cfg Config, emulatorHost string) (*Queue, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	var opts []option.ClientOption
+	if emulatorHost != "" {
+		opts = append(opts, option.WithEndpoint(emulatorHost), option.WithoutAuthentication(),
+			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	}
+	c, err := cloudtasks.NewClient(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("taskqueue: open client: %w", err)
+	}
+	q, err := New(c, cfg)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	q.owned = true
+	return q, nil
+}
+
+// Close closes the client if Open made it.
+func (q *Queue) Close() error {
+	if !q.owned {
+		return nil
+	}
+	if err := q.client.Close(); err != nil {
+		return fmt.Errorf("taskqueue: close: %w", err)
+	}
+	return nil
+}
+
+// dispatchTimeout bounds one Dispatch, its retries included: a tick's
+// enqueue must not hang on the queue, and the sweep repairs what it leaves.
+const dispatchTimeout = 15 * time.Second
+
+// retryable are the codes after which CreateTask may have landed or may not:
+// trying again is safe because the name makes the second create
+// ALREADY_EXISTS.
+var retryable = []codes.Code{codes.Unavailable, codes.DeadlineExceeded, codes.Internal, codes.Aborted}
+
+// Dispatch creates the task. ALREADY_EXISTS is success: the same runs were
+// handed off before.
+func (q *Queue) Dispatch(ctx context.Context, t scheduler.Task) error {
+	if t.Name == "" {
+		t.Name = scheduler.TaskName(t.Runs, "")
+	}
+	body, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("taskqueue: dispatch %s: encode: %w", t.Name, err)
+	}
+	req := &cloudtaskspb.HttpRequest{
+		Url:        q.cfg.URL,
+		HttpMethod: cloudtaskspb.HttpMethod_POST,
+		Headers:    map[string]string{"Content-Type": "application/json"},
+		Body:       body,
+	}
+	if q.cfg.ServiceAccount != "" {
+		req.AuthorizationHeader = &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{
+			ServiceAccountEmail: q.cfg.ServiceAccount, Audience: q.cfg.URL,
+		}}
+	} else if q.cfg.Token != "" {
+		req.Headers["Authorization"] = "Bearer " + q.cfg.Token
+	}
+	task := &cloudtaskspb.Task{
+		Name:             q.cfg.Queue + "/tasks/" + t.Name,
+		DispatchDeadline: durationpb.New(q.cfg.DispatchDeadline),
+		MessageType:      &cloudtaskspb.Task_HttpRequest{HttpRequest: req},
+	}
+	if !t.At.IsZero() {
+		task.ScheduleTime = timestamppb.New(t.At)
+	}
+	ctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
+	defer cancel()
+	_, err = q.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q.cfg.Queue, Task: task},
+		gax.WithRetry(func() gax.Retryer {
+			return gax.OnCodes(retryable, gax.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Multiplier: 2})
+		}))
+	if status.Code(err) == codes.AlreadyExists {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("taskqueue: dispatch %s: %w", t.Name, err)
+	}
+	return nil
+}
