@@ -2,6 +2,10 @@ package tests
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"math/big"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -46,12 +50,16 @@ var deploymentSets = []string{config.EnvWorkerCommand}
 var buildEnv = map[string]string{"GOOGLE_FUNCTION_SOURCE": "functions"}
 
 // projectRoles are the only roles granted on the whole project: Firestore
-// access is only grantable there (and is narrowed by a condition), and the
-// build account needs the Cloud Build builder role.
-var projectRoles = []string{"roles/datastore.user", "roles/cloudbuild.builds.builder"}
+// access is only grantable there (and is narrowed by a condition), the
+// build account needs the Cloud Build builder role, and a project that
+// enabled Cloud Tasks before 19 March 2019 must give its Cloud Tasks service
+// agent the agent role (opt-in, and to that agent only).
+var projectRoles = []string{"roles/datastore.user", "roles/cloudbuild.builds.builder", tasksAgentRole}
+
+const tasksAgentRole = "roles/cloudtasks.serviceAgent"
 
 // deployed are the deployables Terraform runs, by config name.
-var deployed = []string{config.FnTick, config.FnSchedules, config.FnGPU, config.FnRent, config.SvcWorker}
+var deployed = []string{config.FnTick, config.FnSchedules, config.FnGPU, config.FnRent, config.FnRun, config.SvcWorker}
 
 // tfModule is infra/terraform parsed as HCL syntax.
 type tfModule struct {
@@ -357,7 +365,7 @@ func checkEnv(m *tfModule) []string {
 func checkServiceAccounts(m *tfModule) []string {
 	var problems []string
 	uses := map[string][]string{} // service account reference -> users
-	ref := regexp.MustCompile(`^google_service_account\.([a-z0-9_]+)(\[each\.key\])?\.(email|id|member)$`)
+	ref := regexp.MustCompile(`^google_service_account\.([a-z0-9_]+)(\[each\.key\]|\[0\])?\.(email|id|member)$`)
 	use := func(who string, a *hclsyntax.Attribute) {
 		if a == nil {
 			problems = append(problems, fmt.Sprintf("%s has no dedicated service account (it would run as the default compute account)", who))
@@ -368,7 +376,12 @@ func checkServiceAccounts(m *tfModule) []string {
 			problems = append(problems, fmt.Sprintf("%s must run as a google_service_account created here, not %s", who, m.text(a.Expr)))
 			return
 		}
-		uses[mm[1]+mm[2]] = append(uses[mm[1]+mm[2]], who)
+		// [0] is a count-gated account (the daemon's): still one account.
+		key := mm[1]
+		if mm[2] == "[each.key]" {
+			key += mm[2]
+		}
+		uses[key] = append(uses[key], who)
 	}
 	if fn := m.resources["google_cloudfunctions2_function.fn"]; fn != nil {
 		a := attr(fn, "service_config", "service_account_email")
@@ -380,6 +393,9 @@ func checkServiceAccounts(m *tfModule) []string {
 	}
 	if w := m.resources["google_cloud_run_v2_service.gpu_worker"]; w != nil {
 		use(config.SvcWorker, attr(w, "template", "service_account"))
+	}
+	if d := m.resources["google_cloud_run_v2_service.daemon"]; d != nil {
+		use("daemon", attr(d, "template", "service_account"))
 	}
 	for name, b := range m.resources {
 		if strings.HasPrefix(name, "google_cloud_scheduler_job.") {
@@ -412,6 +428,14 @@ func checkServiceAccounts(m *tfModule) []string {
 		}
 		if role == "roles/datastore.user" && block(b.Body, "condition") == nil {
 			problems = append(problems, fmt.Sprintf("%s: roles/datastore.user needs a condition naming baton's database", name))
+		}
+		if role == tasksAgentRole {
+			if !strings.Contains(m.text(attrOrEmpty(b, "member")), "@gcp-sa-cloudtasks.iam.gserviceaccount.com") {
+				problems = append(problems, fmt.Sprintf("%s: %s may only go to the Cloud Tasks service agent (service-PROJECT_NUMBER@gcp-sa-cloudtasks.iam.gserviceaccount.com)", name, tasksAgentRole))
+			}
+			if c := b.Body.Attributes["count"]; c == nil || !strings.Contains(m.text(c.Expr), "var.") {
+				problems = append(problems, fmt.Sprintf("%s: %s must be opt-in (count on a variable): on a project that has it from Google, a destroy would remove Google's own binding", name, tasksAgentRole))
+			}
 		}
 	}
 	sort.Strings(problems)
@@ -734,6 +758,555 @@ func checkValidations(m *tfModule) []string {
 	return problems
 }
 
+// functionFields returns the fields of each entry of local.functions, by
+// entry point, and the env expressions of each.
+func functionFields(m *tfModule) (fields map[string]map[string]hclsyntax.Expression, env map[string]map[string]hclsyntax.Expression) {
+	fields, env = map[string]map[string]hclsyntax.Expression{}, map[string]map[string]hclsyntax.Expression{}
+	fl := m.locals["functions"]
+	if fl == nil {
+		return fields, env
+	}
+	fns, ok := objectKeys(fl.Expr)
+	if !ok {
+		return fields, env
+	}
+	for name, item := range fns {
+		f, ok := objectKeys(item)
+		if !ok {
+			continue
+		}
+		fields[name] = f
+		if e, ok := f["env"]; ok {
+			if keys, ok := objectKeys(e); ok {
+				env[name] = keys
+			}
+		}
+	}
+	return fields, env
+}
+
+// evalContext evaluates expressions that depend only on literal locals,
+// the region and the project number, which stand for themselves as REGION
+// and NUMBER, so that a computed URL can be compared with its expected form.
+func evalContext(m *tfModule) *hcl.EvalContext {
+	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{
+		"var":  cty.ObjectVal(map[string]cty.Value{"region": cty.StringVal("REGION"), "project": cty.StringVal("PROJECT")}),
+		"data": cty.ObjectVal(map[string]cty.Value{"google_project": cty.ObjectVal(map[string]cty.Value{"this": cty.ObjectVal(map[string]cty.Value{"number": cty.StringVal("NUMBER")})})}),
+	}}
+	known := map[string]cty.Value{}
+	// Locals may refer to locals: a few passes settle the chains used here.
+	for range 4 {
+		ctx.Variables["local"] = cty.ObjectVal(known)
+		for n, a := range m.locals {
+			if _, done := known[n]; done {
+				continue
+			}
+			if v, diags := a.Expr.Value(ctx); !diags.HasErrors() && v.IsWhollyKnown() {
+				known[n] = v
+			}
+		}
+	}
+	ctx.Variables["local"] = cty.ObjectVal(known)
+	return ctx
+}
+
+func evalString(ctx *hcl.EvalContext, e hclsyntax.Expression) (string, bool) {
+	v, diags := e.Value(ctx)
+	if diags.HasErrors() || !v.IsWhollyKnown() || v.IsNull() || v.Type() != cty.String {
+		return "", false
+	}
+	return v.AsString(), true
+}
+
+// deterministicURL is the URL Cloud Run gives service NAME, with the
+// project number and region standing for themselves (see evalContext).
+func deterministicURL(name string) string {
+	return "https://" + name + "-NUMBER.REGION.run.app"
+}
+
+// functionSet reads a for_each that names a set of functions: a local or
+// toset() of literal names, of keys(local.functions), or of the functions
+// whose env holds one variable
+// (toset([for k, f in local.functions : k if contains(keys(f.env), "VAR")])).
+func functionSet(m *tfModule, e hclsyntax.Expression) ([]string, error) {
+	fields, env := functionFields(m)
+	if s, ok := e.(*hclsyntax.ScopeTraversalExpr); ok && len(s.Traversal) == 2 && s.Traversal.RootName() == "local" {
+		name := s.Traversal[1].(hcl.TraverseAttr).Name
+		l := m.locals[name]
+		if l == nil {
+			return nil, fmt.Errorf("local.%s is not declared", name)
+		}
+		return functionSet(m, l.Expr)
+	}
+	call, ok := e.(*hclsyntax.FunctionCallExpr)
+	if !ok || call.Name != "toset" || len(call.Args) != 1 {
+		return nil, fmt.Errorf("cannot read %s as a set of functions: use toset([...]) or a local holding one", m.text(e))
+	}
+	switch a := call.Args[0].(type) {
+	case *hclsyntax.TupleConsExpr:
+		var out []string
+		for _, it := range a.Exprs {
+			s, ok := literalString(it)
+			if !ok {
+				return nil, fmt.Errorf("cannot read %s: names must be literal", m.text(e))
+			}
+			out = append(out, s)
+		}
+		sort.Strings(out)
+		return out, nil
+	case *hclsyntax.FunctionCallExpr:
+		if a.Name == "keys" && len(a.Args) == 1 && m.text(a.Args[0]) == "local.functions" {
+			return sortedKeys(fields), nil
+		}
+	case *hclsyntax.ForExpr:
+		cond := regexp.MustCompile(`^contains\(keys\(` + regexp.QuoteMeta(a.ValVar) + `\.env\),"([A-Z0-9_]+)"\)$`)
+		if a.KeyVar != "" && m.text(a.CollExpr) == "local.functions" && m.text(a.ValExpr) == a.KeyVar && a.CondExpr != nil {
+			if mm := cond.FindStringSubmatch(m.text(a.CondExpr)); mm != nil {
+				var out []string
+				for fn, keys := range env {
+					if _, ok := keys[mm[1]]; ok {
+						out = append(out, fn)
+					}
+				}
+				sort.Strings(out)
+				return out, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("cannot read %s as a set of functions", m.text(e))
+}
+
+// usersOf are the functions that config.Vars says read a variable.
+func usersOf(name string) []string {
+	for _, v := range config.Vars {
+		if v.Name == name {
+			var out []string
+			for _, u := range v.Users {
+				if slices.Contains([]string{config.FnTick, config.FnSchedules, config.FnGPU, config.FnRent, config.FnRun}, u) {
+					out = append(out, u)
+				}
+			}
+			sort.Strings(out)
+			return out
+		}
+	}
+	return nil
+}
+
+// varRef returns X when e is exactly var.X, or "${var.X}s" (a duration in
+// seconds built from a variable).
+func varRef(m *tfModule, e hclsyntax.Expression) string {
+	mm := regexp.MustCompile(`^(?:var\.([a-z0-9_]+)|"\$\{var\.([a-z0-9_]+)\}s")$`).FindStringSubmatch(m.text(e))
+	if mm == nil {
+		return ""
+	}
+	return mm[1] + mm[2]
+}
+
+// maxDispatchDeadline is the longest dispatch deadline Cloud Tasks allows
+// for an HTTP task (30 minutes): Run must outlive it.
+const maxDispatchDeadline = 1800
+
+// checkTasks: the queue's retry and rate settings are variables with
+// validation; Tick, Schedules and Run are told the queue's ID, the Run
+// function's deterministic URL and baton-tasks' email; Run outlives the
+// longest dispatch deadline and scales with the queue's concurrency.
+func checkTasks(m *tfModule) []string {
+	var problems []string
+	q := m.resources["google_cloud_tasks_queue.runs"]
+	if q == nil {
+		return []string{"resource google_cloud_tasks_queue.runs is missing"}
+	}
+	for blk, attrs := range map[string][]string{
+		"retry_config": {"max_attempts", "min_backoff", "max_backoff", "max_doublings", "max_retry_duration"},
+		"rate_limits":  {"max_dispatches_per_second", "max_concurrent_dispatches"},
+	} {
+		for _, a := range attrs {
+			at := attr(q, blk, a)
+			if at == nil {
+				problems = append(problems, fmt.Sprintf("queue: %s.%s is not set (Cloud Tasks would pick its own default)", blk, a))
+				continue
+			}
+			v := varRef(m, at.Expr)
+			switch {
+			case v == "":
+				problems = append(problems, fmt.Sprintf("queue: %s.%s must come from a variable (var.X, or \"${var.X}s\"), got %s", blk, a, m.text(at.Expr)))
+			case m.variables[v] == nil:
+				problems = append(problems, fmt.Sprintf("queue: %s.%s uses var.%s, which is not declared", blk, a, v))
+			case block(m.variables[v].Body, "validation") == nil:
+				problems = append(problems, fmt.Sprintf("queue: var.%s needs a validation block stating Cloud Tasks' limit", v))
+			}
+		}
+	}
+	if attr(q, "stackdriver_logging_config", "sampling_ratio") == nil {
+		problems = append(problems, "queue: stackdriver_logging_config.sampling_ratio is not set (failed dispatches would leave no log)")
+	}
+
+	tasksSA := m.resources["google_service_account.tasks"]
+	if tasksSA == nil {
+		problems = append(problems, "resource google_service_account.tasks (baton-tasks) is missing")
+	} else if id, _ := literalString(attrOrEmpty(tasksSA, "account_id")); id != "baton-tasks" {
+		problems = append(problems, fmt.Sprintf("google_service_account.tasks must have account_id \"baton-tasks\", got %q", id))
+	}
+
+	fields, env := functionFields(m)
+	ctx := evalContext(m)
+	run := fields[config.FnRun]
+	if run == nil {
+		return append(problems, "local.functions has no Run")
+	}
+	runName, ok := evalString(ctx, run["name"])
+	if !ok {
+		problems = append(problems, "local.functions.Run.name must be a literal or a literal local")
+	}
+	for _, fn := range usersOf(config.EnvRunURL) {
+		e, ok := env[fn][config.EnvRunURL]
+		if !ok {
+			continue // checkEnv reports it
+		}
+		got, ok := evalString(ctx, e)
+		if want := deterministicURL(runName); !ok || got != want {
+			problems = append(problems, fmt.Sprintf("%s: %s = %s evaluates to %q, want Cloud Run's deterministic URL of the Run function %q, %s (the tasks' target and OIDC audience)", fn, config.EnvRunURL, m.text(e), got, runName, want))
+		}
+	}
+	for _, fn := range usersOf(config.EnvTasksQueue) {
+		if e, ok := env[fn][config.EnvTasksQueue]; ok && m.text(e) != "google_cloud_tasks_queue.runs.id" {
+			problems = append(problems, fmt.Sprintf("%s: %s must be google_cloud_tasks_queue.runs.id (projects/P/locations/L/queues/Q), got %s", fn, config.EnvTasksQueue, m.text(e)))
+		}
+	}
+	for _, fn := range usersOf(config.EnvTasksAccount) {
+		if e, ok := env[fn][config.EnvTasksAccount]; ok && m.text(e) != "google_service_account.tasks.email" {
+			problems = append(problems, fmt.Sprintf("%s: %s must be google_service_account.tasks.email (baton-tasks, the only invoker of Run), got %s", fn, config.EnvTasksAccount, m.text(e)))
+		}
+	}
+
+	// Run's timeout: a literal, or a variable whose default and validation
+	// both keep it at or above the longest dispatch deadline.
+	if t, ok := run["timeout"]; !ok {
+		problems = append(problems, "Run has no timeout")
+	} else if v := varRef(m, t); v != "" {
+		vb := m.variables[v]
+		var def *big.Float
+		if vb != nil && vb.Body.Attributes["default"] != nil {
+			if d, ok := literal(vb.Body.Attributes["default"].Expr); ok && d.Type() == cty.Number {
+				def = d.AsBigFloat()
+			}
+		}
+		if def == nil || def.Cmp(big.NewFloat(maxDispatchDeadline)) < 0 {
+			problems = append(problems, fmt.Sprintf("Run: timeout var.%s must default to at least %d s (Cloud Tasks' longest dispatch deadline)", v, maxDispatchDeadline))
+		}
+		lower := regexp.MustCompile(`var\.` + regexp.QuoteMeta(v) + `>=([0-9]+)`)
+		var cond string
+		if vb != nil {
+			if vv := block(vb.Body, "validation"); vv != nil && vv.Body.Attributes["condition"] != nil {
+				cond = m.text(vv.Body.Attributes["condition"].Expr)
+			}
+		}
+		if mm := lower.FindStringSubmatch(cond); mm == nil || atoi(mm[1]) < maxDispatchDeadline {
+			problems = append(problems, fmt.Sprintf("Run: var.%s's validation must refuse less than %d s (var.%s >= %d), the longest dispatch deadline Run must outlive", v, maxDispatchDeadline, v, maxDispatchDeadline))
+		}
+	} else if n, ok := literal(t); !ok || n.Type() != cty.Number || n.AsBigFloat().Cmp(big.NewFloat(maxDispatchDeadline)) < 0 {
+		problems = append(problems, fmt.Sprintf("Run: timeout %s must be at least %d s, Cloud Tasks' longest dispatch deadline", m.text(t), maxDispatchDeadline))
+	}
+	if mi, ok := run["max_instances"]; !ok || m.text(mi) != m.text(attrOrEmpty(block(q.Body, "rate_limits"), "max_concurrent_dispatches")) {
+		problems = append(problems, "Run: max_instances must be the queue's rate_limits.max_concurrent_dispatches: one run per instance, or the excess dispatches get 429 and use up attempts")
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range s {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// checkTasksIAM: enqueuing is granted on the queue only, to exactly the
+// functions that read BATON_TASKS_QUEUE; actAs only on baton-tasks, to the
+// same functions; run.invoker on Run only to baton-tasks, and baton-tasks
+// invokes nothing else; nobody invokes the daemon.
+func checkTasksIAM(m *tfModule) []string {
+	var problems []string
+	enqueuers := usersOf(config.EnvTasksQueue)
+	wantMembers := func(name string, b *hclsyntax.Block, what string) {
+		if mem := m.text(attrOrEmpty(b, "member")); mem != "google_service_account.function[each.key].member" {
+			problems = append(problems, fmt.Sprintf("%s: %s must go to the functions' own accounts (google_service_account.function[each.key].member), not %s", name, what, mem))
+			return
+		}
+		fe := b.Body.Attributes["for_each"]
+		if fe == nil {
+			problems = append(problems, fmt.Sprintf("%s: needs for_each over the functions that enqueue", name))
+			return
+		}
+		got, err := functionSet(m, fe.Expr)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+		} else if !slices.Equal(got, enqueuers) {
+			problems = append(problems, fmt.Sprintf("%s: %s is granted to %v, want exactly the functions that read %s (config.Vars: %v)", name, what, got, config.EnvTasksQueue, enqueuers))
+		}
+	}
+	nEnq, nActAs := 0, 0
+	for _, name := range sortedKeys(m.resources) {
+		b := m.resources[name]
+		role, _ := literalString(attrOrEmpty(b, "role"))
+		typ := strings.SplitN(name, ".", 2)[0]
+		switch {
+		case role == "roles/cloudtasks.enqueuer" || strings.HasPrefix(role, "roles/cloudtasks.") && role != tasksAgentRole:
+			if role != "roles/cloudtasks.enqueuer" {
+				problems = append(problems, fmt.Sprintf("%s grants %s; the functions only need roles/cloudtasks.enqueuer", name, role))
+				continue
+			}
+			nEnq++
+			if typ != "google_cloud_tasks_queue_iam_member" {
+				problems = append(problems, fmt.Sprintf("%s grants roles/cloudtasks.enqueuer on more than the queue; grant it with google_cloud_tasks_queue_iam_member on google_cloud_tasks_queue.runs only", name))
+				continue
+			}
+			if q := m.text(attrOrEmpty(b, "name")); q != "google_cloud_tasks_queue.runs.name" && q != "google_cloud_tasks_queue.runs.id" {
+				problems = append(problems, fmt.Sprintf("%s: roles/cloudtasks.enqueuer must be on google_cloud_tasks_queue.runs, not %s", name, q))
+			}
+			wantMembers(name, b, "roles/cloudtasks.enqueuer")
+		case role == "roles/iam.serviceAccountUser" || role == "roles/iam.serviceAccountTokenCreator" || strings.HasPrefix(typ, "google_service_account_iam_"):
+			if role != "roles/iam.serviceAccountUser" || typ != "google_service_account_iam_member" {
+				problems = append(problems, fmt.Sprintf("%s grants %q with %s; only roles/iam.serviceAccountUser on baton-tasks (google_service_account_iam_member) is needed, to create tasks carrying its OIDC token", name, role, typ))
+				continue
+			}
+			nActAs++
+			if sa := m.text(attrOrEmpty(b, "service_account_id")); sa != "google_service_account.tasks.name" && sa != "google_service_account.tasks.id" {
+				problems = append(problems, fmt.Sprintf("%s: roles/iam.serviceAccountUser is only granted on baton-tasks (google_service_account.tasks.name), not on %s: actAs on another account lets the holder run as it", name, sa))
+			}
+			wantMembers(name, b, "roles/iam.serviceAccountUser on baton-tasks")
+		case role == "roles/run.invoker":
+			target := m.text(attrOrEmpty(b, "name"))
+			if strings.Contains(target, "google_cloud_run_v2_service.daemon") {
+				problems = append(problems, fmt.Sprintf("%s grants roles/run.invoker on the daemon; nothing may call it", name))
+			}
+			if strings.Contains(target, `fn["Run"]`) {
+				problems = append(problems, fmt.Sprintf("%s grants roles/run.invoker on Run outside local.function_invokers' Run/tasks; only baton-tasks may invoke Run", name))
+			}
+			if strings.Contains(m.text(attrOrEmpty(b, "member")), "google_service_account.tasks.") {
+				problems = append(problems, fmt.Sprintf("%s grants roles/run.invoker to baton-tasks on %s; baton-tasks invokes Run only", name, target))
+			}
+		}
+	}
+	if nEnq == 0 {
+		problems = append(problems, "no roles/cloudtasks.enqueuer grant: Tick, Schedules and Run cannot create tasks")
+	}
+	if nActAs == 0 {
+		problems = append(problems, "no roles/iam.serviceAccountUser on baton-tasks: creating a task with its OIDC token needs actAs on it")
+	}
+
+	// local.function_invokers: merge() of { "KEY" = { fn, member } } objects
+	// and for expressions over operator lists.
+	var call *hclsyntax.FunctionCallExpr
+	if fi := m.locals["function_invokers"]; fi != nil {
+		call, _ = fi.Expr.(*hclsyntax.FunctionCallExpr)
+	}
+	if call == nil || call.Name != "merge" {
+		return append(problems, "local.function_invokers must be merge() of { key = { fn, member } } objects")
+	}
+	runTasks := 0
+	check := func(where string, item hclsyntax.Expression) {
+		f, ok := objectKeys(item)
+		if !ok {
+			problems = append(problems, fmt.Sprintf("function_invokers %s: want { fn = \"...\", member = ... }", where))
+			return
+		}
+		fn, _ := literalString(f["fn"])
+		member := ""
+		if e, ok := f["member"]; ok {
+			member = m.text(e)
+		}
+		isTasks := member == "google_service_account.tasks.member"
+		switch {
+		case fn == config.FnRun && isTasks:
+			runTasks++
+		case fn == config.FnRun:
+			problems = append(problems, fmt.Sprintf("function_invokers %s: grants run.invoker on Run to %s; Run may be invoked only by baton-tasks (runs must go through the queue)", where, member))
+		case isTasks:
+			problems = append(problems, fmt.Sprintf("function_invokers %s: grants baton-tasks run.invoker on %s; baton-tasks invokes Run only", where, fn))
+		}
+	}
+	for _, arg := range call.Args {
+		switch a := arg.(type) {
+		case *hclsyntax.ObjectConsExpr:
+			for _, it := range a.Items {
+				check(m.text(it.KeyExpr), it.ValueExpr)
+			}
+		case *hclsyntax.ForExpr:
+			check(m.text(a), a.ValExpr)
+		default:
+			problems = append(problems, fmt.Sprintf("function_invokers: cannot read %s", m.text(arg)))
+		}
+	}
+	if runTasks != 1 {
+		problems = append(problems, fmt.Sprintf("function_invokers: baton-tasks must invoke Run exactly once, found %d (tasks could not reach Run)", runTasks))
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// cloudSet are variables a deployable reads that the platform sets itself.
+var cloudSet = map[string]string{config.EnvPort: "Cloud Run sets it and refuses it in a service's env"}
+
+// daemonReads are the variables cmd/baton/daemon.go reads: every config.EnvX
+// it names, resolved to the names shared/config/config.go gives them.
+func daemonReads() ([]string, error) {
+	fset := token.NewFileSet()
+	cf, err := parser.ParseFile(fset, "../shared/config/config.go", nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	consts := map[string]string{}
+	for _, d := range cf.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, sp := range g.Specs {
+			vs := sp.(*ast.ValueSpec)
+			for i, n := range vs.Names {
+				if i < len(vs.Values) {
+					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						consts[n.Name] = strings.Trim(lit.Value, "\"`")
+					}
+				}
+			}
+		}
+	}
+	df, err := parser.ParseFile(fset, "../cmd/baton/daemon.go", nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	var bad []string
+	ast.Inspect(df, func(n ast.Node) bool {
+		sel, ok := n.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		if x, ok := sel.X.(*ast.Ident); ok && x.Name == "config" && strings.HasPrefix(sel.Sel.Name, "Env") {
+			if v, ok := consts[sel.Sel.Name]; ok {
+				set[v] = true
+			} else {
+				bad = append(bad, sel.Sel.Name)
+			}
+		}
+		return true
+	})
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("cmd/baton/daemon.go names config.%v, not found in shared/config/config.go", bad)
+	}
+	return sortedKeys(set), nil
+}
+
+// checkDaemon: when daemon_image is set, `baton daemon` runs as exactly one
+// always-on Cloud Run instance, internal only, with the env daemon.go
+// reads; Schedules accepts sub-minute crons exactly then.
+func checkDaemon(m *tfModule) []string {
+	d := m.resources["google_cloud_run_v2_service.daemon"]
+	if d == nil {
+		return []string{"resource google_cloud_run_v2_service.daemon is missing (sub-minute schedules need it)"}
+	}
+	var problems []string
+	gate := d.Body.Attributes["count"]
+	if gate == nil {
+		gate = d.Body.Attributes["for_each"]
+	}
+	gated := gate != nil && strings.Contains(m.text(gate.Expr), "var.daemon_image")
+	if gate != nil && !gated {
+		if s, ok := gate.Expr.(*hclsyntax.ScopeTraversalExpr); ok && s.Traversal.RootName() == "local" {
+			if l := m.locals[s.Traversal[1].(hcl.TraverseAttr).Name]; l != nil {
+				gated = strings.Contains(m.text(l.Expr), "var.daemon_image")
+			}
+		}
+	}
+	if !gated {
+		problems = append(problems, "daemon: must be deployed only when var.daemon_image is set (count or for_each on it)")
+	}
+	isLit := func(want cty.Value) func(hclsyntax.Expression) bool {
+		return func(e hclsyntax.Expression) bool {
+			v, ok := literal(e)
+			return ok && v.Type().Equals(want.Type()) && v.Equals(want).True()
+		}
+	}
+	for _, w := range []struct {
+		path []string
+		ok   func(hclsyntax.Expression) bool
+		why  string
+	}{
+		{[]string{"template", "scaling", "min_instance_count"}, isLit(cty.NumberIntVal(1)), "must be 1: the daemon never sleeps"},
+		{[]string{"template", "scaling", "max_instance_count"}, isLit(cty.NumberIntVal(1)), "must be 1: a second instance would only wait for the tick lease"},
+		{[]string{"template", "containers", "resources", "cpu_idle"}, isLit(cty.False), "must be false: it ticks with no request to wake it"},
+		{[]string{"template", "containers", "resources", "startup_cpu_boost"}, isLit(cty.True), "must be true"},
+		{[]string{"ingress"}, isLit(cty.StringVal("INGRESS_TRAFFIC_INTERNAL_ONLY")), `must be "INGRESS_TRAFFIC_INTERNAL_ONLY": nothing calls it`},
+		{[]string{"template", "containers", "image"}, func(e hclsyntax.Expression) bool { return m.text(e) == "var.daemon_image" }, "must be var.daemon_image"},
+		{[]string{"template", "containers", "args"}, func(e hclsyntax.Expression) bool { return strings.HasPrefix(m.text(e), `["daemon"`) }, `must run baton daemon (["daemon", ...])`},
+	} {
+		if a := attr(d, w.path...); a == nil || !w.ok(a.Expr) {
+			problems = append(problems, fmt.Sprintf("daemon: %s %s", strings.Join(w.path, "."), w.why))
+		}
+	}
+
+	// Its env is exactly what daemon.go reads, less what the cloud forbids
+	// or sets.
+	var c *hclsyntax.Block
+	if t := block(d.Body, "template"); t != nil {
+		c = block(t.Body, "containers")
+	}
+	var de *hclsyntax.Block
+	if c != nil {
+		de = dynamicBlock(c.Body, "env")
+	}
+	if de == nil || de.Body.Attributes["for_each"] == nil || m.text(de.Body.Attributes["for_each"].Expr) != "local.daemon_env" {
+		problems = append(problems, "daemon: containers must set env with dynamic \"env\" { for_each = local.daemon_env }")
+	}
+	reads, err := daemonReads()
+	if err != nil {
+		return append(problems, err.Error())
+	}
+	var set map[string]hclsyntax.Expression
+	if l := m.locals["daemon_env"]; l == nil {
+		problems = append(problems, "local.daemon_env is missing")
+	} else if set, _ = objectKeys(l.Expr); set == nil {
+		problems = append(problems, "local.daemon_env must be a literal object of NAME = value")
+	}
+	for _, n := range reads {
+		_, has := set[n]
+		switch {
+		case cloudForbidden[n] != "" && has:
+			problems = append(problems, fmt.Sprintf("daemon: %s must not be set in the cloud: %s", n, cloudForbidden[n]))
+		case cloudSet[n] != "" && has:
+			problems = append(problems, fmt.Sprintf("daemon: %s must not be set: %s", n, cloudSet[n]))
+		case cloudForbidden[n] == "" && cloudSet[n] == "" && !has && set != nil:
+			problems = append(problems, fmt.Sprintf("daemon: %s is read by cmd/baton/daemon.go but not set in local.daemon_env", n))
+		}
+	}
+	for n := range set {
+		if !slices.Contains(reads, n) {
+			problems = append(problems, fmt.Sprintf("daemon: %s is set but cmd/baton/daemon.go does not read it", n))
+		}
+	}
+	if e, ok := set[config.EnvTargetIDToken]; ok && !isLit(cty.StringVal("true"))(e) {
+		problems = append(problems, fmt.Sprintf("daemon: %s must be \"true\": targets authenticate the daemon's runs as in the functions", config.EnvTargetIDToken))
+	}
+
+	// BATON_SUBMINUTE on Schedules follows the daemon.
+	_, env := functionFields(m)
+	for _, fn := range usersOf(config.EnvSubMinute) {
+		e, ok := env[fn][config.EnvSubMinute]
+		if !ok {
+			continue // checkEnv reports it
+		}
+		if t := m.text(e); !strings.Contains(t, "google_cloud_run_v2_service.daemon") && !strings.Contains(t, "var.daemon_image") {
+			problems = append(problems, fmt.Sprintf("%s: %s = %s must follow the daemon (\"true\" only when google_cloud_run_v2_service.daemon is deployed)", fn, config.EnvSubMinute, t))
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
 var tfChecks = map[string]func(*tfModule) []string{
 	"env":             checkEnv,
 	"serviceAccounts": checkServiceAccounts,
@@ -743,6 +1316,9 @@ var tfChecks = map[string]func(*tfModule) []string{
 	"firestore":       checkFirestore,
 	"indexes":         checkIndexes,
 	"validations":     checkValidations,
+	"tasks":           checkTasks,
+	"tasksIAM":        checkTasksIAM,
+	"daemon":          checkDaemon,
 }
 
 // TestTerraformRules runs every check on infra/terraform as committed.
@@ -769,7 +1345,7 @@ func TestTerraformRulesFail(t *testing.T) {
 		name, check, file, old, new, want string
 	}{
 		{"env missing", "env", "main.tf",
-			"        BATON_GPU_POOL        = local.gpu_pool\n        BATON_TICK_LEASE_TTL", "        BATON_TICK_LEASE_TTL",
+			"        BATON_GPU_POOL              = local.gpu_pool\n        BATON_TICK_LEASE_TTL", "        BATON_TICK_LEASE_TTL",
 			"Tick: BATON_GPU_POOL is read by Tick (config.Vars) but not set"},
 		{"env default-only var still required", "env", "main.tf",
 			"    BATON_WORKER_COMMAND = jsonencode(var.worker_command)\n", "",
@@ -779,16 +1355,16 @@ func TestTerraformRulesFail(t *testing.T) {
 			"        BATON_LOG_LEVEL = var.log_level\n        BATON_LOG_LEVLE = \"debug\"\n      }\n    }\n  }\n",
 			"Rent: BATON_LOG_LEVLE is set but unknown"},
 		{"env token in cloud", "env", "main.tf",
-			"        BATON_LOG_LEVEL       = var.log_level\n      }\n    }\n    GPU = {",
-			"        BATON_LOG_LEVEL       = var.log_level\n        BATON_TOKEN = \"s3cret\"\n      }\n    }\n    GPU = {",
+			"        BATON_SUBMINUTE = length(google_cloud_run_v2_service.daemon) > 0 ? \"true\" : \"false\"\n      }\n    }\n    GPU = {",
+			"        BATON_SUBMINUTE = length(google_cloud_run_v2_service.daemon) > 0 ? \"true\" : \"false\"\n        BATON_TOKEN = \"s3cret\"\n      }\n    }\n    GPU = {",
 			"Schedules: BATON_TOKEN must not be set in the cloud"},
 		{"env emulator in cloud", "env", "main.tf",
 			"    BATON_LOG_LEVEL      = var.log_level\n",
 			"    BATON_LOG_LEVEL      = var.log_level\n    STORAGE_EMULATOR_HOST = \"localhost:4443\"\n",
 			"gpu-worker: STORAGE_EMULATOR_HOST must not be set in the cloud"},
 		{"env on a deployable that does not read it", "env", "main.tf",
-			"        BATON_LOG_LEVEL       = var.log_level\n      }\n    }\n    GPU = {",
-			"        BATON_LOG_LEVEL       = var.log_level\n        BATON_TICK_LEASE_TTL = var.tick_lease_ttl\n      }\n    }\n    GPU = {",
+			"        BATON_SUBMINUTE = length(google_cloud_run_v2_service.daemon) > 0 ? \"true\" : \"false\"\n      }\n    }\n    GPU = {",
+			"        BATON_SUBMINUTE = length(google_cloud_run_v2_service.daemon) > 0 ? \"true\" : \"false\"\n        BATON_TICK_LEASE_TTL = var.tick_lease_ttl\n      }\n    }\n    GPU = {",
 			"Schedules: BATON_TICK_LEASE_TTL is set on Schedules, which does not read it"},
 		{"build env at runtime", "env", "main.tf",
 			"        BATON_LOG_LEVEL = var.log_level\n      }\n    }\n  }\n",
@@ -846,6 +1422,118 @@ func TestTerraformRulesFail(t *testing.T) {
 		{"index missing", "indexes", "firestore.tf",
 			"    { collection = \"gpu_slots\", fields = [{ path = \"leaseUntil\", order = \"ASCENDING\" }, { path = \"_id\", order = \"ASCENDING\" }] },\n", "",
 			"local.firestore_indexes lacks gpu_slots(leaseUntil ASCENDING, _id ASCENDING), which the code declares"},
+		{"run.invoker on Run for operators", "tasksIAM", "iam.tf",
+			`{ "Run/tasks" = { fn = "Run", member = google_service_account.tasks.member } },`,
+			`{ "Run/tasks" = { fn = "Run", member = google_service_account.tasks.member } },
+    { for m in var.operator_members : "Run/${m}" => { fn = "Run", member = m } },`,
+			"grants run.invoker on Run to m; Run may be invoked only by baton-tasks"},
+		{"run.invoker on Run for another account", "tasksIAM", "iam.tf",
+			`"Run/tasks" = { fn = "Run", member = google_service_account.tasks.member }`,
+			`"Run/tasks" = { fn = "Run", member = google_service_account.scheduler.member }`,
+			"Run may be invoked only by baton-tasks"},
+		{"baton-tasks invokes another function", "tasksIAM", "iam.tf",
+			`"Run/tasks" = { fn = "Run", member = google_service_account.tasks.member }`,
+			`"Run/tasks" = { fn = "Tick", member = google_service_account.tasks.member }`,
+			"grants baton-tasks run.invoker on Tick; baton-tasks invokes Run only"},
+		{"enqueuer on the project", "tasksIAM", "iam.tf",
+			`role    = "roles/cloudbuild.builds.builder"`, `role    = "roles/cloudtasks.enqueuer"`,
+			"google_project_iam_member.build grants roles/cloudtasks.enqueuer on more than the queue"},
+		{"enqueuer for every function", "tasksIAM", "tasks.tf",
+			"resource \"google_cloud_tasks_queue_iam_member\" \"enqueuer\" {\n  for_each = local.tasks_functions",
+			"resource \"google_cloud_tasks_queue_iam_member\" \"enqueuer\" {\n  for_each = toset(keys(local.functions))",
+			"roles/cloudtasks.enqueuer is granted to [GPU Rent Run Schedules Tick], want exactly the functions that read BATON_TASKS_QUEUE"},
+		{"enqueuers chosen by the wrong variable", "tasksIAM", "tasks.tf",
+			`contains(keys(f.env), "BATON_TASKS_QUEUE")`, `contains(keys(f.env), "BATON_MONGO_URI")`,
+			"is granted to [GPU Run Schedules Tick], want exactly the functions that read BATON_TASKS_QUEUE"},
+		{"actAs on another account", "tasksIAM", "tasks.tf",
+			"service_account_id = google_service_account.tasks.name", "service_account_id = google_service_account.scheduler.name",
+			"roles/iam.serviceAccountUser is only granted on baton-tasks"},
+		{"token creator on baton-tasks", "tasksIAM", "tasks.tf",
+			`role               = "roles/iam.serviceAccountUser"`, `role               = "roles/iam.serviceAccountTokenCreator"`,
+			`google_service_account_iam_member.tasks_actas grants "roles/iam.serviceAccountTokenCreator"`},
+		{"invoker on the daemon", "tasksIAM", "daemon.tf",
+			"name     = google_cloud_run_v2_service.gpu_worker.name", "name     = google_cloud_run_v2_service.daemon[0].name",
+			"grants roles/run.invoker on the daemon; nothing may call it"},
+		{"service agent role to another account", "serviceAccounts", "tasks.tf",
+			`member  = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-cloudtasks.iam.gserviceaccount.com"`,
+			`member  = google_service_account.tasks.member`,
+			"roles/cloudtasks.serviceAgent may only go to the Cloud Tasks service agent"},
+		{"service agent role always on", "serviceAccounts", "tasks.tf",
+			"count = var.tasks_service_agent_grant ? 1 : 0", "count = 1",
+			"roles/cloudtasks.serviceAgent must be opt-in"},
+		{"run URL not deterministic", "tasks", "main.tf",
+			`run_url  = "https://${local.run_name}-${data.google_project.this.number}.${var.region}.run.app"`,
+			`run_url  = "https://${local.run_name}-uc.a.run.app"`,
+			`Tick: BATON_RUN_URL = local.run_url evaluates to "https://baton-run-uc.a.run.app", want Cloud Run's deterministic URL of the Run function "baton-run"`},
+		{"run URL of another name", "tasks", "main.tf",
+			"      name        = local.run_name\n", "      name        = \"baton-runner\"\n",
+			`evaluates to "https://baton-run-NUMBER.REGION.run.app", want Cloud Run's deterministic URL of the Run function "baton-runner"`},
+		{"queue given by name", "tasks", "main.tf",
+			"BATON_TASKS_QUEUE           = google_cloud_tasks_queue.runs.id\n        BATON_RUN_URL               = local.run_url\n        BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email\n        # Seconds-level", "BATON_TASKS_QUEUE           = \"baton-runs\"\n        BATON_RUN_URL               = local.run_url\n        BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email\n        # Seconds-level",
+			"Schedules: BATON_TASKS_QUEUE must be google_cloud_tasks_queue.runs.id"},
+		{"tasks account of another account", "tasks", "main.tf",
+			"BATON_TASKS_QUEUE           = google_cloud_tasks_queue.runs.id\n        BATON_RUN_URL               = local.run_url\n        BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email\n        # Seconds-level", "BATON_TASKS_QUEUE           = google_cloud_tasks_queue.runs.id\n        BATON_RUN_URL               = local.run_url\n        BATON_TASKS_SERVICE_ACCOUNT = google_service_account.scheduler.email\n        # Seconds-level",
+			"Schedules: BATON_TASKS_SERVICE_ACCOUNT must be google_service_account.tasks.email"},
+		{"tasks account renamed", "tasks", "tasks.tf",
+			`account_id   = "baton-tasks"`, `account_id   = "baton-dispatch"`,
+			`google_service_account.tasks must have account_id "baton-tasks"`},
+		{"retry attempts hard-coded", "tasks", "tasks.tf",
+			"max_attempts  = var.tasks_max_attempts", "max_attempts  = -1",
+			"queue: retry_config.max_attempts must come from a variable"},
+		{"rate limit hard-coded", "tasks", "tasks.tf",
+			"max_concurrent_dispatches = var.tasks_max_concurrent_dispatches", "max_concurrent_dispatches = 1000",
+			"queue: rate_limits.max_concurrent_dispatches must come from a variable"},
+		{"retry backoff missing", "tasks", "tasks.tf",
+			"    min_backoff   = \"${var.tasks_min_backoff_seconds}s\"\n", "",
+			"queue: retry_config.min_backoff is not set"},
+		{"Run timeout below the dispatch deadline", "tasks", "main.tf",
+			"timeout = var.run_timeout_seconds", "timeout = 540",
+			"Run: timeout 540 must be at least 1800 s"},
+		{"Run timeout variable allows less", "tasks", "variables.tf",
+			"var.run_timeout_seconds >= 1800", "var.run_timeout_seconds >= 60",
+			"Run: var.run_timeout_seconds's validation must refuse less than 1800 s"},
+		{"Run timeout default too short", "tasks", "variables.tf",
+			"  default     = 1860\n", "  default     = 900\n",
+			"Run: timeout var.run_timeout_seconds must default to at least 1800 s"},
+		{"Run scales apart from the queue", "tasks", "main.tf",
+			"max_instances = var.tasks_max_concurrent_dispatches", "max_instances = 10",
+			"Run: max_instances must be the queue's rate_limits.max_concurrent_dispatches"},
+		{"daemon may scale to zero", "daemon", "daemon.tf",
+			"min_instance_count = 1", "min_instance_count = 0",
+			"daemon: template.scaling.min_instance_count must be 1"},
+		{"two daemons", "daemon", "daemon.tf",
+			"max_instance_count = 1", "max_instance_count = 2",
+			"daemon: template.scaling.max_instance_count must be 1"},
+		{"daemon CPU throttled", "daemon", "daemon.tf",
+			"cpu_idle          = false", "cpu_idle          = true",
+			"daemon: template.containers.resources.cpu_idle must be false"},
+		{"daemon always deployed", "daemon", "daemon.tf",
+			"  count = local.daemon_count\n\n  project             = var.project", "  project             = var.project",
+			"daemon: must be deployed only when var.daemon_image is set"},
+		{"daemon public", "daemon", "daemon.tf",
+			`ingress             = "INGRESS_TRAFFIC_INTERNAL_ONLY"`, `ingress             = "INGRESS_TRAFFIC_ALL"`,
+			`daemon: ingress must be "INGRESS_TRAFFIC_INTERNAL_ONLY"`},
+		{"daemon env missing", "daemon", "daemon.tf",
+			"    BATON_TICK_LEASE_TTL  = var.tick_lease_ttl\n", "",
+			"daemon: BATON_TICK_LEASE_TTL is read by cmd/baton/daemon.go but not set"},
+		{"daemon token in cloud", "daemon", "daemon.tf",
+			"    BATON_LOG_LEVEL       = var.log_level\n  }\n}", "    BATON_LOG_LEVEL       = var.log_level\n    BATON_TOKEN           = \"s3cret\"\n  }\n}",
+			"daemon: BATON_TOKEN must not be set in the cloud"},
+		{"daemon port set", "daemon", "daemon.tf",
+			"    BATON_LOG_LEVEL       = var.log_level\n  }\n}", "    BATON_LOG_LEVEL       = var.log_level\n    PORT                  = \"8080\"\n  }\n}",
+			"daemon: PORT must not be set"},
+		{"daemon env it does not read", "daemon", "daemon.tf",
+			"    BATON_LOG_LEVEL       = var.log_level\n  }\n}", "    BATON_LOG_LEVEL       = var.log_level\n    BATON_TASKS_QUEUE     = google_cloud_tasks_queue.runs.id\n  }\n}",
+			"daemon: BATON_TASKS_QUEUE is set but cmd/baton/daemon.go does not read it"},
+		{"daemon runs another command", "daemon", "daemon.tf",
+			`args  = ["daemon", "--poll=${var.daemon_poll}"]`, `args  = ["local"]`,
+			"daemon: template.containers.args must run baton daemon"},
+		{"sub-minute without the daemon", "daemon", "main.tf",
+			`BATON_SUBMINUTE = length(google_cloud_run_v2_service.daemon) > 0 ? "true" : "false"`, `BATON_SUBMINUTE = "true"`,
+			`Schedules: BATON_SUBMINUTE = "true" must follow the daemon`},
+		{"daemon shares an account", "serviceAccounts", "daemon.tf",
+			"service_account = google_service_account.daemon[0].email", "service_account = google_service_account.gpu_worker.email",
+			"google_service_account.gpu_worker is shared by daemon and gpu-worker"},
 		{"variable without validation", "validations", "variables.tf",
 			"  validation {\n    condition     = contains([\"debug\", \"info\", \"warn\", \"error\"], var.log_level)\n    error_message = \"log_level must be debug, info, warn or error.\"\n  }\n", "",
 			`variable "log_level" has no validation block`},

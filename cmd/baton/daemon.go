@@ -1,7 +1,12 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"os"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -39,7 +44,10 @@ a keyset cursor. Several daemons may run: one leads, the others wait, and when
 the leader loses the lease it stops ticking and another takes over.
 
 Storage uses Application Default Credentials, or STORAGE_EMULATOR_HOST when
-set (as under 'baton local').`,
+set (as under 'baton local').
+
+When PORT is set (Cloud Run sets it), the daemon also listens there and
+answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 		Example: `  BATON_MONGO_URI=mongodb://127.0.0.1:27017/ BATON_BUCKET=baton STORAGE_EMULATOR_HOST=127.0.0.1:4443 baton daemon`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -100,6 +108,19 @@ set (as under 'baton local').`,
 			if err != nil {
 				return fmt.Errorf("daemon: %w", err)
 			}
+			// Cloud Run only starts a revision whose container listens on
+			// $PORT, and probes it there. Listening only now, with the
+			// database and the bucket open, makes "started" mean "connected".
+			// config.Get cannot tell an unset PORT from its default, and
+			// locally no port should open unasked.
+			if port := os.Getenv(config.EnvPort); port != "" {
+				stop, addr, err := startHealth(":"+port, d)
+				if err != nil {
+					return fmt.Errorf("daemon: health listener: %w", err)
+				}
+				defer stop()
+				fmt.Fprintf(cmd.ErrOrStderr(), "baton daemon: GET /healthz on %s\n", addr)
+			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "baton daemon: waiting for the tick lease in gs://%s/%stick.json\n", bucket, prefix)
 			return d.Run(ctx)
 		},
@@ -112,4 +133,50 @@ set (as under 'baton local').`,
 	cmd.Flags().DurationVar(&idle, "max-idle", scheduler.DefaultMaxIdle, "longest sleep between ticks (sweeps for failover and retries run at least this often)")
 	cmd.Flags().BoolVar(&ensureIndexes, "ensure-indexes", false, "create the scheduler's and the GPU queue's indexes at start (local use; Terraform declares them in the cloud)")
 	return cmd
+}
+
+// daemonState is what /healthz reports (*scheduler.Daemon has it), as an
+// interface so that the handler can be tested without a database.
+type daemonState interface {
+	Leading() bool
+	WatchMode() string
+}
+
+// healthHandler answers GET /healthz with the daemon's state. It answers 200
+// whether or not this instance leads: a daemon waiting for the tick lease
+// is healthy, and restarting it would not make it lead.
+func healthHandler(d daemonState) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(struct {
+			Status    string `json:"status"`
+			Leading   bool   `json:"leading"`
+			WatchMode string `json:"watchMode"`
+		}{"ok", d.Leading(), d.WatchMode()})
+	})
+	return mux
+}
+
+// startHealth listens on addr before returning, so that a bad PORT fails
+// the command at once rather than leaving Cloud Run probing nothing, and
+// serves healthHandler until stop is called.
+func startHealth(addr string, d daemonState) (stop func(), bound string, err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{Handler: healthHandler(d), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	stop = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+	}
+	return stop, ln.Addr().String(), nil
 }

@@ -4,6 +4,7 @@ locals {
     "cloudbuild.googleapis.com",       # builds the function source
     "cloudfunctions.googleapis.com",
     "cloudscheduler.googleapis.com",
+    "cloudtasks.googleapis.com", # the queue between Tick (and Schedules) and Run
     "firestore.googleapis.com",
     "iam.googleapis.com",
     "logging.googleapis.com",

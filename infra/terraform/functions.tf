@@ -23,7 +23,7 @@ resource "google_cloudfunctions2_function" "fn" {
     #   generates a main that imports that package. GOOGLE_BUILDABLE does not
     #   help either: the buildpack overrides it with its generated main.
     # So, following reality, scripts/package writes a root function.go that
-    # imports functions/ (whose init() registers all four functions) and
+    # imports functions/ (whose init() registers every function) and
     # functions-framework's functions package (which selects the buildpack's
     # declarative main, serving FUNCTION_TARGET = entry_point). The variable
     # stays set, as the DESIGN asks and in case a future Go buildpack honours
@@ -48,7 +48,7 @@ resource "google_cloudfunctions2_function" "fn" {
     timeout_seconds                = each.value.timeout
     available_memory               = each.value.memory
     min_instance_count             = 0
-    max_instance_count             = 10
+    max_instance_count             = each.value.max_instances
     all_traffic_on_latest_revision = true
   }
 

@@ -82,7 +82,7 @@ resource "google_storage_bucket_iam_member" "worker_bucket" {
   member = google_service_account.gpu_worker.member
 }
 
-# Tick and GPU dispatch jobs to the worker with an ID token.
+# Every function told the pool dispatches jobs to the worker with an ID token.
 resource "google_cloud_run_v2_service_iam_member" "worker_invoker" {
   for_each = local.pool_functions
 
@@ -94,11 +94,14 @@ resource "google_cloud_run_v2_service_iam_member" "worker_invoker" {
 }
 
 # Who may call each function: the scheduler calls Tick, the worker calls GPU
-# back, operators call Schedules and GPU.
+# back, operators call Schedules and GPU, and Cloud Tasks calls Run as
+# baton-tasks. Nobody else calls Run, operators included: a run must go
+# through the queue, where it is named after the run and so deduplicated.
 locals {
   function_invokers = merge(
     { "Tick/scheduler" = { fn = "Tick", member = google_service_account.scheduler.member } },
     { "GPU/worker" = { fn = "GPU", member = google_service_account.gpu_worker.member } },
+    { "Run/tasks" = { fn = "Run", member = google_service_account.tasks.member } },
     { for m in var.operator_members : "Schedules/${m}" => { fn = "Schedules", member = m } },
     { for m in var.operator_members : "GPU/${m}" => { fn = "GPU", member = m } },
   )

@@ -13,6 +13,16 @@ locals {
   worker_url  = "https://${local.worker_name}-${data.google_project.this.number}.${var.region}.run.app"
   gpu_pool    = "${local.worker_url}=${var.gpu_slots}"
 
+  # The same for the Run function (a gen2 function is a Cloud Run service of
+  # the same name): Run enqueues its own retries with BATON_RUN_URL as target
+  # and OIDC audience, so taking its own resource's uri would be a cycle.
+  # Cloud Run wants the token's audience to be the service's *.run.app URL
+  # (run/docs/configuring/custom-audiences); this deterministic URL is one of
+  # the service's run.app URLs, beside service_config.uri. Not yet checked
+  # against a live project (no cloud access here).
+  run_name = "baton-run"
+  run_url  = "https://${local.run_name}-${data.google_project.this.number}.${var.region}.run.app"
+
   # MONGODB-OIDC with the runtime service account (ENVIRONMENT:gcp,
   # TOKEN_RESOURCE:FIRESTORE): the driver fetches a token from the metadata
   # server, so there is no password to store, leak or rotate, and access is
@@ -29,53 +39,99 @@ locals {
   # The functions, all built from one source zip. env is the complete runtime
   # environment of each; tests/terraform_test.go checks it against
   # shared/config.Vars. STORAGE_EMULATOR_HOST and BATON_TOKEN are never set
-  # in the cloud: IAM invoker checks authenticate callers.
+  # in the cloud: IAM invoker checks authenticate callers. max_instances is
+  # per function because Run's must follow the queue (see Run).
   functions = {
     Tick = {
       name        = "baton-tick"
-      description = "baton tick: decides due runs, sweeps leases, dispatches GPU jobs (called by Cloud Scheduler)"
+      description = "baton tick: decides due runs and hands each to the Run function through Cloud Tasks, sweeps leases, dispatches GPU jobs (called by Cloud Scheduler)"
       # Cloud Run's ingress docs (run/docs/securing/ingress) count Cloud
       # Scheduler in the same project, calling the default run.app URL, as
       # internal; nothing else needs to reach Tick.
-      ingress = "ALLOW_INTERNAL_ONLY"
-      timeout = var.tick_timeout_seconds
-      memory  = "512Mi"
+      ingress       = "ALLOW_INTERNAL_ONLY"
+      timeout       = var.tick_timeout_seconds
+      memory        = "512Mi"
+      max_instances = 10
       env = {
-        BATON_MONGO_URI       = local.mongo_uri
-        BATON_DATABASE        = var.database_name
-        BATON_BUCKET          = google_storage_bucket.baton.name
-        BATON_ALLOWED_TARGETS = join(",", var.allowed_targets)
-        BATON_GPU_POOL        = local.gpu_pool
-        BATON_TICK_LEASE_TTL  = var.tick_lease_ttl
-        BATON_CLOCK_SKEW      = var.clock_skew
-        BATON_TARGET_ID_TOKEN = "true"
-        BATON_LOG_LEVEL       = var.log_level
+        BATON_MONGO_URI             = local.mongo_uri
+        BATON_DATABASE              = var.database_name
+        BATON_BUCKET                = google_storage_bucket.baton.name
+        BATON_ALLOWED_TARGETS       = join(",", var.allowed_targets)
+        BATON_GPU_POOL              = local.gpu_pool
+        BATON_TICK_LEASE_TTL        = var.tick_lease_ttl
+        BATON_CLOCK_SKEW            = var.clock_skew
+        BATON_TARGET_ID_TOKEN       = "true"
+        BATON_LOG_LEVEL             = var.log_level
+        BATON_TASKS_QUEUE           = google_cloud_tasks_queue.runs.id
+        BATON_RUN_URL               = local.run_url
+        BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
+      }
+    }
+    # Run executes the runs that Tick and Schedules hand over, one Cloud Task
+    # each, and enqueues its own retries on the same queue.
+    Run = {
+      name        = local.run_name
+      description = "baton run: executes one decided run under its job lease (called by Cloud Tasks)"
+      # Cloud Run's ingress docs (run/docs/securing/ingress) list Cloud Tasks
+      # in the same project, calling the default run.app URL, among the
+      # internal sources, and Cloud Tasks is Run's only caller.
+      ingress = "ALLOW_INTERNAL_ONLY"
+      # Cloud Tasks waits at most 30 minutes (the longest dispatch deadline)
+      # for an answer; a function that timed out first would be killed
+      # mid-run, with its job lease still held, and the task retried.
+      timeout = var.run_timeout_seconds
+      memory  = "512Mi"
+      # One dispatch occupies one instance (a gen2 function below one vCPU
+      # serves one request at a time). More dispatches than instances would
+      # get 429s, each one using up an attempt of the task.
+      max_instances = var.tasks_max_concurrent_dispatches
+      env = {
+        BATON_MONGO_URI             = local.mongo_uri
+        BATON_DATABASE              = var.database_name
+        BATON_BUCKET                = google_storage_bucket.baton.name
+        BATON_ALLOWED_TARGETS       = join(",", var.allowed_targets)
+        BATON_GPU_POOL              = local.gpu_pool
+        BATON_CLOCK_SKEW            = var.clock_skew
+        BATON_TARGET_ID_TOKEN       = "true"
+        BATON_LOG_LEVEL             = var.log_level
+        BATON_TASKS_QUEUE           = google_cloud_tasks_queue.runs.id
+        BATON_RUN_URL               = local.run_url
+        BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
       }
     }
     Schedules = {
-      name        = "baton-schedules"
-      description = "baton schedules API (CRUD, pause, resume, trigger, run history)"
-      ingress     = "ALLOW_ALL" # operators and the CLI; IAM decides who may call.
-      timeout     = 60
-      memory      = "256Mi"
+      name          = "baton-schedules"
+      description   = "baton schedules API (CRUD, pause, resume, trigger, run history)"
+      ingress       = "ALLOW_ALL" # operators and the CLI; IAM decides who may call.
+      timeout       = 60
+      memory        = "256Mi"
+      max_instances = 10
       env = {
         BATON_MONGO_URI       = local.mongo_uri
         BATON_DATABASE        = var.database_name
         BATON_BUCKET          = google_storage_bucket.baton.name
         BATON_ALLOWED_TARGETS = join(",", var.allowed_targets)
-        # Trigger-now runs a schedule through the same engine as Tick.
-        BATON_GPU_POOL        = local.gpu_pool
-        BATON_CLOCK_SKEW      = var.clock_skew
-        BATON_TARGET_ID_TOKEN = "true"
-        BATON_LOG_LEVEL       = var.log_level
+        # Trigger-now decides a run through the same engine as Tick and
+        # hands it to Run the same way.
+        BATON_GPU_POOL              = local.gpu_pool
+        BATON_CLOCK_SKEW            = var.clock_skew
+        BATON_TARGET_ID_TOKEN       = "true"
+        BATON_LOG_LEVEL             = var.log_level
+        BATON_TASKS_QUEUE           = google_cloud_tasks_queue.runs.id
+        BATON_RUN_URL               = local.run_url
+        BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
+        # Seconds-level crons fire only where something ticks every second;
+        # without the daemon they are refused rather than fired once a minute.
+        BATON_SUBMINUTE = length(google_cloud_run_v2_service.daemon) > 0 ? "true" : "false"
       }
     }
     GPU = {
-      name        = "baton-gpu"
-      description = "baton GPU control plane: enqueue, queue view, worker heartbeat and completion callbacks"
-      ingress     = "ALLOW_ALL" # the worker calls back over the internet; IAM decides who may call.
-      timeout     = 60
-      memory      = "256Mi"
+      name          = "baton-gpu"
+      description   = "baton GPU control plane: enqueue, queue view, worker heartbeat and completion callbacks"
+      ingress       = "ALLOW_ALL" # the worker calls back over the internet; IAM decides who may call.
+      timeout       = 60
+      memory        = "256Mi"
+      max_instances = 10
       env = {
         BATON_MONGO_URI  = local.mongo_uri
         BATON_DATABASE   = var.database_name
@@ -86,11 +142,12 @@ locals {
       }
     }
     Rent = {
-      name        = "baton-rent"
-      description = "jeonse / monthly rent calculator (public)"
-      ingress     = "ALLOW_ALL"
-      timeout     = 10
-      memory      = "128Mi"
+      name          = "baton-rent"
+      description   = "jeonse / monthly rent calculator (public)"
+      ingress       = "ALLOW_ALL"
+      timeout       = 10
+      memory        = "128Mi"
+      max_instances = 10
       env = {
         BATON_LOG_LEVEL = var.log_level
       }

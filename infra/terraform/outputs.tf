@@ -3,6 +3,21 @@ output "function_urls" {
   value       = { for k, f in google_cloudfunctions2_function.fn : k => f.service_config[0].uri }
 }
 
+output "run_url" {
+  description = "URL of the Run function that every task targets and that is the audience of the tasks' OIDC tokens (BATON_RUN_URL): Cloud Run's deterministic URL of baton-run, which function_urls[\"Run\"] serves too."
+  value       = local.run_url
+}
+
+output "tasks_queue" {
+  description = "Full ID of the Cloud Tasks queue runs are handed to (BATON_TASKS_QUEUE), for gcloud tasks queues describe/pause/resume."
+  value       = google_cloud_tasks_queue.runs.id
+}
+
+output "daemon_service" {
+  description = "Name of the baton daemon's Cloud Run service, or null when daemon_image is empty."
+  value       = one(google_cloud_run_v2_service.daemon[*].name)
+}
+
 output "gpu_worker_url" {
   description = "URL of the GPU worker service."
   value       = google_cloud_run_v2_service.gpu_worker.uri

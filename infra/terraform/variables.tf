@@ -156,7 +156,7 @@ variable "worker_timeout_seconds" {
 }
 
 variable "tick_timeout_seconds" {
-  description = "Timeout of the Tick function and the scheduler's attempt deadline. Runs executed by a tick must finish within it."
+  description = "Timeout of the Tick function and the scheduler's attempt deadline. Tick only decides and enqueues (Run executes), so this bounds deciding, not any target."
   type        = number
   default     = 540
 
@@ -244,7 +244,145 @@ variable "source_zip" {
 }
 
 variable "deletion_protection" {
-  description = "Protect the database and the GPU service from deletion. Set to false and apply before `terraform destroy`."
+  description = "Protect the database, the GPU service, the daemon and the tasks queue from deletion. Set to false and apply before `terraform destroy`."
   type        = bool
   default     = true
+}
+
+variable "run_timeout_seconds" {
+  description = "Timeout of the Run function, which executes one run per Cloud Task. It must outlive the longest dispatch deadline Cloud Tasks allows (1800 s), or Run is killed while Cloud Tasks still waits; gen2 HTTP functions allow up to 3600."
+  type        = number
+  default     = 1860
+
+  validation {
+    condition     = var.run_timeout_seconds >= 1800 && var.run_timeout_seconds <= 3600 && floor(var.run_timeout_seconds) == var.run_timeout_seconds
+    error_message = "run_timeout_seconds must be a whole number from 1800 (Cloud Tasks' longest dispatch deadline) to 3600 (the longest gen2 HTTP function timeout)."
+  }
+}
+
+variable "tasks_queue_name" {
+  description = "Name of the Cloud Tasks queue that Tick, Schedules and Run hand runs to. A deleted queue's name cannot be reused for 7 days."
+  type        = string
+  default     = "baton-runs"
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9-]{1,100}$", var.tasks_queue_name))
+    error_message = "tasks_queue_name must be 1-100 letters, digits or hyphens (Cloud Tasks' queue ID rule)."
+  }
+}
+
+variable "tasks_max_attempts" {
+  description = "Attempts per task, the first included (retry_config.max_attempts). After the last, Tick's sweep repairs the run. Cloud Tasks allows -1 (unlimited), which baton refuses: a run must end."
+  type        = number
+  default     = 5
+
+  validation {
+    condition     = var.tasks_max_attempts >= 1 && var.tasks_max_attempts <= 100 && floor(var.tasks_max_attempts) == var.tasks_max_attempts
+    error_message = "tasks_max_attempts must be a whole number from 1 to 100 (Cloud Tasks takes >= -1; unlimited is refused here)."
+  }
+}
+
+variable "tasks_min_backoff_seconds" {
+  description = "Shortest wait before a task is retried (retry_config.min_backoff), in seconds; Cloud Tasks truncates backoffs to whole seconds."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.tasks_min_backoff_seconds >= 0 && var.tasks_min_backoff_seconds <= 2678400 && floor(var.tasks_min_backoff_seconds) == var.tasks_min_backoff_seconds
+    error_message = "tasks_min_backoff_seconds must be a whole number of seconds from 0 to 2678400 (31 days, Cloud Tasks' longest task retention: a task is deleted before a longer wait ends)."
+  }
+}
+
+variable "tasks_max_backoff_seconds" {
+  description = "Longest wait between two attempts of a task (retry_config.max_backoff), in seconds; at least tasks_min_backoff_seconds."
+  type        = number
+  default     = 300
+
+  validation {
+    condition     = var.tasks_max_backoff_seconds >= 0 && var.tasks_max_backoff_seconds <= 2678400 && floor(var.tasks_max_backoff_seconds) == var.tasks_max_backoff_seconds
+    error_message = "tasks_max_backoff_seconds must be a whole number of seconds from 0 to 2678400 (31 days, Cloud Tasks' longest task retention: a task is deleted before a longer wait ends)."
+  }
+}
+
+variable "tasks_max_doublings" {
+  description = "How many times the retry interval doubles from tasks_min_backoff_seconds before it grows linearly up to tasks_max_backoff_seconds (retry_config.max_doublings). With 10 s and 4: 10, 20, 40, 80, 160 s."
+  type        = number
+  default     = 4
+
+  validation {
+    condition     = var.tasks_max_doublings >= 0 && var.tasks_max_doublings <= 16 && floor(var.tasks_max_doublings) == var.tasks_max_doublings
+    error_message = "tasks_max_doublings must be a whole number from 0 to 16 (Cloud Tasks' default; 10 s doubled 16 times is already 7.6 days)."
+  }
+}
+
+variable "tasks_max_retry_duration_seconds" {
+  description = "Time limit for retrying a task, from its first attempt (retry_config.max_retry_duration). Cloud Tasks stops only once both this and tasks_max_attempts are used up; 0 means no time limit, so that max_attempts alone decides."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.tasks_max_retry_duration_seconds >= 0 && var.tasks_max_retry_duration_seconds <= 2678400 && floor(var.tasks_max_retry_duration_seconds) == var.tasks_max_retry_duration_seconds
+    error_message = "tasks_max_retry_duration_seconds must be a whole number of seconds from 0 to 2678400 (31 days, Cloud Tasks' longest task retention)."
+  }
+}
+
+variable "tasks_max_dispatches_per_second" {
+  description = "Highest rate at which the queue dispatches tasks to Run (rate_limits.max_dispatches_per_second). Cloud Tasks allows at most 500 per queue."
+  type        = number
+  default     = 50
+
+  validation {
+    condition     = var.tasks_max_dispatches_per_second > 0 && var.tasks_max_dispatches_per_second <= 500
+    error_message = "tasks_max_dispatches_per_second must be above 0 and at most 500 (Cloud Tasks' per-queue limit)."
+  }
+}
+
+variable "tasks_max_concurrent_dispatches" {
+  description = "Most tasks in flight to Run at once (rate_limits.max_concurrent_dispatches), and so Run's max instances: one run per instance. Cloud Tasks allows at most 5000; the region's Cloud Run instance quota must allow as many."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.tasks_max_concurrent_dispatches >= 1 && var.tasks_max_concurrent_dispatches <= 5000 && floor(var.tasks_max_concurrent_dispatches) == var.tasks_max_concurrent_dispatches
+    error_message = "tasks_max_concurrent_dispatches must be a whole number from 1 to 5000 (Cloud Tasks' limit)."
+  }
+}
+
+variable "tasks_log_sampling_ratio" {
+  description = "Fraction of the queue's dispatch attempts written to Cloud Logging (stackdriver_logging_config.sampling_ratio), from 0.0 (none) to 1.0 (all)."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.tasks_log_sampling_ratio >= 0 && var.tasks_log_sampling_ratio <= 1
+    error_message = "tasks_log_sampling_ratio must be between 0.0 and 1.0."
+  }
+}
+
+variable "tasks_service_agent_grant" {
+  description = "Grant roles/cloudtasks.serviceAgent to the Cloud Tasks service agent (service-PROJECT_NUMBER@gcp-sa-cloudtasks.iam.gserviceaccount.com), which mints the tasks' OIDC tokens. Only for a project that enabled the Cloud Tasks API before 19 March 2019 and so lacks it (see docs/deploy.md); newer projects have it from Google."
+  type        = bool
+  default     = false
+}
+
+variable "daemon_image" {
+  description = "Container image of the baton CLI (ENTRYPOINT baton), run as `baton daemon` on an always-on Cloud Run service for sub-minute schedules (see docs/deploy.md). Empty deploys no daemon, and Schedules refuses seconds-level crons."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.daemon_image == "" || can(regex("^[a-z0-9.-]+(:[0-9]+)?/[a-z0-9._/-]+(:[A-Za-z0-9._-]+|@sha256:[a-f0-9]{64})$", var.daemon_image))
+    error_message = "daemon_image must be empty or a full image reference with a tag or digest, e.g. us-central1-docker.pkg.dev/PROJECT/baton/baton:v1."
+  }
+}
+
+variable "daemon_poll" {
+  description = "How often the daemon polls for schedule edits (baton daemon --poll) where the database has no change stream, as Firestore has none unless one was created. Each poll is a query, billed even when nothing changed: 200ms reacts at once, 5s costs 25 times fewer queries."
+  type        = string
+  default     = "200ms"
+
+  validation {
+    condition     = can(regex("^([0-9]+(ms|s|m))+$", var.daemon_poll))
+    error_message = "daemon_poll must be a Go duration such as 200ms, 1s or 5s."
+  }
 }

@@ -19,6 +19,22 @@ mock_provider "google" {
       service_config = [{ uri = "https://fn-mock-uc.a.run.app", service = "projects/baton-test/locations/us-central1/services/fn-mock" }]
     }
   }
+  # The provider computes these two from the configuration; the mock must be
+  # told, at plan time, so that the asserts below check the wiring to them.
+  mock_resource "google_cloud_tasks_queue" {
+    override_during = plan
+    defaults = {
+      id = "projects/baton-test/locations/us-central1/queues/baton-runs"
+    }
+  }
+  mock_resource "google_service_account" {
+    override_during = plan
+    defaults = {
+      email  = "sa-mock@baton-test.iam.gserviceaccount.com"
+      member = "serviceAccount:sa-mock@baton-test.iam.gserviceaccount.com"
+      name   = "projects/baton-test/serviceAccounts/sa-mock@baton-test.iam.gserviceaccount.com"
+    }
+  }
 }
 
 variables {
@@ -33,8 +49,46 @@ run "plan" {
   command = plan
 
   assert {
-    condition     = length(google_cloudfunctions2_function.fn) == 4
-    error_message = "expected four functions"
+    condition     = length(google_cloudfunctions2_function.fn) == 5
+    error_message = "expected five functions: Tick, Run, Schedules, GPU, Rent"
+  }
+  assert {
+    condition = alltrue([for k in ["Tick", "Schedules", "Run"] :
+    google_cloudfunctions2_function.fn[k].service_config[0].environment_variables["BATON_RUN_URL"] == "https://baton-run-123456789012.us-central1.run.app"])
+    error_message = "BATON_RUN_URL must be the Run function's deterministic URL on Tick, Schedules and Run"
+  }
+  assert {
+    condition     = output.run_url == "https://baton-run-123456789012.us-central1.run.app" && google_cloudfunctions2_function.fn["Run"].name == "baton-run"
+    error_message = "the run_url output must be the deterministic URL of the function named baton-run"
+  }
+  assert {
+    condition = alltrue([for k in ["Tick", "Schedules", "Run"] :
+    google_cloudfunctions2_function.fn[k].service_config[0].environment_variables["BATON_TASKS_QUEUE"] == "projects/baton-test/locations/us-central1/queues/baton-runs"])
+    error_message = "BATON_TASKS_QUEUE must be the queue's full ID on Tick, Schedules and Run"
+  }
+  assert {
+    condition     = google_cloud_tasks_queue.runs.name == "baton-runs" && google_cloud_tasks_queue.runs.retry_config[0].max_attempts == 5 && google_cloud_tasks_queue.runs.retry_config[0].min_backoff == "10s" && google_cloud_tasks_queue.runs.retry_config[0].max_backoff == "300s" && google_cloud_tasks_queue.runs.retry_config[0].max_doublings == 4
+    error_message = "queue baton-runs with 5 attempts, 10s..300s backoff, 4 doublings by default"
+  }
+  assert {
+    condition     = google_cloudfunctions2_function.fn["Run"].service_config[0].timeout_seconds >= 1800 && google_cloudfunctions2_function.fn["Run"].service_config[0].ingress_settings == "ALLOW_INTERNAL_ONLY"
+    error_message = "Run must outlive Cloud Tasks' 30-minute dispatch deadline and be internal only"
+  }
+  assert {
+    condition     = google_cloudfunctions2_function.fn["Run"].service_config[0].max_instance_count == google_cloud_tasks_queue.runs.rate_limits[0].max_concurrent_dispatches
+    error_message = "Run's max instances must follow the queue's max concurrent dispatches"
+  }
+  assert {
+    condition     = keys(google_cloud_tasks_queue_iam_member.enqueuer) == ["Run", "Schedules", "Tick"] && keys(google_service_account_iam_member.tasks_actas) == ["Run", "Schedules", "Tick"]
+    error_message = "exactly Tick, Schedules and Run enqueue and act as baton-tasks"
+  }
+  assert {
+    condition     = length(google_cloud_run_v2_service.daemon) == 0 && google_cloudfunctions2_function.fn["Schedules"].service_config[0].environment_variables["BATON_SUBMINUTE"] == "false"
+    error_message = "no daemon_image: no daemon, and Schedules refuses sub-minute crons"
+  }
+  assert {
+    condition     = length(google_project_iam_member.tasks_service_agent) == 0
+    error_message = "the Cloud Tasks service agent grant is opt-in"
   }
   assert {
     condition     = google_cloudfunctions2_function.fn["Tick"].service_config[0].environment_variables["BATON_GPU_POOL"] == "https://baton-gpu-worker-123456789012.us-central1.run.app=1"
@@ -49,9 +103,91 @@ run "plan" {
     error_message = "every entry of local.firestore_indexes must become one index (are two the same?)"
   }
   assert {
-    condition     = length(google_cloud_run_v2_service_iam_member.function_invoker) == 4
-    error_message = "expected invokers: scheduler on Tick, worker on GPU, the operator on Schedules and GPU"
+    condition     = length(google_cloud_run_v2_service_iam_member.function_invoker) == 5
+    error_message = "expected invokers: scheduler on Tick, worker on GPU, baton-tasks on Run, the operator on Schedules and GPU"
   }
+  assert {
+    condition     = [for k, v in local.function_invokers : k if v.fn == "Run"] == ["Run/tasks"]
+    error_message = "only baton-tasks may invoke Run"
+  }
+}
+
+run "daemon" {
+  command = plan
+  variables {
+    daemon_image = "us-central1-docker.pkg.dev/baton-test/baton/baton:v1"
+  }
+
+  assert {
+    condition     = google_cloud_run_v2_service.daemon[0].template[0].scaling[0].min_instance_count == 1 && google_cloud_run_v2_service.daemon[0].template[0].scaling[0].max_instance_count == 1
+    error_message = "the daemon runs exactly one instance"
+  }
+  assert {
+    condition     = google_cloud_run_v2_service.daemon[0].template[0].containers[0].resources[0].cpu_idle == false && join(" ", google_cloud_run_v2_service.daemon[0].template[0].containers[0].args) == "daemon --poll=200ms"
+    error_message = "the daemon runs `baton daemon` with its CPU always allocated"
+  }
+  assert {
+    condition     = google_cloud_run_v2_service.daemon[0].ingress == "INGRESS_TRAFFIC_INTERNAL_ONLY"
+    error_message = "the daemon takes no traffic from outside"
+  }
+  assert {
+    condition     = google_cloudfunctions2_function.fn["Schedules"].service_config[0].environment_variables["BATON_SUBMINUTE"] == "true"
+    error_message = "with the daemon, Schedules accepts sub-minute crons"
+  }
+}
+
+run "old_project_service_agent" {
+  command = plan
+  variables {
+    tasks_service_agent_grant = true
+  }
+
+  assert {
+    condition     = google_project_iam_member.tasks_service_agent[0].member == "serviceAccount:service-123456789012@gcp-sa-cloudtasks.iam.gserviceaccount.com" && google_project_iam_member.tasks_service_agent[0].role == "roles/cloudtasks.serviceAgent"
+    error_message = "the opt-in grant goes to the Cloud Tasks service agent of this project"
+  }
+}
+
+run "too_fast_queue_refused" {
+  command = plan
+  variables {
+    tasks_max_dispatches_per_second = 501
+    tasks_max_concurrent_dispatches = 5001
+  }
+  expect_failures = [var.tasks_max_dispatches_per_second, var.tasks_max_concurrent_dispatches]
+}
+
+run "short_run_timeout_refused" {
+  command = plan
+  variables {
+    run_timeout_seconds = 540
+  }
+  expect_failures = [var.run_timeout_seconds]
+}
+
+run "unlimited_attempts_refused" {
+  command = plan
+  variables {
+    tasks_max_attempts = -1
+  }
+  expect_failures = [var.tasks_max_attempts]
+}
+
+run "backoff_inverted_refused" {
+  command = plan
+  variables {
+    tasks_min_backoff_seconds = 600
+    tasks_max_backoff_seconds = 60
+  }
+  expect_failures = [google_cloud_tasks_queue.runs]
+}
+
+run "bad_daemon_image_refused" {
+  command = plan
+  variables {
+    daemon_image = "baton"
+  }
+  expect_failures = [var.daemon_image]
 }
 
 run "bad_slots_refused" {
