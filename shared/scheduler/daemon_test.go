@@ -218,3 +218,29 @@ func TestDaemonPicksUpEdits(t *testing.T) {
 	}
 	waitFor(t, g.started, "a run of the edited schedule")
 }
+
+// TestDaemonSlowRunDelaysNoTick: the daemon runs executions off its ticking
+// path, so a run that does not end keeps no other schedule waiting: a
+// per-second schedule fires five fire times in a row while the slow one's
+// first run is still blocked.
+func TestDaemonSlowRunDelaysNoTick(t *testing.T) {
+	s := emutest.Store(t)
+	client, bucket := emutest.GCS(t)
+	if err := s.EnsureIndexes(context.Background(), scheduler.Indexes...); err != nil {
+		t.Fatal(err)
+	}
+	slowKey, slow := newGate(t, 1<<30) // blocks until the test ends
+	fastKey, fast := newGate(t, 0)
+	insertNow(t, s, schedule.Schedule{ID: "slow", Cron: "* * * * * *", Overlap: schedule.OverlapSkip, Target: gateTarget(slowKey)})
+	insertNow(t, s, schedule.Schedule{ID: "fast", Cron: "* * * * * *", Target: gateTarget(fastKey)})
+	u := startDaemon(t, s, lease.NewManager(client.Bucket(bucket), "leases/", lease.Options{Holder: "daemon"}), nil)
+	waitFor(t, u.lead, "the daemon to lead")
+	waitFor(t, slow.started, "the slow run")
+	before := fast.calls.Load()
+	for fast.calls.Load() < before+5 {
+		waitFor(t, fast.started, "a fast run while the slow one is blocked")
+	}
+	if n := slow.calls.Load(); n != 1 {
+		t.Errorf("slow target called %d times, want 1 (its later fires overlap and are skipped)", n)
+	}
+}
