@@ -25,7 +25,9 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 	}
 	// The lease manager judges expiry on the storage server's clock, so it
 	// gets no injected clock; decisions use d.Clock().
-	m := lease.NewManager(d.Storage.Bucket(d.Bucket), LeasePrefix, lease.Options{Skew: d.ClockSkew, Logger: d.Logger})
+	// EpochFloor: a lease object that is gone (a break, a lifecycle rule, a
+	// new bucket) restarts above the fences already stored, not at 1.
+	m := lease.NewManager(d.Storage.Bucket(d.Bucket), LeasePrefix, lease.Options{Skew: d.ClockSkew, Logger: d.Logger, EpochFloor: scheduler.EpochFloor(d.Store)})
 	cfg := scheduler.Config{
 		Store: d.Store, Leases: m, Now: d.Clock(), TickLeaseTTL: d.TickLeaseTTL,
 		AllowedTargets: d.AllowedTargets, HTTPClient: d.HTTPClient, Logger: d.Logger,

@@ -62,6 +62,55 @@ type Deps struct {
 	SubMinute bool
 
 	closers []func() error
+	health  tickHealth
+}
+
+// tickHealth remembers how the last tick served by these Deps went, so that
+// /healthz reports degraded while ticks are failing rather than ok.
+type tickHealth struct {
+	mu       sync.Mutex
+	failing  int       // ticks in a row that failed or reported errors
+	lastErr  string    // the last failure
+	lastOK   time.Time // the last tick without errors
+	lastTick time.Time
+}
+
+// record notes one tick's outcome: err, or the number of operations the
+// tick left for a later one.
+func (h *tickHealth) record(err error, errors int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lastTick = time.Now().UTC()
+	switch {
+	case err != nil:
+		h.failing++
+		h.lastErr = err.Error()
+	case errors > 0:
+		h.failing++
+		h.lastErr = fmt.Sprintf("the tick left %d failed operations for a later tick (see the log)", errors)
+	default:
+		h.failing, h.lastErr, h.lastOK = 0, "", h.lastTick
+	}
+}
+
+// report is /healthz's answer: 200 ok, or 503 degraded while ticks fail.
+func (h *tickHealth) report() (int, map[string]any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]any{"status": "ok", "functions": Names()}
+	if !h.lastTick.IsZero() {
+		out["lastTick"] = h.lastTick
+	}
+	if !h.lastOK.IsZero() {
+		out["lastGoodTick"] = h.lastOK
+	}
+	if h.failing == 0 {
+		return http.StatusOK, out
+	}
+	out["status"] = "degraded"
+	out["failingTicks"] = h.failing
+	out["lastError"] = h.lastErr
+	return http.StatusServiceUnavailable, out
 }
 
 // Clock returns d.Now or time.Now.
@@ -226,7 +275,8 @@ func Mux(d *Deps) (*http.ServeMux, error) {
 		mux.Handle(prefix+"/", http.StripPrefix(prefix, h))
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"status": "ok", "functions": Names()})
+		status, body := d.health.report()
+		httpapi.WriteJSON(w, status, body)
 	})
 	// Anything else gets the shared JSON error shape, not Go's text 404.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -46,9 +46,11 @@ func newTick(d *Deps) (http.Handler, error) {
 		// cancel runs in flight: they finish under their own job leases.
 		sum, err := eng.Tick(context.WithoutCancel(r.Context()), st)
 		if err != nil {
+			d.health.record(err, 0)
 			httpapi.WriteError(w, r, err)
 			return
 		}
+		d.health.record(nil, sum.Errors)
 		httpapi.WriteJSON(w, http.StatusOK, sum)
 	})), nil
 }

@@ -96,7 +96,7 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 				gpuPool = dis
 			}
 			eng, err := scheduler.New(scheduler.Config{
-				Store: st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log}),
+				Store: st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log, EpochFloor: scheduler.EpochFloor(st)}),
 				TickLeaseTTL: ttl, AllowedTargets: config.List(config.EnvAllowedTargets), Logger: log,
 				IDToken: config.Get(config.EnvTargetIDToken) == "true",
 				GPU:     gpuPool,

@@ -45,7 +45,7 @@ func newLocalCmd() *cobra.Command {
 		Short: "Run all of baton locally against embedded emulators",
 		Long: `Run all of baton in one process, with no cloud account and nothing to install:
 the MongoDB API (FerretDB on SQLite, data kept in --data-dir), a GCS emulator
-(fake-gcs-server, in memory) with the bucket created, every function on one
+(fake-gcs-server, objects kept in --data-dir too) with the bucket created, every function on one
 port (/Rent, /Schedules, /Tick, /Run, /GPU, /healthz), a Cloud Scheduler
 emulator that POSTs /Tick every --tick with the real headers, a Cloud Tasks
 emulator (gRPC) to which Tick hands each decided run and which delivers it
@@ -121,8 +121,8 @@ requests in flight finish (up to 30s), then the emulators stop.`,
 	f.StringVar(&cfg.MongoAddr, "mongo-addr", "127.0.0.1:27018", "listen address of the MongoDB API emulator (BATON_MONGO_URI); port 0 picks a free one")
 	f.StringVar(&cfg.GCSAddr, "gcs-addr", "127.0.0.1:4443", "listen address of the GCS emulator (STORAGE_EMULATOR_HOST); port 0 picks a free one")
 	f.StringVar(&cfg.TasksAddr, "tasks-addr", "127.0.0.1:8123", "listen address of the Cloud Tasks emulator (CLOUD_TASKS_EMULATOR_HOST), which delivers runs to /Run; port 0 picks a free one")
-	f.StringVar(&cfg.DataDir, "data-dir", ".baton", "directory for the database (DATA_DIR/mongo, kept across restarts) and the env file; empty keeps nothing")
-	f.BoolVar(&cfg.Fresh, "fresh", false, "wipe DATA_DIR/mongo before starting")
+	f.StringVar(&cfg.DataDir, "data-dir", ".baton", "directory for the database (DATA_DIR/mongo) and the bucket's objects (DATA_DIR/gcs: leases, job outputs), kept across restarts, and the env file; empty keeps nothing")
+	f.BoolVar(&cfg.Fresh, "fresh", false, "wipe DATA_DIR/mongo and DATA_DIR/gcs before starting")
 	f.DurationVar(&tick, "tick", stack.DefaultTick, "how often the scheduler emulator POSTs /Tick (e.g. 5s for demos); 0 turns it off")
 	f.StringVar(&cfg.Bucket, "bucket", stack.DefaultBucket, "bucket to create in the GCS emulator (BATON_BUCKET)")
 	f.IntVar(&cfg.GPUWorkers, "gpu-workers", 2, "local GPU workers (one slot each) that run real commands on the CPU; 0 uses BATON_GPU_POOL instead")

@@ -20,6 +20,10 @@ type Options struct {
 	Addr string
 	// Logger receives the emulator's own logs; nil discards them.
 	Logger *slog.Logger
+	// Dir keeps the objects in this directory (fake-gcs-server's
+	// filesystem backend), so leases, their epochs and job outputs survive
+	// a restart of the stack; "" keeps them in memory.
+	Dir string
 }
 
 // Server is a running GCS emulator.
@@ -57,6 +61,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		NoListener:  true,
 		PublicHost:  host,
 		ExternalURL: "http://" + host,
+		StorageRoot: o.Dir,
 	})
 	if err != nil {
 		_ = ln.Close()

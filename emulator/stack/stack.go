@@ -69,10 +69,11 @@ type Config struct {
 	// MongoAddr, GCSAddr and TasksAddr are the emulators' listen
 	// addresses; "" means a free port on 127.0.0.1.
 	MongoAddr, GCSAddr, TasksAddr string
-	// DataDir keeps the database under DataDir/mongo across restarts. ""
+	// DataDir keeps the database under DataDir/mongo and the bucket's
+	// objects (leases, job outputs) under DataDir/gcs across restarts. ""
 	// means a temporary directory removed by Close.
 	DataDir string
-	// Fresh wipes DataDir/mongo before starting.
+	// Fresh wipes DataDir/mongo and DataDir/gcs before starting.
 	Fresh bool
 	// Bucket is created in the GCS emulator; "" means baton-local.
 	Bucket string
@@ -166,7 +167,16 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if cfg.Verbose {
 		gcsLog = cfg.Logger
 	}
-	if s.gcs, err = gcs.Start(ctx, gcs.Options{Addr: cfg.GCSAddr, Logger: gcsLog}); err != nil {
+	gcsDir := ""
+	if cfg.DataDir != "" {
+		gcsDir = filepath.Join(cfg.DataDir, "gcs")
+		if cfg.Fresh {
+			if err := os.RemoveAll(gcsDir); err != nil {
+				return nil, fmt.Errorf("stack: wipe %s: %w", gcsDir, err)
+			}
+		}
+	}
+	if s.gcs, err = gcs.Start(ctx, gcs.Options{Addr: cfg.GCSAddr, Logger: gcsLog, Dir: gcsDir}); err != nil {
 		return nil, fmt.Errorf("stack: gcs emulator: %w", err)
 	}
 	s.StorageHost = s.gcs.Host()

@@ -1,6 +1,7 @@
 package stack_test
 
 import (
+	"cloud.google.com/go/storage"
 	"context"
 	"errors"
 	"io"
@@ -115,6 +116,15 @@ func TestDataDirPersistsAndFreshWipes(t *testing.T) {
 	if _, err := s.Deps.Store.Collection("things").InsertIdempotent(ctx, bson.M{"_id": "kept"}); err != nil {
 		t.Fatal(err)
 	}
+	// The bucket's objects too: leases keep their epochs across a restart.
+	obj := func(s *stack.Stack) *storage.ObjectHandle {
+		return s.Deps.Storage.Bucket(s.Bucket).Object("leases/kept.json")
+	}
+	w := obj(s).If(storage.Conditions{DoesNotExist: true}).NewWriter(ctx)
+	_, _ = w.Write([]byte(`{"epoch":7}`))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 	closeStack(t, s)
 
 	s = start(t, stack.Config{DataDir: dir, Tick: -1})
@@ -122,12 +132,18 @@ func TestDataDirPersistsAndFreshWipes(t *testing.T) {
 	if err := s.Deps.Store.Collection("things").Get(ctx, "kept", &doc); err != nil {
 		t.Errorf("after restart: %v, want the document kept", err)
 	}
+	if attrs, err := obj(s).Attrs(ctx); err != nil || attrs.Size == 0 {
+		t.Errorf("after restart: object %v %v, want it kept", attrs, err)
+	}
 	closeStack(t, s)
 
 	s = start(t, stack.Config{DataDir: dir, Fresh: true, Tick: -1})
 	defer closeStack(t, s)
 	if err := s.Deps.Store.Collection("things").Get(ctx, "kept", &doc); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("after --fresh: %v, want ErrNotFound", err)
+	}
+	if _, err := obj(s).Attrs(ctx); !errors.Is(err, storage.ErrObjectNotExist) {
+		t.Errorf("after --fresh: object %v, want it gone", err)
 	}
 }
 
@@ -146,6 +162,7 @@ func TestExports(t *testing.T) {
 	want := map[string]string{
 		"BATON_URL": s.URL, "STORAGE_EMULATOR_HOST": s.StorageHost, "BATON_BUCKET": "b-1",
 		"BATON_MONGO_URI": s.MongoURI, "BATON_TOKEN": "t0k",
+		"CLOUD_TASKS_EMULATOR_HOST": s.TasksHost, "BATON_TASKS_QUEUE": stack.TasksQueue,
 	}
 	for k, v := range want {
 		if got[k] != v || v == "" {

@@ -32,6 +32,15 @@ type Options struct {
 	Now func() time.Time
 	// Logger receives lease events; nil discards them.
 	Logger *slog.Logger
+	// EpochFloor, when set, is asked for the highest epoch that the fenced
+	// store holds for a lease whose object does not exist. A lease store
+	// that forgets (a deleted object, a lifecycle rule, a new bucket, an
+	// emulator restarted without its data) would otherwise start again at
+	// epoch 1, below the fences already written, and every fenced write
+	// would be refused until the epoch caught up. The new lease's epoch is
+	// one above the floor. An error fails the Acquire: creating the lease
+	// at a guess could only stall its holder.
+	EpochFloor func(ctx context.Context, name string) (int64, error)
 }
 
 // DefaultSkew is the clock-skew allowance when Options.Skew is zero.
@@ -51,6 +60,7 @@ type Manager struct {
 	margin time.Duration
 	now    func() time.Time
 	log    *slog.Logger
+	floor  func(ctx context.Context, name string) (int64, error)
 
 	backoff gax.Backoff
 	// beforeRenew, when set (tests only), runs before each renew; it may
@@ -73,6 +83,7 @@ func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 		margin:  o.SafetyMargin,
 		now:     o.Now,
 		log:     o.Logger,
+		floor:   o.EpochFloor,
 		backoff: gax.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2},
 		free:    map[string]state{},
 	}
@@ -166,6 +177,7 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 	// by its token after a 412 was applied no earlier than that, so the trust
 	// window counted from it is conservative.
 	var firstSent time.Time
+	floor := int64(-1) // asked once, the first time the object is missing
 	for step := 0; step < maxAcquireSteps; step++ {
 		if !known {
 			st, err := m.read(ctx, name)
@@ -190,6 +202,19 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 		}
 		cond := storage.Conditions{DoesNotExist: true}
 		rec.Epoch = 1
+		if cur.Generation == 0 && m.floor != nil {
+			if floor < 0 {
+				f, err := m.floor(ctx, name)
+				if err != nil {
+					return nil, fmt.Errorf("lease %q: acquire: epoch floor: %w", name, err)
+				}
+				floor = max(f, 0)
+				if floor > 0 {
+					m.log.Warn("lease object missing; its epoch starts above the fences the store holds", "lease", name, "floor", floor)
+				}
+			}
+			rec.Epoch = floor + 1
+		}
 		if cur.Generation != 0 {
 			cond = storage.Conditions{GenerationMatch: cur.Generation}
 			rec.Epoch = cur.Epoch + 1

@@ -172,6 +172,10 @@ var Indexes = []store.Index{
 	// The recovery sweep's check for a live sibling: a running run decided
 	// by the same tick (same createdAt) as a pending one.
 	{Collection: schedule.RunsCollection, Name: "siblings", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "status", Value: 1}, {Key: "createdAt", Value: 1}, {Key: "sweepAt", Value: -1}}},
+	// EpochFloor: the highest fence a lease wrote, read when its object
+	// is missing.
+	{Collection: schedule.SchedulesCollection, Name: "fence", Keys: bson.D{{Key: "fence", Value: -1}}},
+	{Collection: schedule.RunsCollection, Name: "fence", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "fence", Value: -1}}},
 }
 
 // Summary is what a tick did. It is the Tick function's JSON answer.

@@ -1,0 +1,90 @@
+package functions_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/emulator/emutest"
+	"github.com/baton-cron/baton/functions"
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/scheduler"
+)
+
+// TestHealthzDegradedWhileTicksFail: /healthz said ok while every tick
+// failed (a lease reset left "stale fencing token" on every advance). It
+// now answers 503 degraded, with the last error, until a tick succeeds.
+func TestHealthzDegradedWhileTicksFail(t *testing.T) {
+	st := emutest.Store(t)
+	gcs, bucket := emutest.GCS(t)
+	ctx := context.Background()
+	if err := st.EnsureIndexes(ctx, scheduler.Indexes...); err != nil {
+		t.Fatal(err)
+	}
+	mux, err := functions.Mux(&functions.Deps{Store: st, Storage: gcs, Bucket: bucket, Token: "k",
+		Logger: slog.New(slog.DiscardHandler), TickLeaseTTL: 10 * time.Second, ClockSkew: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	tick := func() int {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/Tick", nil)
+		req.Header.Set("Authorization", "Bearer k")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	health := func() (int, map[string]any) {
+		resp, err := http.Get(srv.URL + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	if code := tick(); code != http.StatusOK {
+		t.Fatalf("first tick: %d", code)
+	}
+	if code, body := health(); code != http.StatusOK || body["status"] != "ok" {
+		t.Fatalf("healthz after a good tick: %d %v", code, body)
+	}
+	// A due schedule whose stored fence is far above the tick lease's
+	// epoch: every advance is refused as stale.
+	sc := schedule.Schedule{ID: "h", Cron: "* * * * *", Target: schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "noop"}}}
+	if err := sc.Normalize(schedule.ValidateOptions{Builtins: scheduler.Builtins()}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	sc.NextRunAt, sc.Enabled, sc.Version, sc.CreatedAt, sc.UpdatedAt, sc.Fence = now.Add(-time.Second), true, 1, now, now, 1000
+	if _, err := st.Collection(schedule.SchedulesCollection).InsertIdempotent(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	if code := tick(); code == http.StatusOK {
+		t.Fatalf("tick against a stale fence answered 200")
+	}
+	code, body := health()
+	if code != http.StatusServiceUnavailable || body["status"] != "degraded" || body["lastError"] == "" || body["failingTicks"] != float64(1) {
+		t.Errorf("healthz while ticks fail: %d %v, want 503 degraded with the error", code, body)
+	}
+	if err := st.Collection(schedule.SchedulesCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: "h"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "fence", Value: int64(0)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if code := tick(); code != http.StatusOK {
+		t.Fatalf("tick after the fence is fixed: %d", code)
+	}
+	if code, body := health(); code != http.StatusOK || body["status"] != "ok" {
+		t.Errorf("healthz after a good tick again: %d %v, want 200 ok", code, body)
+	}
+}
