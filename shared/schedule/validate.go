@@ -111,7 +111,7 @@ var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
 
 // reservedHeaders are set by the transport or by baton itself and may not be
 // overridden by a schedule (compared in canonical form).
-var reservedHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Upgrade", "Te", "Trailer", "Keep-Alive", "Proxy-Connection", "X-Baton-Run-Id", "X-Baton-Fire-Time"}
+var reservedHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "Connection", "Upgrade", "Te", "Trailer", "Keep-Alive", "Proxy-Connection", "X-Baton-Run-Id", "X-Baton-Fire-Time", "X-Baton-Fence"}
 
 // Normalize fills the defaults of unset fields (Overlap buffer_one, Catchup
 // latest, MaxCatchup 10, CatchupWindow 1h, Retry.MaxAttempts 1, Retry.Backoff

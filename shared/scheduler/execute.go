@@ -181,6 +181,8 @@ func (e *Engine) claimAndRun(ctx context.Context, s *schedule.Schedule, l *lease
 	f := store.Fence{Epoch: l.Epoch()}
 	update := func(ctx context.Context, filter, upd bson.D) error { return e.runs.FencedUpdate(ctx, filter, f, upd) }
 	holder := bson.D{{Key: "holder", Value: l.Holder()}, {Key: "epoch", Value: l.Epoch()}}
+	// As the claim records them: the target gets the epoch as its fence.
+	r.Holder, r.Epoch = l.Holder(), l.Epoch()
 	e.claimThenRun(rctx, s, r, holder, update, c)
 }
 

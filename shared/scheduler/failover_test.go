@@ -159,6 +159,10 @@ func TestHTTPTarget(t *testing.T) {
 	if h.Get(scheduler.HeaderRunID) != "ok@20260302T090100Z" || h.Get(scheduler.HeaderFireTime) != "2026-03-02T09:01:00Z" || h.Get("X-Custom") != "yes" {
 		t.Errorf("headers %v", h)
 	}
+	// The job lease's fencing token, as the run records it.
+	if runs := b.runs(t, "ok"); h.Get("X-Baton-Fence") != fmt.Sprintf("job-ok:%d", runs[0].Epoch) || runs[0].Epoch < 1 {
+		t.Errorf("X-Baton-Fence %q, want job-ok:<the run's epoch %d>", h.Get("X-Baton-Fence"), runs[0].Epoch)
+	}
 	// The allowlist shrank after the schedule was written: refused at
 	// execution, nothing sent.
 	b2 := setup(t, func(c *scheduler.Config) { c.AllowedTargets = []string{"example.com"} })

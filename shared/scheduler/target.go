@@ -15,6 +15,7 @@ import (
 	"golang.org/x/oauth2"
 	"google.golang.org/api/idtoken"
 
+	"github.com/baton-cron/baton/shared/fence"
 	"github.com/baton-cron/baton/shared/schedule"
 )
 
@@ -99,6 +100,11 @@ func (e *Engine) callHTTP(ctx context.Context, r *schedule.Run, h *schedule.HTTP
 	}
 	req.Header.Set(HeaderRunID, r.ID)
 	req.Header.Set(HeaderFireTime, r.FireTime.UTC().Format(time.RFC3339))
+	if r.Epoch > 0 {
+		// The job lease's fencing token, so that the target can refuse a
+		// holder that lost its lease (shared/fence). allow runs hold none.
+		req.Header.Set(fence.Header, fence.Token{Lease: JobLease(r.ScheduleID), Epoch: r.Epoch}.String())
+	}
 	client, err := e.clientFor(ctx, h.URL)
 	if err != nil {
 		return "", err
