@@ -86,6 +86,14 @@ func FailCommandAfterWrite(t testing.TB, st *store.Store, coll string, mode any,
 		{Key: "code", Value: 64}, {Key: "errmsg", Value: "waiting for replication timed out (emulator fail point)"}}}}, commands)
 }
 
+// FailCommandDrop is FailCommand for a dropped connection: the emulator
+// closes the connection instead of answering matching commands, which
+// apply nothing, and the caller sees a network error.
+func FailCommandDrop(t testing.TB, st *store.Store, coll string, mode any, commands ...string) {
+	t.Helper()
+	failCommand(t, st, coll, mode, bson.D{{Key: "closeConnection", Value: true}}, commands)
+}
+
 func failCommand(t testing.TB, st *store.Store, coll string, mode any, how bson.D, commands []string) {
 	t.Helper()
 	names := bson.A{}

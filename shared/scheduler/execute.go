@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -217,7 +218,9 @@ func (e *Engine) runTarget(ctx context.Context, s *schedule.Schedule, r *runDoc,
 	}
 	cancel(nil)
 	<-hbDone
-	now := e.now().UTC()
+	// Milliseconds, as the database keeps them, so that a read-back of a
+	// write whose answer was lost compares equal.
+	now := e.now().UTC().Truncate(time.Millisecond)
 	set := bson.D{{Key: "finishedAt", Value: now}, {Key: "output", Value: truncate(out, 1024)}}
 	status := schedule.RunSucceeded
 	if runErr != nil {
@@ -225,15 +228,22 @@ func (e *Engine) runTarget(ctx context.Context, s *schedule.Schedule, r *runDoc,
 		set = append(set, bson.E{Key: "error", Value: truncate(runErr.Error(), 1024)})
 	}
 	set = append(set, bson.E{Key: "status", Value: status})
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer wcancel()
-	if err := write(wctx, bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}}}); err != nil {
+	// Leased runs retry the outcome for as long as they hold the lease
+	// (ctx ends when it is lost), bounded; an allow run has no lease to
+	// keep the sweep off it, only its last heartbeat's window.
+	bound := maxOutcomeRetry
+	if r.Epoch == 0 {
+		bound = ttl
+	}
+	if err := e.recordOutcome(ctx, r.ID, status, now, bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}}}, write, bound); err != nil {
 		// Failed over meanwhile, or fenced out: the sweep (or the newer
 		// holder) owns the outcome.
 		c.errors.Add(1)
 		e.log.Warn("record run outcome refused", "run", r.ID, "status", status, "err", err)
 		return
 	}
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer wcancel()
 	if runErr == nil {
 		c.succeeded.Add(1)
 		return
@@ -241,6 +251,50 @@ func (e *Engine) runTarget(ctx context.Context, s *schedule.Schedule, r *runDoc,
 	c.failed.Add(1)
 	e.log.Warn("run failed", "run", r.ID, "schedule", s.ID, "err", runErr)
 	e.retry(wctx, s, &r.Run, now, c)
+}
+
+// maxOutcomeRetry bounds how long a leased run keeps retrying its outcome
+// while the database fails; the lease stays held meanwhile, so the sweep
+// does not fail the run over and run the target again.
+const maxOutcomeRetry = 10 * time.Minute
+
+// recordOutcome writes a run's outcome with upd. The target has answered:
+// losing this write would let the sweep fail the run over and call the
+// target again. So a failure is retried with jittered backoff while ctx
+// (the job lease) is live and within bound, and after each failure the run
+// is read back, so that a write that landed with its answer lost
+// (retryWrites=false) is recognised by its status and finishedAt. It gives
+// up when the write is refused and did not land: the run was failed over,
+// or a newer holder fenced it out, and the outcome is theirs.
+func (e *Engine) recordOutcome(ctx context.Context, id, status string, at time.Time, upd bson.D, write func(context.Context, bson.D) error, bound time.Duration) error {
+	deadline := time.Now().Add(bound)
+	wait := 100 * time.Millisecond
+	for {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		err := write(wctx, upd)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		var got runDoc
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		gerr := e.runs.Get(rctx, id, &got)
+		rcancel()
+		if gerr == nil && got.Status == status && got.FinishedAt.Equal(at.Truncate(time.Millisecond)) {
+			e.log.Warn("record run outcome reported an error, but the outcome is there", "run", id, "err", err)
+			return nil
+		}
+		if errors.Is(err, store.ErrConflict) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		e.log.Warn("record run outcome failed; retrying while the lease is held", "run", id, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait/2 + rand.N(wait/2+1)):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
 // retry records the next attempt of a failed run, if the schedule's retry
