@@ -228,6 +228,13 @@ func (e *Engine) runTarget(ctx context.Context, s *schedule.Schedule, r *runDoc,
 		set = append(set, bson.E{Key: "error", Value: truncate(runErr.Error(), 1024)})
 	}
 	set = append(set, bson.E{Key: "status", Value: status})
+	upd := bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}}}
+	if runErr != nil && r.Attempt < max(s.Retry.MaxAttempts, 1) {
+		// A retry is owed: the failed run keeps a sweepAt until its retry
+		// is recorded, so that the sweep records it if this executor
+		// cannot (the insert fails, or the process dies first).
+		upd = bson.D{{Key: "$set", Value: append(set, bson.E{Key: "sweepAt", Value: now.Add(e.reservation())})}}
+	}
 	// Leased runs retry the outcome for as long as they hold the lease
 	// (ctx ends when it is lost), bounded; an allow run has no lease to
 	// keep the sweep off it, only its last heartbeat's window.
@@ -235,7 +242,7 @@ func (e *Engine) runTarget(ctx context.Context, s *schedule.Schedule, r *runDoc,
 	if r.Epoch == 0 {
 		bound = ttl
 	}
-	if err := e.recordOutcome(ctx, r.ID, status, now, bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}}}, write, bound); err != nil {
+	if err := e.recordOutcome(ctx, r.ID, status, now, upd, write, bound); err != nil {
 		// Failed over meanwhile, or fenced out: the sweep (or the newer
 		// holder) owns the outcome.
 		c.errors.Add(1)
@@ -301,9 +308,15 @@ func (e *Engine) recordOutcome(ctx context.Context, id, status string, at time.T
 // policy allows one: a pending run with source retry, attempt+1 and a
 // deterministic id, due after the backoff (doubling per attempt). The sweep
 // executes it when it is due.
+//
+// A failed run owed a retry carries a sweepAt until the retry is recorded
+// (and handed off); retry clears it then, and the sweep (owedRetries) calls
+// retry again for a run that still has one. The retry's id is
+// deterministic, so doing it twice records it once.
 func (e *Engine) retry(ctx context.Context, s *schedule.Schedule, r *schedule.Run, now time.Time, c *counters) {
 	maxAttempts := max(s.Retry.MaxAttempts, 1)
 	if r.Attempt >= maxAttempts {
+		e.retryRecorded(ctx, r.ID) // none owed (the policy may have changed)
 		return
 	}
 	backoff := retryBackoff(s.Retry.Backoff.D(), r.Attempt)
@@ -345,6 +358,17 @@ func (e *Engine) retry(ctx context.Context, s *schedule.Schedule, r *schedule.Ru
 			c.errors.Add(1)
 			e.log.Error("hand off retry failed; the sweep enqueues it", "run", next.ID, "err", err)
 		}
+	}
+	e.retryRecorded(ctx, r.ID)
+}
+
+// retryRecorded clears a failed run's owed-retry mark. A failure leaves the
+// mark, and the sweep's retry finds the retry recorded and clears it then.
+func (e *Engine) retryRecorded(ctx context.Context, id string) {
+	err := e.runs.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "status", Value: schedule.RunFailed}, {Key: "sweepAt", Value: bson.D{{Key: "$exists", Value: true}}}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}}})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		e.log.Warn("clear the owed-retry mark failed; the sweep clears it", "run", id, "err", err)
 	}
 }
 

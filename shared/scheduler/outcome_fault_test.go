@@ -1,13 +1,16 @@
 package scheduler_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store"
 )
 
@@ -62,6 +65,56 @@ func TestOutcomeWriteFaultRunsTheTargetOnce(t *testing.T) {
 			}
 			if n := g.calls.Load(); n != 1+others {
 				t.Errorf("target called %d times for the 09:01 fire and %d later ones, want the 09:01 fire once", n, others)
+			}
+		})
+	}
+}
+
+// TestOwedRetryIsRecordedBySweep: a failed run's retry insert fails (a
+// WriteConflict, or a dropped connection). Before, the error was logged and
+// dropped, and the retry never happened (maxAttempts 3, target tried once).
+// The failed run now keeps an owed-retry mark, and the sweep records the
+// retry once the executor's reservation is over.
+func TestOwedRetryIsRecordedBySweep(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		arm  func(t *testing.T, st *store.Store)
+	}{
+		{"WriteConflict", func(t *testing.T, st *store.Store) {
+			emutest.FailCommand(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "insert")
+		}},
+		{"dropped connection", func(t *testing.T, st *store.Store) {
+			emutest.FailCommandDrop(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "insert")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newQueueRig(t, true) // paused: Run is called by hand below
+			b := setup(t, func(c *scheduler.Config) { c.Tasks = q.queue })
+			b.addSchedule(t, schedule.Schedule{ID: "r", Cron: "0 * * * *", Retry: schedule.Retry{MaxAttempts: 3, Backoff: schedule.Duration(time.Second)},
+				Target: schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "fail"}}})
+			b.clock.Set(t0.Add(time.Hour + time.Second))
+			b.tick(t)
+			tc.arm(t, b.store)
+			out, err := b.eng.Execute(context.Background(), scheduler.Task{ScheduleID: "r", Runs: []string{"r@20260302T100000Z"}}, nil)
+			if err != nil || out.Runs[0].Status != schedule.RunFailed {
+				t.Fatalf("Execute: %+v %v, want the run failed", out, err)
+			}
+			emutest.FailCommandOff(t, b.store)
+			if got := fireTimesOf(b.runs(t, "r")); len(got) != 1 {
+				t.Fatalf("runs %v: the retry insert was to fail", got)
+			}
+			b.clock.Set(t0.Add(time.Hour + 2*time.Minute))
+			if sum := b.tick(t); sum.Retried != 1 {
+				t.Errorf("sweep: %+v, want the owed retry recorded", sum)
+			}
+			want := []string{"10:00 scheduled failed", "10:00 retry pending"}
+			if diff := cmp.Diff(want, fireTimesOf(b.runs(t, "r"))); diff != "" {
+				t.Errorf("runs (-want,+got):\n%s", diff)
+			}
+			// Recorded once: the mark is cleared, the next sweep adds nothing.
+			b.clock.Set(t0.Add(time.Hour + 3*time.Minute))
+			if sum := b.tick(t); sum.Retried != 0 {
+				t.Errorf("second sweep: %+v, want no second retry", sum)
 			}
 		})
 	}

@@ -19,6 +19,9 @@ import (
 //   - Failover: a running run whose sweepAt (last heartbeat + lease TTL +
 //     skew) has passed, and whose job lease is no longer live at the run's
 //     epoch, is marked failed, and retried per its schedule.
+//   - Owed retries: a failed run that still carries a sweepAt was owed a
+//     retry that was never recorded (its insert failed, the schedule could
+//     not be read, the executor died first); it gets it now.
 //   - Recovery: a pending run whose sweepAt has passed (a retry that came
 //     due, or a run whose deciding tick died before executing it) is
 //     reserved and returned for execution.
@@ -28,6 +31,7 @@ import (
 func (e *Engine) sweep(ctx context.Context, c *counters, sum *Summary) []*scheduleWork {
 	now := e.now().UTC()
 	e.failover(ctx, now, c)
+	e.owedRetries(ctx, now, c)
 	work := e.recover(ctx, now, c)
 	if e.cfg.GPU != nil {
 		requeued, dead, err := e.cfg.GPU.Sweep(ctx)
@@ -67,12 +71,14 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 		msg := fmt.Sprintf("heartbeat stopped: last heartbeat at %s by %s (epoch %d); failed over at %s",
 			r.HeartbeatAt.UTC().Format(time.RFC3339), r.Holder, r.Epoch, now.Format(time.RFC3339))
 		// Conditional on the sweepAt we read: a heartbeat that lands
-		// meanwhile moves it, and the run stays alive.
+		// meanwhile moves it, and the run stays alive. The failed run
+		// keeps a sweepAt (an owed-retry mark) until retry below has
+		// recorded its retry, or found that none is owed.
 		err := e.runs.UpdateOne(ctx,
 			bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunRunning}, {Key: "sweepAt", Value: r.SweepAt}},
 			bson.D{
-				{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunFailed}, {Key: "error", Value: msg}, {Key: "finishedAt", Value: now}}},
-				{Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}},
+				{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunFailed}, {Key: "error", Value: msg}, {Key: "finishedAt", Value: now},
+					{Key: "sweepAt", Value: now.Add(e.reservation())}}},
 			})
 		if err != nil {
 			if !errors.Is(err, store.ErrConflict) {
@@ -92,6 +98,42 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 			continue
 		}
 		e.retry(ctx, &s, &r.Run, now, c)
+	}
+}
+
+// owedRetries gives each failed run that still carries its owed-retry mark
+// the retry its executor, or the failover, did not record.
+func (e *Engine) owedRetries(ctx context.Context, now time.Time, c *counters) {
+	runs, err := e.stale(ctx, schedule.RunFailed, now)
+	if err != nil {
+		c.errors.Add(1)
+		e.log.Error("owed-retry sweep failed", "err", err)
+		return
+	}
+	byID := map[string]*schedule.Schedule{}
+	for i := range runs {
+		r := &runs[i]
+		s, ok := byID[r.ScheduleID]
+		if !ok {
+			var got schedule.Schedule
+			switch err := e.schedules.Get(ctx, r.ScheduleID, &got); {
+			case errors.Is(err, store.ErrNotFound):
+				s = nil
+			case err != nil:
+				c.errors.Add(1)
+				e.log.Error("read schedule for an owed retry failed; the next sweep tries again", "run", r.ID, "err", err)
+				continue
+			default:
+				s = &got
+			}
+			byID[r.ScheduleID] = s
+		}
+		if s == nil {
+			e.retryRecorded(ctx, r.ID) // deleted: nothing to retry
+			continue
+		}
+		e.log.Warn("recording a retry its executor did not", "run", r.ID)
+		e.retry(ctx, s, &r.Run, now, c)
 	}
 }
 
