@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -74,7 +76,11 @@ func (e *Engine) runAllow(ctx context.Context, s *schedule.Schedule, r *runDoc, 
 func (e *Engine) claimThenRun(ctx context.Context, s *schedule.Schedule, r *runDoc, holder bson.D, update func(ctx context.Context, filter, upd bson.D) error, c *counters) {
 	ttl := leaseTTL(s)
 	now := e.now().UTC()
-	set := append(bson.D{{Key: "status", Value: schedule.RunRunning}}, holder...)
+	// The claim token tells this claim from any other, even one by the
+	// same holder at the same epoch (two deliveries of an allow run in one
+	// process): a claim whose answer was lost is ours only if it is there.
+	token := claimToken()
+	set := append(bson.D{{Key: "status", Value: schedule.RunRunning}, {Key: "claim", Value: token}}, holder...)
 	set = append(set,
 		bson.E{Key: "startedAt", Value: now}, bson.E{Key: "heartbeatAt", Value: now},
 		bson.E{Key: "sweepAt", Value: now.Add(ttl + e.cfg.Leases.Skew())})
@@ -82,6 +88,20 @@ func (e *Engine) claimThenRun(ctx context.Context, s *schedule.Schedule, r *runD
 		set = append(set, bson.E{Key: "delivery", Value: d})
 	}
 	err := update(ctx, bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}}, bson.D{{Key: "$set", Value: set}})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		// retryWrites=false: the claim may have landed with its answer
+		// lost. Left unread, the run would stay running with nobody
+		// executing it, and the sweep would fail it over without its
+		// target ever called.
+		var got struct {
+			Status string `bson:"status"`
+			Claim  string `bson:"claim"`
+		}
+		if gerr := e.runs.Get(context.WithoutCancel(ctx), r.ID, &got); gerr == nil && got.Status == schedule.RunRunning && got.Claim == token {
+			e.log.Warn("claim reported an error, but it landed: executing", "run", r.ID, "err", err)
+			err = nil
+		}
+	}
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) {
 			c.errors.Add(1)
@@ -93,6 +113,13 @@ func (e *Engine) claimThenRun(ctx context.Context, s *schedule.Schedule, r *runD
 	filter := bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunRunning}}
 	write := func(ctx context.Context, upd bson.D) error { return update(ctx, filter, upd) }
 	e.runTarget(ctx, s, r, ttl, write, c)
+}
+
+// claimToken is a random id for one claim.
+func claimToken() string {
+	var b [8]byte
+	_, _ = crand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return hex.EncodeToString(b[:])
 }
 
 // retryBackoff is the delay before retrying a run that failed on attempt

@@ -142,7 +142,9 @@ func TestSweepReEnqueuesUnderANewName(t *testing.T) {
 	t.Cleanup(func() { _ = broken.Close() })
 	var d atomic.Pointer[taskqueue.Queue]
 	d.Store(broken)
-	b := setup(t, func(c *scheduler.Config) { c.Tasks = dispatchFunc(func(ctx context.Context, task scheduler.Task) error { return d.Load().Dispatch(ctx, task) }) })
+	b := setup(t, func(c *scheduler.Config) {
+		c.Tasks = dispatchFunc(func(ctx context.Context, task scheduler.Task) error { return d.Load().Dispatch(ctx, task) })
+	})
 	b.addSchedule(t, schedule.Schedule{ID: "a", Cron: "0 * * * *", Target: schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "noop"}}})
 	b.clock.Set(t0.Add(time.Hour + time.Second))
 	if sum := b.tick(t); sum.Decided != 1 || sum.Enqueued != 0 || sum.Errors != 1 {

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -115,6 +116,55 @@ func TestOwedRetryIsRecordedBySweep(t *testing.T) {
 			b.clock.Set(t0.Add(time.Hour + 3*time.Minute))
 			if sum := b.tick(t); sum.Retried != 0 {
 				t.Errorf("second sweep: %+v, want no second retry", sum)
+			}
+		})
+	}
+}
+
+// TestClaimWhoseAnswerWasLost: the claim (pending → running, fenced) landed
+// and its answer was lost. Before, the executor took the error for a
+// failed claim and left; the run stayed running with nobody executing it,
+// the sweep failed it over, and its target was never called. The claim is
+// now read back by its token. A claim that did not land (the connection
+// dropped before the write) leaves the run pending, and Execute asks for
+// the task again.
+func TestClaimWhoseAnswerWasLost(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		arm     func(t *testing.T, st *store.Store)
+		retried bool // Execute asks for another delivery
+	}{
+		{"landed, answered an error", func(t *testing.T, st *store.Store) {
+			emutest.FailCommandAfterWrite(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")
+		}, false},
+		{"dropped connection, not applied", func(t *testing.T, st *store.Store) {
+			emutest.FailCommandDrop(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newQueueRig(t, true)
+			b := setup(t, func(c *scheduler.Config) { c.Tasks = q.queue })
+			key, g := newGate(t, 0)
+			b.addSchedule(t, schedule.Schedule{ID: "c", Cron: "0 * * * *", Target: gateTarget(key)})
+			b.clock.Set(t0.Add(time.Hour + time.Second))
+			b.tick(t)
+			task := scheduler.Task{ScheduleID: "c", Runs: []string{"c@20260302T100000Z"}}
+			tc.arm(t, b.store) // the next runs update is the claim
+			_, err := b.eng.Execute(context.Background(), task, nil)
+			emutest.FailCommandOff(t, b.store)
+			if got := errors.Is(err, scheduler.ErrRetryTask); got != tc.retried {
+				t.Fatalf("Execute: %v, want a request for redelivery %v", err, tc.retried)
+			}
+			if tc.retried {
+				if _, err := b.eng.Execute(context.Background(), task, nil); err != nil {
+					t.Fatalf("redelivery: %v", err)
+				}
+			}
+			if diff := cmp.Diff([]string{"10:00 scheduled succeeded"}, fireTimesOf(b.runs(t, "c"))); diff != "" {
+				t.Errorf("runs (-want,+got):\n%s", diff)
+			}
+			if n := g.calls.Load(); n != 1 {
+				t.Errorf("target called %d times, want once", n)
 			}
 		})
 	}
