@@ -53,7 +53,9 @@ func (e *Engine) execute(ctx context.Context, work []*scheduleWork, c *counters)
 				if ctx.Err() != nil {
 					return
 				}
-				e.runLeased(ctx, &w.s, r, c)
+				if !e.runLeased(ctx, &w.s, r, c) {
+					return // the rest wait behind r
+				}
 			}
 		}()
 	}
@@ -144,7 +146,7 @@ func retryBackoff(base time.Duration, attempt int) time.Duration {
 // for briefly, so that a duplicate delivery racing the first, or a fire
 // that comes as the last run ends, is not skipped for an overlap that is
 // not there.
-func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc, c *counters) {
+func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc, c *counters) (next bool) {
 	var l *lease.Lease
 	wait := 50 * time.Millisecond
 	for try := 1; ; try++ {
@@ -158,36 +160,37 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 			// Left pending: the sweep picks it up when the reservation ends.
 			c.errors.Add(1)
 			e.log.Error("job lease acquire failed; run left pending for the sweep", "run", r.ID, "err", err)
-			return
+			return false
 		}
 		if r.Source == schedule.SourceRetry || r.Source == schedule.SourceMisfire {
 			// Not new fire times: they stay pending and are tried again.
-			return
+			return false
 		}
 		switch e.holderOf(ctx, r, held) {
 		case holderRunsSibling:
 			e.log.Info("job lease held by a run of the same tick; run left pending behind it", "run", r.ID, "epoch", held.Epoch)
-			return
+			return false
 		case holderIdle:
 			if try <= idleHolderWaits {
 				select {
 				case <-ctx.Done():
-					return
+					return false
 				case <-time.After(wait):
 				}
 				wait *= 2
 				if !e.stillPending(ctx, r) {
-					return // the holder claimed it: a duplicate delivery
+					return false // the holder claimed it: a duplicate delivery, which goes on in order
 				}
 				continue
 			}
 		}
 		e.onHeld(ctx, s, r, held, c)
-		return
+		return true
 	}
 	e.claimAndRun(ctx, s, l, r, c)
 	e.misfireLoop(ctx, s, l, c)
 	e.releaseJob(ctx, s, l, c)
+	return true
 }
 
 // claimAndRun executes r under the job lease l: the claim and every write
@@ -480,7 +483,8 @@ const (
 	// is the overlap the policy is about.
 	holderRunsOther holderState = iota
 	// holderRunsSibling: it executes a run that the same tick decided (a
-	// catch-up batch), which the run is queued behind.
+	// catch-up batch), which the run is queued behind, or the run itself
+	// (another delivery of its task claimed it).
 	holderRunsSibling
 	// holderIdle: no run is running under its epoch. It has just acquired
 	// and not yet claimed (a second delivery of the very task that holds
@@ -501,7 +505,8 @@ func (e *Engine) holderOf(ctx context.Context, r *runDoc, held *lease.HeldError)
 		// asked; a skip is recorded with its reason.
 		e.log.Warn("look for the job lease holder's run failed", "run", r.ID, "err", err)
 		return holderRunsOther
-	case x.CreatedAt.Equal(r.CreatedAt) && x.ID != r.ID:
+	case x.CreatedAt.Equal(r.CreatedAt):
+		// A sibling, or r itself (another delivery claimed it).
 		return holderRunsSibling
 	}
 	return holderRunsOther
