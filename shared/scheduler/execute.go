@@ -142,10 +142,10 @@ func retryBackoff(base time.Duration, attempt int) time.Duration {
 //
 // The policy is for a run that meets an earlier run still running. A
 // holder that runs a sibling of the same tick leaves r pending behind it;
-// a holder that runs nothing yet (it is claiming or releasing) is waited
-// for briefly, so that a duplicate delivery racing the first, or a fire
-// that comes as the last run ends, is not skipped for an overlap that is
-// not there.
+// a holder that runs nothing (it is claiming or releasing) is waited for
+// briefly, and then r is left pending too, so that a duplicate delivery
+// racing the first, or a fire that comes as the last run ends, is never
+// skipped or buffered for an overlap that is not there.
 func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc, c *counters) (next bool) {
 	var l *lease.Lease
 	wait := 50 * time.Millisecond
@@ -171,18 +171,24 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 			e.log.Info("job lease held by a run of the same tick; run left pending behind it", "run", r.ID, "epoch", held.Epoch)
 			return false
 		case holderIdle:
-			if try <= idleHolderWaits {
-				select {
-				case <-ctx.Done():
-					return false
-				case <-time.After(wait):
-				}
-				wait *= 2
-				if !e.stillPending(ctx, r) {
-					return false // the holder claimed it: a duplicate delivery, which goes on in order
-				}
-				continue
+			if try > idleHolderWaits {
+				// Still running nothing (slow to claim, or to hand off a
+				// retry before releasing): no run overlaps r, so no policy
+				// applies. It stays pending; the queue delivers it again,
+				// or the sweep recovers it.
+				e.log.Info("job lease held by a holder that runs nothing; run left pending", "run", r.ID, "epoch", held.Epoch)
+				return false
 			}
+			select {
+			case <-ctx.Done():
+				return false
+			case <-time.After(wait):
+			}
+			wait *= 2
+			if !e.stillPending(ctx, r) {
+				return false // the holder claimed it: a duplicate delivery, which goes on in order
+			}
+			continue
 		}
 		e.onHeld(ctx, s, r, held, c)
 		return true
@@ -513,8 +519,8 @@ func (e *Engine) holderOf(ctx context.Context, r *runDoc, held *lease.HeldError)
 }
 
 // idleHolderWaits bounds how often a run that met an idle holder tries the
-// lease again (50 ms, doubling: 750 ms in all) before the overlap policy
-// applies after all. An idle holder claims or releases within a write.
+// lease again (50 ms, doubling: 750 ms in all) before it is left pending.
+// An idle holder claims or releases within a write or two.
 const idleHolderWaits = 4
 
 // stillPending reports whether r is still pending (false when that cannot

@@ -157,6 +157,14 @@ func TestMisfireRunIDsDoNotCollide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// ...running an earlier run under it, which is what makes 09:01 an
+	// overlap (a holder that runs nothing is waited for instead).
+	running := bson.D{{Key: "_id", Value: "job@earlier"}, {Key: "scheduleId", Value: "job"}, {Key: "fireTime", Value: t0},
+		{Key: "source", Value: schedule.SourceScheduled}, {Key: "status", Value: schedule.RunRunning}, {Key: "attempt", Value: 1},
+		{Key: "createdAt", Value: t0}, {Key: "epoch", Value: l.Epoch()}}
+	if _, err := b.store.Collection(schedule.RunsCollection).InsertIdempotent(ctx, running); err != nil {
+		t.Fatal(err)
+	}
 	b.clock.Set(t0.Add(time.Minute + time.Second))
 	if sum := b.tick(t); sum.Misfired != 1 {
 		t.Fatalf("09:01 misfired %d, want 1", sum.Misfired)

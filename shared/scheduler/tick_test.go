@@ -216,29 +216,57 @@ func TestOverlapPolicies(t *testing.T) {
 		}
 	})
 	t.Run("buffer_one misfire set after the holder's last check is not lost", func(t *testing.T) {
-		// The holder has checked the flag and is about to release when
-		// the next fire time finds the lease still held and buffers. The
-		// holder's check after releasing catches it: one extra run.
+		// The next fire time finds the run still running and buffers it,
+		// but sets the flag only after the holder has finished, checked
+		// the flag, released and checked again. The buffering side's own
+		// acquire after setting the flag catches it: one extra run.
 		b := setup(t)
-		key, g := newGate(t, 0)
+		key, g := newGate(t, 1)
 		b.addSchedule(t, schedule.Schedule{ID: "job", Cron: "* * * * *", Target: gateTarget(key)})
+		done := startBlockedTick(t, b, g, 1)
 		var once sync.Once
-		scheduler.SetBeforeRelease(b.eng, func(string) {
-			once.Do(func() {
-				b.clock.Set(t0.Add(2*time.Minute + time.Second))
-				if sum := b.tick(t); sum.Misfired != 1 {
-					t.Errorf("the racing tick misfired %d, want 1", sum.Misfired)
-				}
-			})
+		scheduler.SetBeforeMisfireWrite(b.eng, func(_, step string) {
+			if step == "flag" {
+				once.Do(func() { g.open(); <-done })
+			}
 		})
-		b.clock.Set(t0.Add(time.Minute + time.Second))
-		b.tick(t)
+		b.clock.Set(t0.Add(2*time.Minute + time.Second))
+		if sum := b.tick(t); sum.Misfired != 1 {
+			t.Errorf("the racing tick misfired %d, want 1", sum.Misfired)
+		}
 		want := []string{"09:01 scheduled succeeded", "09:02 scheduled skipped", "09:02 misfire succeeded"}
 		if diff := cmp.Diff(want, fireTimesOf(b.runs(t, "job"))); diff != "" {
 			t.Errorf("runs (-want,+got):\n%s", diff)
 		}
 		if got := g.calls.Load(); got != 2 {
 			t.Errorf("executions %d, want 2", got)
+		}
+	})
+	t.Run("a fire that meets a holder running nothing is not buffered", func(t *testing.T) {
+		// The holder has finished its run and is about to release when
+		// the next fire comes: nothing overlaps it. It waits for the
+		// release and runs as scheduled.
+		b := setup(t)
+		key, g := newGate(t, 0)
+		b.addSchedule(t, schedule.Schedule{ID: "job", Cron: "* * * * *", Target: gateTarget(key)})
+		var once sync.Once
+		release := make(chan struct{})
+		scheduler.SetBeforeRelease(b.eng, func(string) {
+			once.Do(func() { <-release })
+		})
+		b.clock.Set(t0.Add(time.Minute + time.Second))
+		first := make(chan struct{})
+		go func() { defer close(first); b.tick(t) }()
+		g.waitStarted(t)
+		go func() { time.Sleep(200 * time.Millisecond); close(release) }()
+		b.clock.Set(t0.Add(2*time.Minute + time.Second))
+		if sum := b.tick(t); sum.Misfired != 0 || sum.Skipped != 0 {
+			t.Errorf("the next tick: %+v, want nothing buffered or skipped", sum)
+		}
+		<-first
+		want := []string{"09:01 scheduled succeeded", "09:02 scheduled succeeded"}
+		if diff := cmp.Diff(want, fireTimesOf(b.runs(t, "job"))); diff != "" {
+			t.Errorf("runs (-want,+got):\n%s", diff)
 		}
 	})
 	t.Run("allow overlaps", func(t *testing.T) {
