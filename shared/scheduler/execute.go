@@ -539,69 +539,80 @@ func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease
 		return
 	}
 	for ctx.Err() == nil && l.Context().Err() == nil {
-		var got misfireState
-		err := e.schedules.FindOneAndUpdate(ctx,
-			bson.D{{Key: "_id", Value: s.ID}, {Key: "misfire", Value: true}, {Key: "$or", Value: bson.A{
-				bson.D{{Key: jobFenceField, Value: bson.D{{Key: "$lte", Value: l.Epoch()}}}},
-				bson.D{{Key: jobFenceField, Value: bson.D{{Key: "$exists", Value: false}}}},
-			}}},
-			bson.D{{Key: "$set", Value: bson.D{{Key: "misfire", Value: false}, {Key: jobFenceField, Value: l.Epoch()}}}},
-			&got)
-		if err != nil && !errors.Is(err, store.ErrConflict) {
-			// The clear may have landed with its answer lost. If the
-			// flag is down under our fence, go on as if it answered: the
-			// run id below is the one this flag setting owns, so a clear
-			// we did not in fact make records nothing new.
-			if gerr := e.schedules.Get(ctx, s.ID, &got); gerr == nil && !got.Misfire && got.JobFence == l.Epoch() {
-				err = nil
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, store.ErrConflict) {
-				c.errors.Add(1)
-				e.log.Error("clear misfire flag failed", "schedule", s.ID, "err", err)
-			}
-			return
-		}
-		now := e.now().UTC()
-		at := got.MisfireAt.UTC()
-		if at.IsZero() {
-			at = now.Truncate(time.Second)
-		}
-		rd := e.pendingRun(s.ID, at, schedule.SourceMisfire, now)
-		if got.MisfireSeq > 0 {
-			// misfireAt only moves forward, so a fire buffered later but
-			// older than the last misfire's would reuse that run's id.
-			// Each setting of the flag bumps the sequence; each clearing
-			// takes one, so the id is new each time.
-			rd.ID += fmt.Sprintf("-%d", got.MisfireSeq)
-		}
-		if e.beforeMisfireWrite != nil {
-			e.beforeMisfireWrite(s.ID, "run")
-		}
-		if _, err := e.runs.InsertIdempotent(ctx, rd); err != nil {
-			var landed runDoc
-			if gerr := e.runs.Get(ctx, rd.ID, &landed); gerr == nil {
-				// The insert landed; only its answer was lost.
-				e.log.Warn("record misfire run reported an error, but the run is there", "run", rd.ID, "err", err)
-				e.claimAndRun(ctx, s, l, &landed, c)
-				continue
-			}
-			// The flag is cleared and no run records the misfire: set the
-			// flag again, so that a later check (this holder's after it
-			// releases, or the next holder's) runs it. The sequence stays,
-			// so the retry uses this run id: if the insert did land after
-			// all, the retry finds it rather than adding a second run.
-			c.errors.Add(1)
-			if ferr := e.setMisfire(ctx, s.ID, at, false); ferr != nil {
-				e.log.Error("misfire lost: recording its run failed, and so did setting the flag again", "schedule", s.ID, "err", err, "undo_err", ferr)
-			} else {
-				e.log.Warn("record misfire run failed; flag set again for a later check", "schedule", s.ID, "err", err)
-			}
+		rd, ok := e.takeMisfire(ctx, s, l, c)
+		if !ok {
 			return
 		}
 		e.claimAndRun(ctx, s, l, rd, c)
 	}
+}
+
+// takeMisfire clears the schedule's misfire flag under the job lease l
+// (fenced by jobFence) and records the misfire's run, pending. ok is false
+// when the flag is not set (or could not be cleared, or the run not
+// recorded, in which case the flag is set again for a later check).
+func (e *Engine) takeMisfire(ctx context.Context, s *schedule.Schedule, l *lease.Lease, c *counters) (rd *runDoc, ok bool) {
+	var got misfireState
+	err := e.schedules.FindOneAndUpdate(ctx,
+		bson.D{{Key: "_id", Value: s.ID}, {Key: "misfire", Value: true}, {Key: "$or", Value: bson.A{
+			bson.D{{Key: jobFenceField, Value: bson.D{{Key: "$lte", Value: l.Epoch()}}}},
+			bson.D{{Key: jobFenceField, Value: bson.D{{Key: "$exists", Value: false}}}},
+		}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "misfire", Value: false}, {Key: jobFenceField, Value: l.Epoch()}}}},
+		&got)
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		// The clear may have landed with its answer lost. If the
+		// flag is down under our fence, go on as if it answered: the
+		// run id below is the one this flag setting owns, so a clear
+		// we did not in fact make records nothing new.
+		if gerr := e.schedules.Get(ctx, s.ID, &got); gerr == nil && !got.Misfire && got.JobFence == l.Epoch() {
+			err = nil
+		}
+	}
+	if err != nil {
+		if !errors.Is(err, store.ErrConflict) {
+			c.errors.Add(1)
+			e.log.Error("clear misfire flag failed", "schedule", s.ID, "err", err)
+		}
+		return nil, false
+	}
+	now := e.now().UTC()
+	at := got.MisfireAt.UTC()
+	if at.IsZero() {
+		at = now.Truncate(time.Second)
+	}
+	rd = e.pendingRun(s.ID, at, schedule.SourceMisfire, now)
+	if got.MisfireSeq > 0 {
+		// misfireAt only moves forward, so a fire buffered later but
+		// older than the last misfire's would reuse that run's id.
+		// Each setting of the flag bumps the sequence; each clearing
+		// takes one, so the id is new each time.
+		rd.ID += fmt.Sprintf("-%d", got.MisfireSeq)
+	}
+	if e.beforeMisfireWrite != nil {
+		e.beforeMisfireWrite(s.ID, "run")
+	}
+	if _, err := e.runs.InsertIdempotent(ctx, rd); err != nil {
+		var landed runDoc
+		if gerr := e.runs.Get(ctx, rd.ID, &landed); gerr == nil {
+			// The insert landed; only its answer was lost.
+			e.log.Warn("record misfire run reported an error, but the run is there", "run", rd.ID, "err", err)
+			return &landed, true
+		}
+		// The flag is cleared and no run records the misfire: set the
+		// flag again, so that a later check (this holder's after it
+		// releases, or the next holder's) runs it. The sequence stays,
+		// so the retry uses this run id: if the insert did land after
+		// all, the retry finds it rather than adding a second run.
+		c.errors.Add(1)
+		if ferr := e.setMisfire(ctx, s.ID, at, false); ferr != nil {
+			e.log.Error("misfire lost: recording its run failed, and so did setting the flag again", "schedule", s.ID, "err", err, "undo_err", ferr)
+		} else {
+			e.log.Warn("record misfire run failed; flag set again for a later check", "schedule", s.ID, "err", err)
+		}
+		return nil, false
+	}
+	return rd, true
 }
 
 // misfireState is the schedule document's buffer_one bookkeeping.

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/google/go-cmp/cmp"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/baton-cron/baton/emulator/tasks"
@@ -290,4 +292,29 @@ func mustEngine(t *testing.T, b *bundle, d scheduler.Dispatcher) *scheduler.Engi
 	}
 	t.Cleanup(e.Wait)
 	return e
+}
+
+// TestRecoveryDoesNotRunAPausedSchedule: a run decided before its schedule
+// was paused, whose task was lost, is recorded skipped with the reason when
+// the sweep finds it, not executed after the pause.
+func TestRecoveryDoesNotRunAPausedSchedule(t *testing.T) {
+	t.Parallel()
+	down := dispatchFunc(func(context.Context, scheduler.Task) error { return errors.New("queue down") })
+	b := setup(t, func(c *scheduler.Config) { c.Tasks = down })
+	key, g := newGate(t, 0)
+	b.addSchedule(t, schedule.Schedule{ID: "p", Cron: "0 * * * *", Target: gateTarget(key)})
+	b.clock.Set(t0.Add(time.Hour + time.Second))
+	if sum := b.tick(t); sum.Decided != 1 || sum.Enqueued != 0 {
+		t.Fatalf("tick: %+v", sum)
+	}
+	if err := b.store.Collection(schedule.SchedulesCollection).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: "p"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "enabled", Value: false}}}}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Set(t0.Add(time.Hour + 3*time.Minute))
+	b.tick(t)
+	runs := b.runs(t, "p")
+	if len(runs) != 1 || runs[0].Status != schedule.RunSkipped || !strings.Contains(runs[0].Reason, "paused") || g.calls.Load() != 0 {
+		t.Errorf("runs %+v, calls %d; want the run skipped because the schedule was paused", runs, g.calls.Load())
+	}
 }

@@ -169,3 +169,54 @@ func TestClaimWhoseAnswerWasLost(t *testing.T) {
 		})
 	}
 }
+
+// TestStrandedMisfireIsRun: a buffer_one fire is buffered behind a running
+// run whose holder then dies, so nobody checks the flag before releasing.
+// Before, failover ignored the flag and the buffered fire waited for the
+// schedule's next fire (an hour here; forever for a paused or yearly one).
+// The sweep now takes the free lease, records the misfire run and runs it.
+func TestStrandedMisfireIsRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	key, g := newGate(t, 0)
+	b.addSchedule(t, schedule.Schedule{ID: "h", Cron: "0 * * * *", Overlap: schedule.OverlapBufferOne, Target: gateTarget(key)})
+	// A holder (as if in another process) running an earlier run.
+	l, err := b.leases.Acquire(ctx, scheduler.JobLease("h"), 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := bson.D{{Key: "_id", Value: "h@earlier"}, {Key: "scheduleId", Value: "h"}, {Key: "fireTime", Value: t0},
+		{Key: "source", Value: schedule.SourceScheduled}, {Key: "status", Value: schedule.RunRunning}, {Key: "attempt", Value: 1},
+		{Key: "createdAt", Value: t0}, {Key: "epoch", Value: l.Epoch()}}
+	if _, err := b.store.Collection(schedule.RunsCollection).InsertIdempotent(ctx, running); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Set(t0.Add(time.Hour + time.Second))
+	if sum := b.tick(t); sum.Misfired != 1 {
+		t.Fatalf("10:00 tick: %+v, want the fire buffered", sum)
+	}
+	// The holder dies: its lease ends with nobody checking the flag.
+	if err := b.leases.Break(ctx, scheduler.JobLease("h")); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.getSchedule(t, "h"); !s.Misfire {
+		t.Fatal("the flag is not set")
+	}
+	b.clock.Set(t0.Add(time.Hour + 5*time.Minute)) // no fire due until 11:00
+	if sum := b.tick(t); sum.Recovered != 1 || sum.Succeeded != 1 {
+		t.Errorf("sweep: %+v, want the stranded misfire recorded and run", sum)
+	}
+	var got []string
+	for _, r := range b.runs(t, "h") {
+		if r.Source == schedule.SourceMisfire {
+			got = append(got, r.Status)
+		}
+	}
+	if diff := cmp.Diff([]string{schedule.RunSucceeded}, got); diff != "" || g.calls.Load() != 1 {
+		t.Errorf("misfire runs (-want,+got):\n%s\ncalls %d, want 1", diff, g.calls.Load())
+	}
+	if s := b.getSchedule(t, "h"); s.Misfire {
+		t.Error("flag still set after the misfire ran")
+	}
+}

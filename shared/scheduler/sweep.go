@@ -22,6 +22,9 @@ import (
 //   - Owed retries: a failed run that still carries a sweepAt was owed a
 //     retry that was never recorded (its insert failed, the schedule could
 //     not be read, the executor died first); it gets it now.
+//   - Stranded misfires: a buffer_one schedule whose misfire flag is set
+//     while its job lease is free (the holder died mid-run, so nobody
+//     checked the flag before releasing) gets its misfire run.
 //   - Recovery: a pending run whose sweepAt has passed (a retry that came
 //     due, or a run whose deciding tick died before executing it) is
 //     reserved and returned for execution.
@@ -33,6 +36,7 @@ func (e *Engine) sweep(ctx context.Context, c *counters, sum *Summary) []*schedu
 	e.failover(ctx, now, c)
 	e.owedRetries(ctx, now, c)
 	work := e.recover(ctx, now, c)
+	work = append(work, e.strandedMisfires(ctx, c)...)
 	if e.cfg.GPU != nil {
 		requeued, dead, err := e.cfg.GPU.Sweep(ctx)
 		if err != nil {
@@ -198,6 +202,10 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 			}
 			continue
 		}
+		if w := bySchedule[r.ScheduleID]; w != nil && !w.s.Enabled && r.Source != schedule.SourceManual {
+			e.abandon(ctx, r, "schedule paused before the run executed", now, c)
+			continue
+		}
 		w := bySchedule[r.ScheduleID]
 		if w == nil {
 			var s schedule.Schedule
@@ -212,6 +220,13 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 			}
 			w = &scheduleWork{s: s, salt: "sweep@" + reserved.Format(time.RFC3339Nano)}
 			bySchedule[r.ScheduleID] = w
+			if !s.Enabled && r.Source != schedule.SourceManual {
+				// Paused since the decision: recovery does not run what
+				// the schedule no longer wants (a manual trigger runs
+				// paused or not).
+				e.abandon(ctx, r, "schedule paused before the run executed", now, c)
+				continue
+			}
 		}
 		if w.s.Overlap != schedule.OverlapAllow && r.Source != schedule.SourceRetry && r.Source != schedule.SourceMisfire {
 			key := batch{r.ScheduleID, r.CreatedAt}
@@ -237,6 +252,45 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 		}
 		c.recovered.Add(1)
 		w.runs = append(w.runs, r)
+	}
+	return work
+}
+
+// strandedMisfires gives each buffer_one schedule whose misfire flag is set
+// while its job lease is free its misfire run: the sweep takes the lease,
+// clears the flag and records the run (takeMisfire, fenced as a holder's
+// would be), releases, and returns the run for hand-off. A flag set while a
+// holder runs is the holder's to drain: Acquire finds it held (one read).
+// Paused schedules keep the flag for the holder after they resume.
+func (e *Engine) strandedMisfires(ctx context.Context, c *counters) []*scheduleWork {
+	var flagged []schedule.Schedule
+	err := e.schedules.Find(ctx, bson.D{{Key: "misfire", Value: true}}, &flagged, options.Find().SetLimit(int64(e.cfg.PageSize)))
+	if err != nil {
+		c.errors.Add(1)
+		e.log.Error("stranded-misfire sweep failed", "err", err)
+		return nil
+	}
+	var work []*scheduleWork
+	for i := range flagged {
+		s := &flagged[i]
+		if s.Overlap != schedule.OverlapBufferOne || !s.Enabled {
+			continue
+		}
+		l, err := e.cfg.Leases.Acquire(ctx, JobLease(s.ID), leaseTTL(s))
+		if err != nil {
+			continue // held: its holder checks the flag before releasing
+		}
+		rd, ok := e.takeMisfire(ctx, s, l, c)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTTL(s))
+		if err := l.Release(rctx); err != nil {
+			e.log.Warn("job lease release after a stranded misfire failed", "lease", l.Name(), "err", err)
+		}
+		cancel()
+		if ok {
+			e.log.Warn("misfire flag set with no holder (it died mid-run); its misfire run recorded", "schedule", s.ID, "run", rd.ID)
+			c.recovered.Add(1)
+			work = append(work, &scheduleWork{s: *s, runs: []*runDoc{rd}})
+		}
 	}
 	return work
 }
