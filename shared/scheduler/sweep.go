@@ -368,9 +368,11 @@ func (e *Engine) Trigger(ctx context.Context, scheduleID string) (*schedule.Run,
 		}
 		return &cur, nil
 	}
+	// The answer is the run as recorded, copied before the execution
+	// (which writes to rd) starts.
+	run := rd.Run
 	// Started without waiting: handed off to Run, or executed in the
 	// background. A failed hand-off leaves the run pending for the sweep.
 	e.startOrHandOff(context.WithoutCancel(ctx), []*scheduleWork{{s: s, runs: []*runDoc{rd}}}, &counters{})
-	run := rd.Run
 	return &run, nil
 }
