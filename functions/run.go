@@ -44,7 +44,7 @@ func newRun(d *Deps) (http.Handler, error) {
 			return
 		}
 		var t scheduler.Task
-		if err := httpapi.DecodeJSON(w, r, 16<<10, &t); err != nil {
+		if err := httpapi.DecodeJSON(w, r, scheduler.MaxTaskBody, &t); err != nil {
 			httpapi.WriteError(w, r, err)
 			return
 		}

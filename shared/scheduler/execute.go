@@ -514,6 +514,12 @@ func (e *Engine) holderOf(ctx context.Context, r *runDoc, held *lease.HeldError)
 	case x.CreatedAt.Equal(r.CreatedAt):
 		// A sibling, or r itself (another delivery claimed it).
 		return holderRunsSibling
+	case !x.FireTime.Before(r.FireTime):
+		// The holder runs a later fire time than r's (a misfire run,
+		// say, between the runs of r's catch-up batch): r did not come
+		// while an earlier run was running, so nothing overlaps it; it is
+		// queued behind.
+		return holderRunsSibling
 	}
 	return holderRunsOther
 }

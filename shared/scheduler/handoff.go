@@ -37,15 +37,25 @@ type Task struct {
 	ScheduleID string `json:"scheduleId"`
 	// Runs are run ids, oldest fire time first.
 	Runs []string `json:"runs"`
+	// After, when set, is the last run of the previous chunk of the same
+	// batch: this task waits (Run answers 503) until that run is no longer
+	// pending or running, so a batch split into chunks still executes
+	// oldest first.
+	After string `json:"after,omitempty"`
 	// At, when set, is the earliest time the task may be delivered (a
 	// retry's backoff).
 	At time.Time `json:"-"`
 }
 
-// MaxTaskRuns bounds the runs of one task: a tick decides at most
-// schedule.MaxMaxCatchup missed fire times of a schedule, plus the on-time
-// ones of its grace period (90 at one a second).
-const MaxTaskRuns = 2000
+// MaxTaskRuns bounds the runs of one task, so that its body (at most ~100
+// bytes a run id) stays far below Run's body limit (MaxTaskBody) and Cloud
+// Tasks' task size. A longer batch (a catch-up "all" decides up to
+// schedule.MaxMaxCatchup runs at once) is split into chunks chained with
+// After.
+const MaxTaskRuns = 100
+
+// MaxTaskBody is the Run function's body limit.
+const MaxTaskBody = 32 << 10
 
 // TaskName derives a task id from the run ids and a salt. The same runs
 // give the same name, which Cloud Tasks refuses to create twice. The salt
@@ -74,7 +84,13 @@ func tasksFor(work []*scheduleWork) []Task {
 			ids[i] = r.ID
 		}
 		if w.s.Overlap != schedule.OverlapAllow {
-			out = append(out, Task{Name: TaskName(ids, w.salt), ScheduleID: w.s.ID, Runs: ids})
+			after := ""
+			for len(ids) > 0 {
+				n := min(MaxTaskRuns, len(ids))
+				out = append(out, Task{Name: TaskName(ids[:n], w.salt), ScheduleID: w.s.ID, Runs: ids[:n], After: after})
+				after = ids[n-1]
+				ids = ids[n:]
+			}
 			continue
 		}
 		for _, id := range ids {
@@ -176,6 +192,21 @@ func (e *Engine) Execute(ctx context.Context, t Task, d *schedule.Delivery) (*Ou
 	if len(t.Runs) > MaxTaskRuns {
 		return nil, fmt.Errorf("scheduler: execute: %d runs; at most %d per task", len(t.Runs), MaxTaskRuns)
 	}
+	if t.After != "" {
+		// Chunk n+1 of a batch waits for chunk n's last run to be done.
+		var prev runDoc
+		err := e.runs.Get(ctx, t.After, &prev)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("scheduler: execute: read run %s: %w: %w", t.After, err, ErrRetryTask)
+		}
+		if err == nil && (prev.Status == schedule.RunPending || prev.Status == schedule.RunRunning) {
+			out.Took = time.Since(start).String()
+			for _, id := range t.Runs {
+				out.Runs = append(out.Runs, RunState{ID: id, Status: schedule.RunPending, Note: "waiting behind " + t.After})
+			}
+			return out, ErrRetryTask
+		}
+	}
 	var c counters
 	w := &scheduleWork{}
 	states := make([]RunState, len(t.Runs))
@@ -219,6 +250,20 @@ func (e *Engine) Execute(ctx context.Context, t Task, d *schedule.Delivery) (*Ou
 			}
 			w.runs = nil
 		}
+	}
+	if len(w.runs) > 0 && !w.s.Enabled {
+		// Paused since the decision: as the sweep's recovery does, run
+		// only what was triggered by hand.
+		now := e.now().UTC()
+		kept := w.runs[:0]
+		for _, r := range w.runs {
+			if r.Source == schedule.SourceManual {
+				kept = append(kept, r)
+				continue
+			}
+			e.abandon(ctx, r, "schedule paused before the run executed", now, &c)
+		}
+		w.runs = kept
 	}
 	if len(w.runs) > 0 {
 		e.execute(withDelivery(ctx, d), []*scheduleWork{w}, &c)

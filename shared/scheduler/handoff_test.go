@@ -2,10 +2,13 @@ package scheduler_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -316,5 +319,86 @@ func TestRecoveryDoesNotRunAPausedSchedule(t *testing.T) {
 	runs := b.runs(t, "p")
 	if len(runs) != 1 || runs[0].Status != schedule.RunSkipped || !strings.Contains(runs[0].Reason, "paused") || g.calls.Load() != 0 {
 		t.Errorf("runs %+v, calls %d; want the run skipped because the schedule was paused", runs, g.calls.Load())
+	}
+}
+
+// TestRunDoesNotExecuteAPausedSchedule: a task delivered after its
+// schedule was paused records its run skipped with the reason; a manual
+// trigger of a paused schedule still runs.
+func TestRunDoesNotExecuteAPausedSchedule(t *testing.T) {
+	t.Parallel()
+	q := newQueueRig(t, true)
+	b := setup(t, func(c *scheduler.Config) { c.Tasks = q.queue })
+	key, g := newGate(t, 0)
+	b.addSchedule(t, schedule.Schedule{ID: "p", Cron: "0 * * * *", Target: gateTarget(key)})
+	b.clock.Set(t0.Add(time.Hour + time.Second))
+	b.tick(t)
+	if err := b.store.Collection(schedule.SchedulesCollection).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: "p"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "enabled", Value: false}}}}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := b.eng.Execute(context.Background(), scheduler.Task{ScheduleID: "p", Runs: []string{"p@20260302T100000Z"}}, nil)
+	if err != nil || out.Runs[0].Status != schedule.RunSkipped || g.calls.Load() != 0 {
+		t.Errorf("Execute: %+v %v, calls %d; want the run skipped, not executed", out, err, g.calls.Load())
+	}
+	run, err := b.eng.Trigger(context.Background(), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = b.eng.Execute(context.Background(), scheduler.Task{ScheduleID: "p", Runs: []string{run.ID}}, nil)
+	if err != nil || out.Runs[0].Status != schedule.RunSucceeded || g.calls.Load() != 1 {
+		t.Errorf("manual run of a paused schedule: %+v %v, calls %d; want it executed", out, err, g.calls.Load())
+	}
+}
+
+// TestBigBatchIsChainedChunks: a catch-up batch longer than MaxTaskRuns is
+// split into tasks chained with After, each under Run's body limit; a chunk
+// delivered before the one it follows is done waits (ErrRetryTask).
+func TestBigBatchIsChainedChunks(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []scheduler.Task
+	rec := dispatchFunc(func(_ context.Context, task scheduler.Task) error {
+		mu.Lock()
+		got = append(got, task)
+		mu.Unlock()
+		return nil
+	})
+	b := setup(t, func(c *scheduler.Config) { c.Tasks = rec })
+	key, g := newGate(t, 0)
+	b.addSchedule(t, schedule.Schedule{ID: "big", Cron: "* * * * *", Catchup: schedule.CatchupAll, MaxCatchup: 120,
+		CatchupWindow: schedule.Duration(24 * time.Hour), Target: gateTarget(key)})
+	b.clock.Set(t0.Add(121*time.Minute + time.Second))
+	if sum := b.tick(t); sum.Enqueued <= scheduler.MaxTaskRuns {
+		t.Fatalf("tick: %+v, want a batch longer than one task", sum)
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d tasks, want 2 chunks", len(got))
+	}
+	sort.Slice(got, func(i, j int) bool { return got[i].Runs[0] < got[j].Runs[0] })
+	for i, task := range got {
+		body, _ := json.Marshal(task)
+		if len(task.Runs) > scheduler.MaxTaskRuns || len(body) > scheduler.MaxTaskBody {
+			t.Errorf("chunk %d: %d runs, %d bytes", i, len(task.Runs), len(body))
+		}
+		if want := ""; i > 0 {
+			want = got[i-1].Runs[len(got[i-1].Runs)-1]
+			if task.After != want {
+				t.Errorf("chunk %d follows %q, want %q", i, task.After, want)
+			}
+		} else if task.After != want {
+			t.Errorf("first chunk follows %q", task.After)
+		}
+	}
+	if _, err := b.eng.Execute(context.Background(), got[1], nil); !errors.Is(err, scheduler.ErrRetryTask) || g.calls.Load() != 0 {
+		t.Errorf("chunk 2 before chunk 1: %v, calls %d; want it to wait", err, g.calls.Load())
+	}
+	for i, task := range got {
+		if _, err := b.eng.Execute(context.Background(), task, nil); err != nil {
+			t.Fatalf("chunk %d: %v", i, err)
+		}
+	}
+	if n := g.calls.Load(); n != int64(len(got[0].Runs)+len(got[1].Runs)) {
+		t.Errorf("calls %d", n)
 	}
 }
