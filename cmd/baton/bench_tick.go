@@ -5,20 +5,31 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
+	"net"
+	"net/http"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"cloud.google.com/go/storage"
 	"github.com/spf13/cobra"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/baton-cron/baton/emulator/gcs"
 	"github.com/baton-cron/baton/emulator/mongo"
+	"github.com/baton-cron/baton/emulator/tasks"
+	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/catalog"
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/taskqueue"
 )
 
 func init() { benchCmd.AddCommand(newBenchTickCmd()) }
@@ -26,21 +37,34 @@ func init() { benchCmd.AddCommand(newBenchTickCmd()) }
 func newBenchTickCmd() *cobra.Command {
 	var (
 		total, due, scanPage, timed, swaps int
+		slow                               time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "tick",
-		Short: "Reads per tick against a skip-paginated scan, time per tick, daemon hot-swap latency",
+		Short: "Reads per tick against a skip-paginated scan, tick time with the hand-off against the inline path, daemon hot-swap latency",
 		Long: `Runs against in-process emulators (FerretDB on SQLite behind baton's front,
-and fake-gcs-server), in three parts:
+fake-gcs-server, and emulator/tasks for Cloud Tasks), in three parts:
 
   reads     --schedules N schedules, --due of them due. One tick; the meter
             counts the schedule documents it reads. Baseline in the same run:
             a skip-paginated scan of all schedules (--scan-page per page),
             whose skipped documents Firestore bills as read.
-  time      one tick over --timed due noop schedules, end to end (decide,
-            job leases, execution, sweep). Baseline in the same run: only the
-            database writes a tick must make (one run insert and one
-            conditional nextRunAt update per schedule), done directly.
+  time      one tick over --timed due schedules, on a fresh database each:
+              inline    noop targets, no Dispatcher: the tick decides, takes
+                        the job leases, executes and sweeps (the old path;
+                        the baseline);
+              floor     only the writes a decision must make (one run insert
+                        and one nextRunAt update per schedule), done directly;
+              hand-off  noop targets, the tick hands each run to a Cloud
+                        Tasks queue on the emulator, whose tasks call the
+                        Run function (functions.Mux, /Run) on a real HTTP
+                        server, so runs execute while the tick is measured;
+              slow      the same hand-off with sleep targets of --slow.
+            For each: the tick's wall time, per due schedule, the database
+            documents it wrote per due schedule, and its enqueues; for the
+            hand-offs also when the last run finished (the execution plane's
+            throughput, not a goal). Goal: hand-off ≥ 5× faster per schedule
+            than inline, and its time independent of the targets' duration.
   hot-swap  a daemon (polling, as with the emulator) and --swaps edits of a
             schedule through the catalog service (the Schedules API's
             logic): pickup = edit returned → the daemon saw it; lateness =
@@ -48,22 +72,31 @@ and fake-gcs-server), in three parts:
 
 FerretDB on SQLite filters in Go, so wall times of the reads part grow with
 the total; document counts are the measure there. The last line is
-reads_ratio_skip_over_cursor=<skip-scan reads / tick schedule reads>.`,
+key=value pairs: reads_ratio_skip_over_cursor=<skip-scan reads / tick
+schedule reads> tick_ratio_inline_over_handoff=<inline / hand-off tick time
+per schedule> tick_ratio_slow_over_noop_handoff=<slow / noop hand-off tick
+time>.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if total < 1 || due < 1 || due > total || scanPage < 1 || scanPage > 1000 || timed < 1 || swaps < 0 {
-				return usageError("bench tick: want 1 ≤ --due ≤ --schedules, 1 ≤ --scan-page ≤ 1000, --timed ≥ 1, --swaps ≥ 0")
+			if total < 1 || due < 1 || due > total || scanPage < 1 || scanPage > 1000 || timed < 1 || swaps < 0 || slow <= 0 || slow > maxSlow {
+				return usageError("bench tick: want 1 ≤ --due ≤ --schedules, 1 ≤ --scan-page ≤ 1000, --timed ≥ 1, --swaps ≥ 0, 0 < --slow ≤ %s", maxSlow)
 			}
-			return benchTick(cmd.Context(), cmd.OutOrStdout(), total, due, scanPage, timed, swaps)
+			return benchTick(cmd.Context(), cmd.OutOrStdout(), total, due, scanPage, timed, swaps, slow)
 		},
 	}
 	cmd.Flags().IntVar(&total, "schedules", 100000, "schedules in the reads part")
 	cmd.Flags().IntVar(&due, "due", 100, "due schedules in the reads part")
 	cmd.Flags().IntVar(&scanPage, "scan-page", 1000, "page size of the skip-paginated baseline scan (max 1000)")
-	cmd.Flags().IntVar(&timed, "timed", 1000, "due noop schedules in the time part")
+	cmd.Flags().IntVar(&timed, "timed", 1000, "due schedules in each case of the time part")
+	cmd.Flags().DurationVar(&slow, "slow", 2*time.Second, "duration of the sleep targets in the time part's slow hand-off")
 	cmd.Flags().IntVar(&swaps, "swaps", 20, "edits in the hot-swap part (0 skips it)")
 	return cmd
 }
+
+// maxSlow keeps a slow run well inside the task's dispatch deadline, so that
+// no delivery is cut off and redelivered, which would measure the queue's
+// retries instead of the runs.
+const maxSlow = 10 * time.Minute
 
 type tickBench struct {
 	mongo *mongo.Server
@@ -71,28 +104,53 @@ type tickBench struct {
 	n     int
 }
 
-func (b *tickBench) open(ctx context.Context) (*store.Store, *lease.Manager, error) {
-	b.n++
-	st, err := store.Open(ctx, b.mongo.URI(), store.Options{Database: fmt.Sprintf("bench_tick_%d", b.n)})
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := st.EnsureIndexes(ctx, scheduler.Indexes...); err != nil {
-		return nil, nil, err
-	}
-	bucket := fmt.Sprintf("bench-tick-%d", b.n)
-	if err := b.gcs.CreateBucket(ctx, bucket); err != nil {
-		return nil, nil, err
-	}
-	c, err := b.gcs.Client(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return st, lease.NewManager(c.Bucket(bucket), "leases/", lease.Options{Holder: "bench"}), nil
+// benchDB is one fresh database and bucket.
+type benchDB struct {
+	name    string // database
+	st      *store.Store
+	storage *storage.Client
+	bucket  string
+	leases  *lease.Manager
 }
 
-func noopSchedule(id, overlap string, next time.Time, now time.Time) schedule.Schedule {
-	s := schedule.Schedule{ID: id, Cron: "* * * * *", Overlap: overlap, Target: schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "noop"}}}
+func (b *tickBench) open(ctx context.Context) (*benchDB, error) {
+	b.n++
+	db := &benchDB{name: fmt.Sprintf("bench_tick_%d", b.n), bucket: fmt.Sprintf("bench-tick-%d", b.n)}
+	var err error
+	if db.st, err = store.Open(ctx, b.mongo.URI(), store.Options{Database: db.name}); err != nil {
+		return nil, err
+	}
+	if err := db.st.EnsureIndexes(ctx, scheduler.Indexes...); err != nil {
+		_ = db.st.Close(ctx)
+		return nil, err
+	}
+	if err := b.gcs.CreateBucket(ctx, db.bucket); err != nil {
+		_ = db.st.Close(ctx)
+		return nil, err
+	}
+	if db.storage, err = b.gcs.Client(ctx); err != nil {
+		_ = db.st.Close(ctx)
+		return nil, err
+	}
+	db.leases = lease.NewManager(db.storage.Bucket(db.bucket), "leases/", lease.Options{Holder: "bench"})
+	return db, nil
+}
+
+func (db *benchDB) close(ctx context.Context) {
+	_ = db.st.Close(ctx)
+	_ = db.storage.Close()
+}
+
+func noopTarget() schedule.Target {
+	return schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "noop"}}
+}
+
+func sleepTarget(d time.Duration) schedule.Target {
+	return schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "sleep", Args: map[string]string{"duration": d.String()}}}
+}
+
+func benchSchedule(id, overlap string, target schedule.Target, next time.Time, now time.Time) schedule.Schedule {
+	s := schedule.Schedule{ID: id, Cron: "* * * * *", Overlap: overlap, Target: target}
 	if err := s.Normalize(schedule.ValidateOptions{}); err != nil {
 		panic(err)
 	}
@@ -101,9 +159,9 @@ func noopSchedule(id, overlap string, next time.Time, now time.Time) schedule.Sc
 }
 
 // insertSchedules writes n schedules with raw InsertMany batches (setup
-// only: FerretDB on SQLite is slow for one-by-one inserts); due of them are
-// due at now.
-func insertSchedules(ctx context.Context, st *store.Store, n, due int, overlap string, now time.Time) error {
+// only: FerretDB on SQLite is slow for one-by-one inserts, and raw writes
+// stay off the meter); due of them are due at now.
+func insertSchedules(ctx context.Context, st *store.Store, n, due int, overlap string, target schedule.Target, now time.Time) error {
 	coll := st.Database().Collection(schedule.SchedulesCollection)
 	const batch = 1000
 	docs := make([]any, 0, batch)
@@ -117,7 +175,7 @@ func insertSchedules(ctx context.Context, st *store.Store, n, due int, overlap s
 			next = now.Truncate(time.Minute) // a fire time of "* * * * *"
 			made++
 		}
-		docs = append(docs, noopSchedule(fmt.Sprintf("s%07d", i), overlap, next.Truncate(time.Second), now))
+		docs = append(docs, benchSchedule(fmt.Sprintf("s%07d", i), overlap, target, next.Truncate(time.Second), now))
 		if len(docs) == batch || i == n-1 {
 			if _, err := coll.InsertMany(ctx, docs); err != nil {
 				return fmt.Errorf("insert schedules: %w", err)
@@ -128,7 +186,7 @@ func insertSchedules(ctx context.Context, st *store.Store, n, due int, overlap s
 	return nil
 }
 
-func benchTick(ctx context.Context, out io.Writer, total, due, scanPage, timed, swaps int) error {
+func benchTick(ctx context.Context, out io.Writer, total, due, scanPage, timed, swaps int, slow time.Duration) error {
 	var b tickBench
 	var err error
 	if b.mongo, err = mongo.Start(ctx, mongo.Options{}); err != nil {
@@ -144,7 +202,7 @@ func benchTick(ctx context.Context, out io.Writer, total, due, scanPage, timed, 
 	now := time.Now().UTC().Truncate(time.Minute).Add(10 * time.Second)
 
 	// Part 1: reads per tick.
-	st, leases, err := b.open(ctx)
+	db, err := b.open(ctx)
 	if err != nil {
 		return err
 	}
@@ -153,11 +211,11 @@ func benchTick(ctx context.Context, out io.Writer, total, due, scanPage, timed, 
 	// job leases or misfire checks, whose conditional point writes
 	// FerretDB on SQLite (which pushes down only a lone _id filter)
 	// evaluates by scanning the whole collection.
-	if err := insertSchedules(ctx, st, total, due, schedule.OverlapAllow, now); err != nil {
+	if err := insertSchedules(ctx, db.st, total, due, schedule.OverlapAllow, noopTarget(), now); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "setup: %d schedules (%d due) inserted in %s\n", total, due, time.Since(t).Round(time.Millisecond))
-	eng, err := scheduler.New(scheduler.Config{Store: st, Leases: leases, Now: func() time.Time { return now }})
+	eng, err := scheduler.New(scheduler.Config{Store: db.st, Leases: db.leases, Now: func() time.Time { return now }})
 	if err != nil {
 		return err
 	}
@@ -168,14 +226,14 @@ func benchTick(ctx context.Context, out io.Writer, total, due, scanPage, timed, 
 	if sum.Due != due {
 		return fmt.Errorf("bench tick: the tick found %d due schedules, want %d", sum.Due, due)
 	}
-	m := st.Meter()
+	m := db.st.Meter()
 	m.Reset()
 	t = time.Now()
 	q := store.PageQuery{SortField: "nextRunAt", Limit: scanPage}
 	seen := 0
 	for page := 0; ; page++ {
 		var docs []bson.Raw
-		if err := st.Collection(schedule.SchedulesCollection).PageSkip(ctx, q, page, &docs); err != nil {
+		if err := db.st.Collection(schedule.SchedulesCollection).PageSkip(ctx, q, page, &docs); err != nil {
 			return err
 		}
 		seen += len(docs)
@@ -198,53 +256,43 @@ func benchTick(ctx context.Context, out io.Writer, total, due, scanPage, timed, 
 		verdict = "FAIL"
 	}
 	fmt.Fprintf(out, "reads: goal ≤ %d schedule documents per tick: %s\n", due+due/10, verdict)
-	_ = st.Close(ctx)
+	db.close(ctx)
 
-	// Part 2: time per tick.
-	st, leases, err = b.open(ctx)
+	// Part 2: time per tick, the hand-off against the inline path.
+	inline, err := b.timeInline(ctx, timed, now)
 	if err != nil {
 		return err
 	}
-	if err := insertSchedules(ctx, st, timed, timed, "", now); err != nil {
-		return err
-	}
-	eng, err = scheduler.New(scheduler.Config{Store: st, Leases: leases, Now: func() time.Time { return now }})
+	inline.print(out, fmt.Sprintf("inline (no Dispatcher: decide, job leases, execution, sweep), %d due noop schedules", timed), timed)
+	floor, byID, err := b.timeWritesAlone(ctx, timed, now)
 	if err != nil {
 		return err
 	}
-	t = time.Now()
-	sum, err = eng.Tick(ctx, time.Time{})
+	fmt.Fprintf(out, "time: floor, a decision's two writes alone, one schedule after another: %s (%.2f ms per schedule); with the nextRunAt advance filtered by _id alone: %s (%.2f ms per schedule)\n",
+		floor.Round(time.Millisecond), perMS(floor, timed), byID.Round(time.Millisecond), perMS(byID, timed))
+	noop, err := b.timeHandOff(ctx, timed, now, noopTarget(), false)
 	if err != nil {
 		return err
 	}
-	tickTook := time.Since(t)
-	if sum.Succeeded != timed {
-		return fmt.Errorf("bench tick: %d of %d noop runs succeeded: %+v", sum.Succeeded, timed, sum)
-	}
-	// Baseline: the writes alone, on a fresh database.
-	st2, _, err := b.open(ctx)
+	noop.print(out, fmt.Sprintf("hand-off (Cloud Tasks emulator → /Run), %d due noop schedules", timed), timed)
+	slowT, err := b.timeHandOff(ctx, timed, now, sleepTarget(slow), false)
 	if err != nil {
 		return err
 	}
-	if err := insertSchedules(ctx, st2, timed, timed, "", now); err != nil {
+	slowT.print(out, fmt.Sprintf("hand-off (Cloud Tasks emulator → /Run), %d due sleep %s schedules", timed, slow), timed)
+	alone, err := b.timeHandOff(ctx, timed, now, noopTarget(), true)
+	if err != nil {
 		return err
 	}
-	runs, scheds := st2.Collection(schedule.RunsCollection), st2.Collection(schedule.SchedulesCollection)
-	t = time.Now()
-	for i := range timed {
-		id := fmt.Sprintf("s%07d", i)
-		if _, err := runs.InsertIdempotent(ctx, bson.D{{Key: "_id", Value: id + "@x"}, {Key: "scheduleId", Value: id}, {Key: "status", Value: "pending"}}); err != nil {
-			return err
-		}
-		if err := scheds.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: bson.D{{Key: "nextRunAt", Value: now.Add(time.Hour)}}}}); err != nil {
-			return err
-		}
+	alone.print(out, fmt.Sprintf("diagnostic: hand-off with the queue paused, %d due noop schedules", timed), timed)
+	inlineOverHandOff := inline.took.Seconds() / noop.took.Seconds()
+	slowOverNoop := slowT.took.Seconds() / noop.took.Seconds()
+	verdict = "PASS"
+	if inlineOverHandOff < 5 {
+		verdict = "FAIL"
 	}
-	baseTook := time.Since(t)
-	fmt.Fprintf(out, "time: tick over %d due noop schedules, end to end: %s (%.2f ms per schedule)\n", timed, tickTook.Round(time.Millisecond), float64(tickTook.Microseconds())/1000/float64(timed))
-	fmt.Fprintf(out, "time: baseline, the %d run inserts and %d nextRunAt updates alone: %s; tick/baseline = %.2f\n", timed, timed, baseTook.Round(time.Millisecond), tickTook.Seconds()/baseTook.Seconds())
-	_ = st.Close(ctx)
-	_ = st2.Close(ctx)
+	fmt.Fprintf(out, "time: per due schedule, inline/hand-off = %.2f (goal ≥ 5: %s); hand-off slow/noop = %.2f (targets %s vs noop); hand-off/floor = %.2f; hand-off/paused hand-off = %.2f\n",
+		inlineOverHandOff, verdict, slowOverNoop, slow, noop.took.Seconds()/floor.Seconds(), noop.took.Seconds()/alone.took.Seconds())
 
 	// Part 3: daemon hot-swap latency.
 	if swaps > 0 {
@@ -252,8 +300,320 @@ func benchTick(ctx context.Context, out io.Writer, total, due, scanPage, timed, 
 			return err
 		}
 	}
-	fmt.Fprintf(out, "reads_ratio_skip_over_cursor=%.1f\n", float64(skipReads)/float64(max(tickReads, 1)))
+	fmt.Fprintf(out, "reads_ratio_skip_over_cursor=%.1f tick_ratio_inline_over_handoff=%.2f tick_ratio_slow_over_noop_handoff=%.2f\n",
+		float64(skipReads)/float64(max(tickReads, 1)), inlineOverHandOff, slowOverNoop)
 	return nil
+}
+
+func perMS(d time.Duration, n int) float64 { return float64(d.Microseconds()) / 1000 / float64(n) }
+
+// tickTiming is one measured tick of the time part.
+type tickTiming struct {
+	took   time.Duration // the tick's wall time
+	writes int64         // database documents the tick wrote
+	sum    *scheduler.Summary
+	// Hand-off only. The tick's phases, seen from its Dispatcher: deciding
+	// until the first enqueue, enqueueing until the last one returned,
+	// sweeping after; perEnqueue is one CreateTask's mean latency.
+	handOff, paused        bool
+	decide, enqueue, sweep time.Duration
+	perEnqueue             time.Duration
+	finished               time.Duration // tick start → the last task done
+	runWrites              int64         // documents the Run function wrote
+	attempts               int           // deliveries, retries included
+	runs                   string        // the runs by status, afterwards
+}
+
+func (r *tickTiming) print(out io.Writer, what string, n int) {
+	fmt.Fprintf(out, "time: %s: tick %s (%.2f ms per schedule), %.2f documents written and %.2f read per schedule, %d enqueued, %d errors\n",
+		what, r.took.Round(time.Millisecond), perMS(r.took, n), float64(r.writes)/float64(n), float64(r.sum.DocsRead)/float64(n), r.sum.Enqueued, r.sum.Errors)
+	if !r.handOff {
+		return
+	}
+	fmt.Fprintf(out, "time:   the tick: deciding %s, enqueueing %s (CreateTask %.1f ms each, %d at a time), sweeping %s\n",
+		r.decide.Round(time.Millisecond), r.enqueue.Round(time.Millisecond), float64(r.perEnqueue.Microseconds())/1000, handOffConcurrency, r.sweep.Round(time.Millisecond))
+	if r.paused {
+		fmt.Fprintf(out, "time:   its runs: left queued (the queue was paused: nothing executed during the tick)\n")
+		return
+	}
+	fmt.Fprintf(out, "time:   its runs: every task done %s after the tick started; %d deliveries; Run's acknowledged writes %.2f documents per run; runs: %s\n",
+		r.finished.Round(time.Millisecond), r.attempts, float64(r.runWrites)/float64(n), r.runs)
+}
+
+// handOffConcurrency is shared/scheduler's bound on one tick's enqueues in
+// flight (unexported there), for the report.
+const handOffConcurrency = 16
+
+// timedDispatcher sees the tick's phases from outside the engine: before
+// its first Dispatch the tick was deciding, after its last one it sweeps.
+type timedDispatcher struct {
+	scheduler.Dispatcher
+	mu          sync.Mutex
+	first, last time.Time
+	busy        time.Duration
+	n           int
+}
+
+// Dispatch passes t on and records when it started and ended.
+func (d *timedDispatcher) Dispatch(ctx context.Context, t scheduler.Task) error {
+	start := time.Now()
+	err := d.Dispatcher.Dispatch(ctx, t)
+	end := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.first.IsZero() || start.Before(d.first) {
+		d.first = start
+	}
+	if end.After(d.last) {
+		d.last = end
+	}
+	d.busy += end.Sub(start)
+	d.n++
+	return err
+}
+
+// pauseQueue pauses the bench queue through the official client, as an
+// operator would with gcloud tasks queues pause.
+func pauseQueue(ctx context.Context, ts *tasks.Server) error {
+	c, err := ts.Client(ctx)
+	if err != nil {
+		return fmt.Errorf("bench tick: %w", err)
+	}
+	defer c.Close()
+	if _, err := c.PauseQueue(ctx, &cloudtaskspb.PauseQueueRequest{Name: benchQueueName}); err != nil {
+		return fmt.Errorf("bench tick: pause queue: %w", err)
+	}
+	return nil
+}
+
+// timeInline is the old path and the baseline: with no Dispatcher, Tick
+// executes every run itself and returns when the last one is done.
+func (b *tickBench) timeInline(ctx context.Context, n int, now time.Time) (*tickTiming, error) {
+	db, err := b.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.close(ctx)
+	if err := insertSchedules(ctx, db.st, n, n, "", noopTarget(), now); err != nil {
+		return nil, err
+	}
+	eng, err := scheduler.New(scheduler.Config{Store: db.st, Leases: db.leases, Now: func() time.Time { return now }})
+	if err != nil {
+		return nil, err
+	}
+	w0 := db.st.Meter().Writes()
+	t := time.Now()
+	sum, err := eng.Tick(ctx, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	r := &tickTiming{took: time.Since(t), writes: db.st.Meter().Writes() - w0, sum: sum}
+	if sum.Succeeded != n {
+		return nil, fmt.Errorf("bench tick: inline: %d of %d noop runs succeeded: %+v", sum.Succeeded, n, sum)
+	}
+	return r, nil
+}
+
+// timeWritesAlone makes the two writes every decision needs, and nothing
+// else, one schedule after another, in two passes over the same due
+// schedules: first as decideOne makes them (the run insert, and the
+// nextRunAt advance conditional on the values read and fenced by the tick
+// lease's epoch), then with the advance filtered by _id alone. FerretDB on
+// SQLite pushes down only a lone _id filter, so the two passes tell what
+// the conditions cost on this emulator, which Firestore's indexes do not.
+func (b *tickBench) timeWritesAlone(ctx context.Context, n int, now time.Time) (fenced, byID time.Duration, err error) {
+	db, err := b.open(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer db.close(ctx)
+	if err := insertSchedules(ctx, db.st, n, n, "", noopTarget(), now); err != nil {
+		return 0, 0, err
+	}
+	runs, scheds := db.st.Collection(schedule.RunsCollection), db.st.Collection(schedule.SchedulesCollection)
+	due := now.Truncate(time.Minute)
+	pass := func(run string, advance func(id string) error) (time.Duration, error) {
+		t := time.Now()
+		for i := range n {
+			id := fmt.Sprintf("s%07d", i)
+			if _, err := runs.InsertIdempotent(ctx, bson.D{{Key: "_id", Value: id + run}, {Key: "scheduleId", Value: id}, {Key: "status", Value: "pending"}}); err != nil {
+				return 0, err
+			}
+			if err := advance(id); err != nil {
+				return 0, err
+			}
+		}
+		return time.Since(t), nil
+	}
+	if fenced, err = pass("@fenced", func(id string) error {
+		return scheds.FencedUpdate(ctx, bson.D{{Key: "_id", Value: id}, {Key: "nextRunAt", Value: due}, {Key: "version", Value: 1}},
+			store.Fence{Epoch: 1}, bson.D{{Key: "$set", Value: bson.D{{Key: "nextRunAt", Value: due.Add(time.Minute)}}}})
+	}); err != nil {
+		return 0, 0, err
+	}
+	if byID, err = pass("@id", func(id string) error {
+		return scheds.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: bson.D{{Key: "nextRunAt", Value: due.Add(2 * time.Minute)}}}})
+	}); err != nil {
+		return 0, 0, err
+	}
+	return fenced, byID, nil
+}
+
+// benchMaxAttempts is the bench queue's max_attempts: a task whose
+// attempt number reaches it and fails is dropped.
+const benchMaxAttempts = 5
+
+// benchQueueName is the hand-off's queue on the Cloud Tasks emulator.
+const benchQueueName = "projects/bench/locations/local/queues/baton-runs"
+
+// benchQueue is the local stack's queue (emulator/stack): the rate limits
+// a developer's runs are delivered under, so the execution plane's time is
+// the one `baton local` would show.
+func benchQueue() *cloudtaskspb.Queue {
+	return &cloudtaskspb.Queue{
+		Name: benchQueueName,
+		RetryConfig: &cloudtaskspb.RetryConfig{
+			MaxAttempts: benchMaxAttempts, MinBackoff: durationpb.New(time.Second), MaxBackoff: durationpb.New(30 * time.Second), MaxDoublings: 4,
+		},
+		RateLimits: &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: 500, MaxConcurrentDispatches: 200},
+	}
+}
+
+// timeHandOff measures a tick that hands its runs to a Cloud Tasks queue
+// (emulator/tasks) whose tasks call the real Run function over HTTP, wired
+// as emulator/stack wires it, then waits until every run has finished.
+// With paused, the queue delivers nothing while the tick runs, and the runs
+// are left queued: a diagnostic that separates the tick's own cost from the
+// execution plane's, which on this emulator shares one process, two cores
+// and one write lock with the tick.
+func (b *tickBench) timeHandOff(ctx context.Context, n int, now time.Time, target schedule.Target, paused bool) (*tickTiming, error) {
+	db, err := b.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer db.close(ctx)
+	if err := insertSchedules(ctx, db.st, n, n, "", target, now); err != nil {
+		return nil, err
+	}
+	clock := func() time.Time { return now }
+	// Run is another function instance in the cloud, with its own
+	// connection; here its own store on the same database, whose meter
+	// keeps the runs' writes out of the tick's count.
+	runSt, err := store.Open(ctx, b.mongo.URI(), store.Options{Database: db.name})
+	if err != nil {
+		return nil, err
+	}
+	defer runSt.Close(ctx)
+	ts, err := tasks.Start(ctx, tasks.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("bench tick: %w", err)
+	}
+	defer ts.Close()
+	if _, err := ts.CreateQueue(ctx, benchQueue()); err != nil {
+		return nil, fmt.Errorf("bench tick: create queue: %w", err)
+	}
+	if paused {
+		if err := pauseQueue(ctx, ts); err != nil {
+			return nil, err
+		}
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("bench tick: listen: %w", err)
+	}
+	q, err := taskqueue.Open(ctx, taskqueue.Config{Queue: benchQueueName, URL: "http://" + ln.Addr().String() + "/Run"}, ts.Addr())
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("bench tick: %w", err)
+	}
+	defer q.Close()
+	mux, err := functions.Mux(&functions.Deps{
+		Store: runSt, Storage: db.storage, Bucket: db.bucket, Logger: slog.New(slog.DiscardHandler), Now: clock, Tasks: q,
+	})
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("bench tick: %w", err)
+	}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	defer hs.Close()
+
+	td := &timedDispatcher{Dispatcher: q}
+	eng, err := scheduler.New(scheduler.Config{Store: db.st, Leases: db.leases, Now: clock, Tasks: td})
+	if err != nil {
+		return nil, err
+	}
+	w0 := db.st.Meter().Writes()
+	t := time.Now()
+	sum, err := eng.Tick(ctx, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	end := time.Now()
+	r := &tickTiming{took: end.Sub(t), writes: db.st.Meter().Writes() - w0, sum: sum, handOff: true, paused: paused}
+	if sum.Decided != n {
+		return nil, fmt.Errorf("bench tick: hand-off: %d of %d runs decided: %+v", sum.Decided, n, sum)
+	}
+	r.decide, r.enqueue, r.sweep = td.first.Sub(t), td.last.Sub(td.first), end.Sub(td.last)
+	r.perEnqueue = td.busy / time.Duration(td.n)
+	if paused {
+		return r, nil
+	}
+
+	// One task per schedule (none is allow), each with one run; an enqueue
+	// that failed is reported, not waited for (the sweep would recover its
+	// run after the reservation). A task is done when a delivery answered
+	// 2xx, or when its last attempt failed and the queue dropped it.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+	var last time.Time
+	for done := map[string]bool{}; len(done) < sum.Enqueued; {
+		as, err := ts.WaitAttempts(wctx, r.attempts+1)
+		if err != nil {
+			return nil, fmt.Errorf("bench tick: hand-off: %d of %d tasks done: %w", len(done), sum.Enqueued, err)
+		}
+		for _, a := range as[r.attempts:] {
+			if a.OK() || a.Number >= benchMaxAttempts {
+				done[a.Task] = true
+				if a.End.After(last) {
+					last = a.End
+				}
+			}
+		}
+		r.attempts = len(as)
+	}
+	r.finished = last.Sub(t)
+	r.runWrites = runSt.Meter().Writes()
+	if r.runs, err = runStatuses(ctx, db.st); err != nil {
+		return nil, fmt.Errorf("bench tick: hand-off: %w", err)
+	}
+	return r, nil
+}
+
+// runStatuses says what became of the runs: how many have each status,
+// and, when some did not succeed, the first such run's error.
+func runStatuses(ctx context.Context, st *store.Store) (string, error) {
+	cur, err := st.Collection(schedule.RunsCollection).Raw().Find(ctx, bson.D{})
+	if err != nil {
+		return "", fmt.Errorf("read runs: %w", err)
+	}
+	var runs []schedule.Run
+	if err := cur.All(ctx, &runs); err != nil {
+		return "", fmt.Errorf("read runs: %w", err)
+	}
+	byStatus := map[string]int{}
+	example := ""
+	for _, r := range runs {
+		byStatus[r.Status]++
+		if r.Status != schedule.RunSucceeded && example == "" {
+			example = fmt.Sprintf("; run %s is %s: %q", r.ID, r.Status, r.Error+r.Reason)
+		}
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(byStatus)) {
+		parts = append(parts, fmt.Sprintf("%d %s", byStatus[k], k))
+	}
+	return strings.Join(parts, ", ") + example, nil
 }
 
 func percentile(d []time.Duration, p float64) time.Duration {
@@ -267,11 +627,12 @@ func percentile(d []time.Duration, p float64) time.Duration {
 }
 
 func benchHotSwap(ctx context.Context, out io.Writer, b *tickBench, swaps int) error {
-	st, leases, err := b.open(ctx)
+	db, err := b.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer st.Close(ctx)
+	defer db.close(ctx)
+	st, leases := db.st, db.leases
 	cat := catalog.New(st, catalog.Options{Validate: schedule.ValidateOptions{Builtins: scheduler.Builtins()}})
 	if _, err := cat.Create(ctx, &schedule.Schedule{ID: "swap", Enabled: true, Cron: "0 0 1 1 *", Target: schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "noop"}}}); err != nil {
 		return fmt.Errorf("hot swap: create: %w", err)

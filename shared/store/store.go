@@ -20,7 +20,7 @@ const DefaultDatabase = "baton"
 type Options struct {
 	// Database overrides the database named in the URI path.
 	Database string
-	// Meter receives read counts; nil makes a new one.
+	// Meter receives read and write counts; nil makes a new one.
 	Meter *Meter
 	// PageKey signs page tokens. Empty uses a built-in key: tokens are
 	// tamper-evident (an edited token is refused, never misread) but grant no
@@ -179,7 +179,7 @@ func (s *Store) Close(ctx context.Context) error {
 	return nil
 }
 
-// Meter returns the store's read meter.
+// Meter returns the store's meter of documents read and written.
 func (s *Store) Meter() *Meter { return s.meter }
 
 // Database returns the underlying database, for tests and benchmarks that
@@ -202,7 +202,8 @@ type Collection struct {
 // Name is the collection's name.
 func (c *Collection) Name() string { return c.name }
 
-// Raw is the driver collection. Reads through it are not metered.
+// Raw is the driver collection. Reads and writes through it are not
+// metered.
 func (c *Collection) Raw() *mongo.Collection { return c.c }
 
 func (c *Collection) op(name string) string { return c.name + "." + name }
@@ -214,6 +215,7 @@ func (c *Collection) InsertIdempotent(ctx context.Context, doc any) (inserted bo
 	_, err = c.c.InsertOne(ctx, doc)
 	switch {
 	case err == nil:
+		c.meter.AddWrite(c.op("insert"), 1)
 		return true, nil
 	case mongo.IsDuplicateKeyError(err):
 		return false, nil
@@ -281,6 +283,9 @@ func (c *Collection) UpdateOne(ctx context.Context, filter, update any) error {
 	if res.MatchedCount == 0 {
 		return fmt.Errorf("store: update %s: %w", c.name, ErrConflict)
 	}
+	// Matched, not only modified: each matched document was written to,
+	// even by an update that left its fields as they were.
+	c.meter.AddWrite(c.op("update"), res.MatchedCount)
 	return nil
 }
 
@@ -297,6 +302,7 @@ func (c *Collection) FindOneAndUpdate(ctx context.Context, filter, update any, o
 		return fmt.Errorf("store: find-and-update %s: %w", c.name, err)
 	}
 	c.meter.Add(c.op("findAndModify"), 1)
+	c.meter.AddWrite(c.op("findAndModify"), 1)
 	return nil
 }
 
@@ -309,6 +315,7 @@ func (c *Collection) DeleteOne(ctx context.Context, filter any) error {
 	if res.DeletedCount == 0 {
 		return fmt.Errorf("store: delete from %s: %w", c.name, ErrConflict)
 	}
+	c.meter.AddWrite(c.op("delete"), res.DeletedCount)
 	return nil
 }
 
@@ -352,6 +359,7 @@ func (c *Collection) FencedUpdate(ctx context.Context, filter bson.D, f Fence, u
 		return fmt.Errorf("store: fenced update %s: %w", c.name, err)
 	}
 	if res.MatchedCount > 0 {
+		c.meter.AddWrite(c.op("fencedUpdate"), res.MatchedCount)
 		return nil
 	}
 	// Tell a stale fence from a plain conflict. This read happens only on
