@@ -546,3 +546,44 @@ func TestAttackMisfireHolderMakesSweepBufferCatchup(t *testing.T) {
 		}
 	}
 }
+
+// jobLeaseReadsFail fails every request for a job lease object, as a lease
+// store that is down for those reads would; the tick lease still works.
+type jobLeaseReadsFail struct{ base http.RoundTripper }
+
+func (j jobLeaseReadsFail) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.Contains(req.URL.String(), "job-") {
+		return nil, errors.New("lease store unreachable (test transport)")
+	}
+	return j.base.RoundTrip(req)
+}
+
+// TestFailoverWaitsWhenTheLeaseCannotBeRead: jobAlive took any error from
+// the lease store for "not live", so a sweep that could not read a running
+// run's job lease failed the run over, and its retry called the target
+// while the first executor might still be running it. Unknown now
+// postpones the failover.
+func TestFailoverWaitsWhenTheLeaseCannotBeRead(t *testing.T) {
+	t.Parallel()
+	b := attackSetup(t, &recDispatcher{})
+	b.addSchedule(t, schedule.Schedule{ID: "j", Cron: "0 * * * *", Retry: schedule.Retry{MaxAttempts: 2, Backoff: schedule.Duration(time.Second)},
+		Target: schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "noop"}}})
+	running := bson.D{{Key: "_id", Value: "j@running"}, {Key: "scheduleId", Value: "j"}, {Key: "fireTime", Value: t0},
+		{Key: "source", Value: schedule.SourceScheduled}, {Key: "status", Value: schedule.RunRunning}, {Key: "attempt", Value: 1},
+		{Key: "createdAt", Value: t0}, {Key: "heartbeatAt", Value: t0}, {Key: "sweepAt", Value: t0.Add(time.Second)}, {Key: "epoch", Value: int64(3)}}
+	if _, err := b.store.Collection(schedule.RunsCollection).InsertIdempotent(context.Background(), running); err != nil {
+		t.Fatal(err)
+	}
+	sweeper := b.secondEngine(t, "sweeper", jobLeaseReadsFail{http.DefaultTransport})
+	b.clock.Set(t0.Add(5 * time.Minute))
+	sum, err := sweeper.Tick(context.Background(), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Failed != 0 || sum.Retried != 0 {
+		t.Errorf("sweep with the job lease unreadable: %+v, want no failover", sum)
+	}
+	if r := b.run(t, "j@running"); r.Status != schedule.RunRunning {
+		t.Errorf("run %s, want it left running", r.Status)
+	}
+}

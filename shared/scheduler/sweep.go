@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
 )
@@ -152,8 +153,15 @@ func (e *Engine) jobAlive(ctx context.Context, r *runDoc) (left time.Duration, a
 		return 0, false
 	}
 	info, err := e.cfg.Leases.Status(ctx, JobLease(r.ScheduleID))
+	if errors.Is(err, lease.ErrNotFound) {
+		return 0, false // free or gone: nobody holds it
+	}
 	if err != nil {
-		return 0, false
+		// Unknown is not dead: failing the run over now would retry a
+		// target whose executor may still be running it. Look again after
+		// a reservation.
+		e.log.Warn("job lease status unreadable; failover postponed", "run", r.ID, "err", err)
+		return e.reservation(), true
 	}
 	now := time.Now()
 	if info.Epoch != r.Epoch || !info.Live(now) {
