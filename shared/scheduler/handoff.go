@@ -125,6 +125,11 @@ func (e *Engine) handOff(ctx context.Context, work []*scheduleWork, c *counters)
 	wg.Wait()
 }
 
+// ReasonPaused is the reason of a run recorded skipped because its schedule
+// was paused after the run was decided; the sweep's recovery and Run both
+// record it, and only manual runs of a paused schedule execute.
+const ReasonPaused = "schedule paused before the run executed"
+
 // ErrRetryTask says that Execute left a run pending: something failed on
 // the way (the database, the lease store), the job lease ended before the
 // claim, or a retry met the previous run still holding the job lease. The
@@ -261,7 +266,7 @@ func (e *Engine) Execute(ctx context.Context, t Task, d *schedule.Delivery) (*Ou
 				kept = append(kept, r)
 				continue
 			}
-			e.abandon(ctx, r, "schedule paused before the run executed", now, &c)
+			e.abandon(ctx, r, ReasonPaused, now, &c)
 		}
 		w.runs = kept
 	}

@@ -210,10 +210,6 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 			}
 			continue
 		}
-		if w := bySchedule[r.ScheduleID]; w != nil && !w.s.Enabled && r.Source != schedule.SourceManual {
-			e.abandon(ctx, r, "schedule paused before the run executed", now, c)
-			continue
-		}
 		w := bySchedule[r.ScheduleID]
 		if w == nil {
 			var s schedule.Schedule
@@ -228,13 +224,13 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 			}
 			w = &scheduleWork{s: s, salt: "sweep@" + reserved.Format(time.RFC3339Nano)}
 			bySchedule[r.ScheduleID] = w
-			if !s.Enabled && r.Source != schedule.SourceManual {
-				// Paused since the decision: recovery does not run what
-				// the schedule no longer wants (a manual trigger runs
-				// paused or not).
-				e.abandon(ctx, r, "schedule paused before the run executed", now, c)
-				continue
-			}
+		}
+		if !w.s.Enabled && r.Source != schedule.SourceManual {
+			// Paused since the decision: recovery does not run what the
+			// schedule no longer wants (a manual trigger runs paused or
+			// not).
+			e.abandon(ctx, r, ReasonPaused, now, c)
+			continue
 		}
 		if w.s.Overlap != schedule.OverlapAllow && r.Source != schedule.SourceRetry && r.Source != schedule.SourceMisfire {
 			key := batch{r.ScheduleID, r.CreatedAt}
