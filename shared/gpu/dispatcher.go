@@ -153,9 +153,11 @@ func (d *Dispatcher) Enqueue(ctx context.Context, req EnqueueRequest) (job Job, 
 // from the run id, so a repeated call (a retried tick) enqueues nothing
 // twice. It implements scheduler.GPU.
 func (d *Dispatcher) EnqueueRun(ctx context.Context, runID string, t schedule.GPUTarget) (string, error) {
-	req := EnqueueRequest{ID: "run-" + runID, Payload: t.Payload, Priority: t.Priority, MaxAttempts: t.MaxAttempts, Timeout: t.Timeout}
+	req := EnqueueRequest{ID: schedule.GPUJobID(runID), Payload: t.Payload, Priority: t.Priority, MaxAttempts: t.MaxAttempts, Timeout: t.Timeout}
 	if err := req.normalize(); err != nil {
-		return "", fmt.Errorf("gpu: enqueue run %s: %w", runID, err)
+		// Permanent: asking again cannot help, so the run fails rather
+		// than wait for a job that will never be queued.
+		return "", fmt.Errorf("gpu: enqueue run %s: %w: %w", runID, schedule.ErrInvalidGPUTarget, err)
 	}
 	job, _, err := d.insert(ctx, req.ID, SourceRunPrefix+runID, req)
 	if err != nil {

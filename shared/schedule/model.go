@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -199,6 +200,13 @@ type Run struct {
 	Error       string    `bson:"error,omitempty" json:"error,omitempty"`
 	// Output is a short summary (an HTTP status, a GPU job id).
 	Output string `bson:"output,omitempty" json:"output,omitempty"`
+	// GPUJob is the id of the GPU job a gpu-target run hands its work to
+	// (GPUJobID of the run id), set by the claim. Such a run stays running
+	// while the job is queued or running, with nobody holding the job
+	// lease, and the sweep finishes it from the job's outcome.
+	GPUJob string `bson:"gpuJob,omitempty" json:"gpuJob,omitempty"`
+	// ExitCode is the GPU job's exit status, once it has one.
+	ExitCode *int `bson:"exitCode,omitempty" json:"exitCode,omitempty"`
 	// Delivery is the execution plane's account of the task that claimed
 	// the run (Cloud Tasks' X-CloudTasks-* headers); nil when the run was
 	// executed in-process (baton daemon).
@@ -220,6 +228,31 @@ type Delivery struct {
 	// ExecutionCount is how many earlier deliveries got an answer from Run
 	// (X-CloudTasks-TaskExecutionCount).
 	ExecutionCount int `bson:"executionCount" json:"executionCount"`
+}
+
+// GPUJobID is the id of the GPU job of run runID. One run makes one job,
+// whatever happens to the enqueue's answer: a retry of the enqueue, by the
+// executor or the sweep, finds the job already there. A retry of the run
+// (a new attempt, a new run id) makes a new job.
+func GPUJobID(runID string) string { return "run-" + runID }
+
+// ErrInvalidGPUTarget: the GPU pool refuses a run's gpu target as it is
+// (a limit it breaks); enqueueing it again cannot succeed.
+var ErrInvalidGPUTarget = errors.New("schedule: the GPU pool refuses this gpu target")
+
+// GPUJobState is what a gpu-target run needs to know of its GPU job.
+type GPUJobState struct {
+	// Status is the job's status (shared/gpu: queued, dispatched, running,
+	// succeeded, failed, dead, cancelled).
+	Status string
+	// ExitCode is the command's exit status once it exited.
+	ExitCode *int
+	// Error says why the job failed, died or was interrupted.
+	Error string
+	// Attempts counts the job's own attempts that were used up.
+	Attempts int
+	// Output is where the job's stdout and stderr are stored.
+	Output string
 }
 
 // RunID is the deterministic _id of the run of a schedule at a fire time.

@@ -32,6 +32,10 @@ const (
 	DefaultPageSize     = 100
 	DefaultGrace        = 90 * time.Second
 	DefaultWorkers      = 32
+	// DefaultGPUPoll is well short of a one-minute tick, so every tick's
+	// sweep looks once at each GPU job in flight (a read each), and a
+	// local stack ticking every few seconds sees a job end within one.
+	DefaultGPUPoll = 5 * time.Second
 )
 
 // GPU hands gpu targets to the GPU dispatcher. shared/gpu implements it; a
@@ -43,6 +47,9 @@ type GPU interface {
 	// Sweep requeues jobs whose slot lease expired and dispatches queued
 	// jobs to free slots.
 	Sweep(ctx context.Context) (requeued, dead int, err error)
+	// RunJob reports the state of the job with id jobID (found false when
+	// there is none): the sweep finishes a gpu-target run from it.
+	RunJob(ctx context.Context, jobID string) (st schedule.GPUJobState, found bool, err error)
 }
 
 // Config configures an Engine.
@@ -69,6 +76,10 @@ type Config struct {
 	IDToken bool
 	// GPU is the GPU dispatcher; nil fails gpu targets with a clear error.
 	GPU GPU
+	// GPUPoll is how often the sweep looks at the job of a gpu-target run
+	// that is still queued or running; default DefaultGPUPoll. Each look
+	// is one read per such run, so reads grow with GPU work in flight.
+	GPUPoll time.Duration
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// PageSize is the number of due schedules read per page; default 100.
@@ -135,6 +146,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
+	}
+	if cfg.GPUPoll <= 0 {
+		cfg.GPUPoll = DefaultGPUPoll
 	}
 	e := &Engine{
 		cfg:       cfg,

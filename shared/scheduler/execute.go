@@ -89,6 +89,12 @@ func (e *Engine) claimThenRun(ctx context.Context, s *schedule.Schedule, r *runD
 	if d := deliveryFrom(ctx); d != nil {
 		set = append(set, bson.E{Key: "delivery", Value: d})
 	}
+	if e.gpuHandOff(s) {
+		// Recorded with the claim, before the enqueue: whatever happens
+		// next, the sweep knows which job finishes this run.
+		r.GPUJob = schedule.GPUJobID(r.ID)
+		set = append(set, bson.E{Key: "gpuJob", Value: r.GPUJob})
+	}
 	err := update(ctx, bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}}, bson.D{{Key: "$set", Value: set}})
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		// retryWrites=false: the claim may have landed with its answer
@@ -190,7 +196,28 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 			}
 			continue
 		}
-		e.onHeld(ctx, s, r, held, c)
+		e.onHeld(ctx, s, r, fmt.Sprintf("job lease %s held by %s (epoch %d) until %s", held.Name, held.Holder, held.Epoch, held.ExpiresAt.UTC().Format(time.RFC3339)), c)
+		return true
+	}
+	if busy, err := e.gpuBusy(ctx, s, r.ID); busy != nil || err != nil {
+		// The previous run's GPU job is still in the pool: it holds no
+		// job lease, but it is the earlier run r overlaps.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTTL(s))
+		if rerr := l.Release(rctx); rerr != nil {
+			e.log.Warn("job lease release failed", "lease", l.Name(), "err", rerr)
+		}
+		cancel()
+		if err != nil {
+			// Unknown: no policy applies to an overlap nobody saw. Left
+			// pending for the queue or the sweep.
+			c.errors.Add(1)
+			e.log.Error("gpu overlap check failed; run left pending", "run", r.ID, "err", err)
+			return false
+		}
+		if r.Source == schedule.SourceRetry || r.Source == schedule.SourceMisfire {
+			return false
+		}
+		e.onHeld(ctx, s, r, fmt.Sprintf("run %s is still running as gpu job %s", busy.ID, busy.GPUJob), c)
 		return true
 	}
 	e.claimAndRun(ctx, s, l, r, c)
@@ -227,6 +254,26 @@ func (e *Engine) claimAndRun(ctx context.Context, s *schedule.Schedule, l *lease
 // records the outcome and, on failure, the retry. write applies an update to
 // the running run (fenced, or conditional for allow).
 func (e *Engine) runTarget(ctx context.Context, s *schedule.Schedule, r *runDoc, ttl time.Duration, write func(context.Context, bson.D) error, c *counters) {
+	var (
+		out    string
+		runErr error
+	)
+	if e.gpuHandOff(s) {
+		// The job outlives this executor: the sweep finishes the run
+		// (gpurun.go), unless the pool refuses the target for good.
+		if runErr = e.handToGPU(ctx, s, r, write, c); runErr == nil {
+			return
+		}
+	} else {
+		out, runErr = e.callWithHeartbeat(ctx, s, r, ttl, write)
+	}
+	e.recordRun(ctx, s, r, ttl, out, runErr, write, c)
+}
+
+// callWithHeartbeat calls r's target while heartbeating the run document
+// through write, and stops the call when a heartbeat is refused (the run was
+// failed over, or a newer holder fenced this one out).
+func (e *Engine) callWithHeartbeat(ctx context.Context, s *schedule.Schedule, r *runDoc, ttl time.Duration, write func(context.Context, bson.D) error) (string, error) {
 	tctx, cancel := context.WithCancelCause(ctx)
 	hbDone := make(chan struct{})
 	go func() {
@@ -254,6 +301,12 @@ func (e *Engine) runTarget(ctx context.Context, s *schedule.Schedule, r *runDoc,
 	}
 	cancel(nil)
 	<-hbDone
+	return out, runErr
+}
+
+// recordRun records the outcome of r's target call and, on failure, the
+// retry it is owed.
+func (e *Engine) recordRun(ctx context.Context, s *schedule.Schedule, r *runDoc, ttl time.Duration, out string, runErr error, write func(context.Context, bson.D) error, c *counters) {
 	// Milliseconds, as the database keeps them, so that a read-back of a
 	// write whose answer was lost compares equal.
 	now := e.now().UTC().Truncate(time.Millisecond)
@@ -408,10 +461,11 @@ func (e *Engine) retryRecorded(ctx context.Context, id string) {
 	}
 }
 
-// onHeld applies the overlap policy to r when the previous run still holds
-// the job lease. Retries and misfire runs are not new fire times: they stay
-// pending and the sweep tries again.
-func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, held *lease.HeldError, c *counters) {
+// onHeld applies the overlap policy to r when the previous run is still
+// running: it holds the job lease, or its GPU job is in the pool. who says
+// which, for the run's reason. Retries and misfire runs are not new fire
+// times: they stay pending and the sweep tries again.
+func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, who string, c *counters) {
 	if r.Source == schedule.SourceRetry || r.Source == schedule.SourceMisfire {
 		return
 	}
@@ -423,7 +477,6 @@ func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, he
 			{Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}},
 		})
 	}
-	who := fmt.Sprintf("job lease %s held by %s (epoch %d) until %s", held.Name, held.Holder, held.Epoch, held.ExpiresAt.UTC().Format(time.RFC3339))
 	switch s.Overlap {
 	case schedule.OverlapSkip:
 		if err := mark("overlap skip: the previous run is still running; " + who); err != nil {
@@ -558,6 +611,11 @@ func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease
 // when the flag is not set (or could not be cleared, or the run not
 // recorded, in which case the flag is set again for a later check).
 func (e *Engine) takeMisfire(ctx context.Context, s *schedule.Schedule, l *lease.Lease, c *counters) (rd *runDoc, ok bool) {
+	if busy, err := e.gpuBusy(ctx, s, ""); busy != nil || err != nil {
+		// The buffered fire waits for the GPU job that it overlapped: the
+		// flag stays, and the sweep runs it once that job's run finished.
+		return nil, false
+	}
 	var got misfireState
 	err := e.schedules.FindOneAndUpdate(ctx,
 		bson.D{{Key: "_id", Value: s.ID}, {Key: "misfire", Value: true}, {Key: "$or", Value: bson.A{
@@ -686,6 +744,9 @@ func (e *Engine) releaseJob(ctx context.Context, s *schedule.Schedule, l *lease.
 		}
 		if !e.misfireSet(ctx, s.ID) || round == maxReleaseRounds {
 			return
+		}
+		if busy, err := e.gpuBusy(ctx, s, ""); busy != nil || err != nil {
+			return // the GPU job's end brings the misfire (strandedMisfires)
 		}
 		var err error
 		l, err = e.cfg.Leases.Acquire(ctx, JobLease(s.ID), leaseTTL(s))

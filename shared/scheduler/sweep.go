@@ -69,6 +69,12 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 	}
 	for i := range runs {
 		r := &runs[i]
+		if r.GPUJob != "" {
+			// Its executor handed the work to the GPU pool and left: the
+			// job, not the job lease, says whether it is still running.
+			e.settleGPURun(ctx, r, now, c)
+			continue
+		}
 		if left, alive := e.jobAlive(ctx, r); alive {
 			e.postpone(ctx, r, now, left, c)
 			continue
