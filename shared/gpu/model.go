@@ -24,7 +24,7 @@ const (
 	StatusRunning    = "running"    // the worker heartbeated
 	StatusSucceeded  = "succeeded"  // the command exited 0
 	StatusFailed     = "failed"     // the command exited non-zero or timed out
-	StatusDead       = "dead"       // its lease expired maxAttempts times
+	StatusDead       = "dead"       // it used maxAttempts (lost leases, interruptions, permanent refusals)
 	StatusCancelled  = "cancelled"  // cancelled through the API
 )
 
