@@ -358,9 +358,16 @@ func (d *Dispatcher) dispatchLogged(ctx context.Context, slotID string) {
 // would refuse it forever, so it uses an attempt like a lost lease, and
 // the job dies once it has used maxAttempts. Either way the slot backs off.
 func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job) error {
+	// The job's lease was set at the claim and runs while this request is
+	// on its way, so the worker's self-fence counts from it, not from
+	// receipt.
+	var leaseUntil time.Time
+	if job.LeaseUntil != nil {
+		leaseUntil = *job.LeaseUntil
+	}
 	body, _ := json.Marshal(RunRequest{
 		JobID: job.ID, Attempt: job.Attempts + 1, Slot: slot.ID, Epoch: slot.Epoch,
-		Payload: job.Payload, Timeout: job.Timeout, Lease: schedule.Duration(d.cfg.LeaseTTL),
+		Payload: job.Payload, Timeout: job.Timeout, Lease: schedule.Duration(d.cfg.LeaseTTL), LeaseUntil: leaseUntil,
 	})
 	err := d.post(ctx, slot.Worker, body)
 	if err == nil {
