@@ -12,8 +12,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -351,12 +353,23 @@ func (d *Dispatcher) dispatchLogged(ctx context.Context, slotID string) {
 	}
 }
 
-// send posts the job to the slot's worker. On any refusal the job goes
-// back to the queue without using an attempt, and the slot backs off.
+// send posts the job to the slot's worker. A transient refusal (429, 408,
+// 5xx, no connection) sends the job back to the queue without using an
+// attempt: another worker, or this one later, may take it. A permanent
+// one (any other 4xx: IAM, a wrong URL, a request the worker rejects)
+// would refuse it forever, so it uses an attempt like a lost lease, and
+// the job dies once it has used maxAttempts. Either way the slot backs off.
 func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job) error {
+	// The job's lease was set at the claim and runs while this request is
+	// on its way, so the worker's self-fence counts from it, not from
+	// receipt.
+	var leaseUntil time.Time
+	if job.LeaseUntil != nil {
+		leaseUntil = *job.LeaseUntil
+	}
 	body, _ := json.Marshal(RunRequest{
 		JobID: job.ID, Attempt: job.Attempts + 1, Slot: slot.ID, Epoch: slot.Epoch,
-		Payload: job.Payload, Timeout: job.Timeout, Lease: schedule.Duration(d.cfg.LeaseTTL),
+		Payload: job.Payload, Timeout: job.Timeout, Lease: schedule.Duration(d.cfg.LeaseTTL), LeaseUntil: leaseUntil,
 	})
 	err := d.post(ctx, slot.Worker, body)
 	if err == nil {
@@ -369,23 +382,63 @@ func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job) error {
 			"job", job.ID, "slot", slot.ID, "error", err.Error())
 		return err
 	}
-	d.cfg.Logger.Info("gpu: worker refused job; requeued without using an attempt", "job", job.ID, "slot", slot.ID, "error", err.Error())
-	d.requeueUnharmed(ctx, job)
+	var answer *runAnswerError
+	if errors.As(err, &answer) && answer.permanent() {
+		d.cfg.Logger.Warn("gpu: worker refused job permanently; requeued using an attempt", "job", job.ID, "slot", slot.ID,
+			"attempts", job.Attempts+1, "dead", job.Attempts+1 >= job.MaxAttempts, "error", err.Error())
+		d.requeueRefused(ctx, job, "worker refused: "+answer.reason())
+	} else {
+		d.cfg.Logger.Info("gpu: worker refused job; requeued without using an attempt", "job", job.ID, "slot", slot.ID, "error", err.Error())
+		d.requeueUnharmed(ctx, job)
+	}
 	d.freeSlot(ctx, slot.ID, slot.Epoch, d.cfg.Now().UTC().Add(d.cfg.RefusalBackoff))
-	return fmt.Errorf("%w: %s: %v", ErrRefused, slot.Worker, err)
+	return fmt.Errorf("%w: %s: %w", ErrRefused, slot.Worker, err)
 }
 
+// maxRefusalBody bounds the worker's answer kept in a refused job's error:
+// enough for an error message, not a whole HTML error page.
+const maxRefusalBody = 256
+
+// runAnswerError is a worker's non-2xx answer to POST /run. It carries the
+// status code, so send can tell a refusal worth retrying from one that
+// will be repeated forever.
+type runAnswerError struct {
+	code   int    // HTTP status code
+	status string // status line, e.g. "403 Forbidden"
+	body   string // the answer's body, trimmed and bounded
+}
+
+func (e *runAnswerError) Error() string { return "POST /run: " + e.reason() }
+
+// reason is the status and body, as the job's error records them.
+func (e *runAnswerError) reason() string {
+	if e.body == "" {
+		return e.status
+	}
+	return e.status + ": " + e.body
+}
+
+// permanent reports whether the same request would be refused again: a 4xx
+// other than 408 (the request timed out on its way) and 429 (busy, or
+// Cloud Run at max instances), which pass.
+func (e *runAnswerError) permanent() bool {
+	return e.code/100 == 4 && e.code != http.StatusRequestTimeout && e.code != http.StatusTooManyRequests
+}
+
+// post sends POST /run. A non-2xx answer is a *runAnswerError; an answer
+// lost after the request went out wraps ErrUnanswered; anything else
+// (a failure to connect, to authorize) means the worker never saw it.
 func (d *Dispatcher) post(ctx context.Context, workerURL string, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.RunTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, workerURL+"/run", bytes.NewReader(body))
 	if err != nil {
-		return err
+		return fmt.Errorf("POST /run: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if d.cfg.Authorize != nil {
 		if err := d.cfg.Authorize(req); err != nil {
-			return fmt.Errorf("authorize: %w", err)
+			return fmt.Errorf("POST /run: authorize: %w", err)
 		}
 	}
 	resp, err := d.cfg.HTTPClient.Do(req)
@@ -393,16 +446,46 @@ func (d *Dispatcher) post(ctx context.Context, workerURL string, body []byte) er
 		// Only a failure to connect proves the worker never saw the job.
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
-			return err
+			return fmt.Errorf("POST /run: %w", err)
 		}
 		return fmt.Errorf("%w: %v", ErrUnanswered, err)
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST /run: %s: %s", resp.Status, bytes.TrimSpace(msg))
+		return &runAnswerError{code: resp.StatusCode, status: resp.Status, body: boundText(msg, maxRefusalBody)}
 	}
 	return nil
+}
+
+// boundText trims b and cuts it to at most n bytes of valid UTF-8, so a
+// worker's answer (which may be binary, or cut mid-rune by the read
+// limit) can be stored as a job's error.
+func boundText(b []byte, n int) string {
+	s := strings.ToValidUTF8(string(bytes.TrimSpace(b)), "")
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+// requeueRefused takes back a job its worker refused permanently, using an
+// attempt (requeueUpdate: queued again, or dead). Like requeueUnharmed it is
+// fenced on the send's slot, epoch and status, and on the attempts it read,
+// so a sweep or heartbeat that moved the job on meanwhile wins.
+func (d *Dispatcher) requeueRefused(ctx context.Context, job *Job, reason string) {
+	err := d.updateJob(ctx,
+		bson.D{{Key: "_id", Value: job.ID}, {Key: "slot", Value: job.Slot}, {Key: "epoch", Value: job.Epoch},
+			{Key: "status", Value: StatusDispatched}, {Key: "attempts", Value: job.Attempts}},
+		d.requeueUpdate(*job, reason))
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		// Its lease will run out and Sweep will requeue it.
+		d.cfg.Logger.Warn("gpu: requeue refused job", "job", job.ID, "error", err.Error())
+	}
 }
 
 // requeueUnharmed puts a dispatched job back in the queue with its

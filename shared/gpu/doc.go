@@ -16,9 +16,12 @@
 // the past) with a conditional findOneAndUpdate that bumps the slot's epoch,
 // then claims the best queued job (priority descending, then createdAt,
 // then _id) with a second one, links the two, and POSTs /run to the worker
-// with the job, the slot and the epoch. A worker that answers 429 or cannot
-// be reached costs the job no attempt: the job goes back to the queue and
-// the slot backs off briefly.
+// with the job, the slot, the epoch and when the job's lease (set at the
+// claim) runs out. A worker that answers 429, 408 or 5xx, or cannot be
+// reached, costs the job no attempt: the job goes back to the queue and
+// the slot backs off briefly. Any other 4xx would be repeated on every
+// send, so it uses an attempt, and the job is dead once it has used
+// maxAttempts.
 //
 // The protocol is crash-safe without transactions. A dispatcher that dies
 // after claiming a slot leaves a slot whose lease expires, so it becomes

@@ -19,8 +19,11 @@ var (
 	ErrFinished = errors.New("gpu: job already finished")
 	// ErrBadPool: the pool configuration cannot be parsed.
 	ErrBadPool = errors.New("gpu: bad pool")
-	// ErrRefused: the worker refused the job (429, unreachable, or another
-	// non-2xx answer). The job is requeued without using an attempt.
+	// ErrRefused: the worker refused the job (a non-2xx answer, or it
+	// could not be reached). After a transient refusal (429, 408, 5xx,
+	// unreachable) the job is requeued without using an attempt; after a
+	// permanent one (any other 4xx) it uses an attempt, and is dead once
+	// it has used maxAttempts. Either way the slot backs off.
 	ErrRefused = errors.New("gpu: worker refused the job")
 	// ErrUnanswered: POST /run went out but its answer was lost (a timeout
 	// or a broken connection), so the worker may be running the job. The

@@ -24,7 +24,7 @@ const (
 	StatusRunning    = "running"    // the worker heartbeated
 	StatusSucceeded  = "succeeded"  // the command exited 0
 	StatusFailed     = "failed"     // the command exited non-zero or timed out
-	StatusDead       = "dead"       // its lease expired maxAttempts times
+	StatusDead       = "dead"       // it used maxAttempts (lost leases, interruptions, permanent refusals)
 	StatusCancelled  = "cancelled"  // cancelled through the API
 )
 
@@ -124,6 +124,12 @@ type RunRequest struct {
 	// Lease is the slot lease; the worker heartbeats about three times per
 	// lease.
 	Lease schedule.Duration `json:"lease"`
+	// LeaseUntil is when the job's lease, set at the claim before this
+	// request was sent, runs out if no heartbeat extends it. The worker's
+	// self-fence counts from it rather than from receipt, which may come up
+	// to RunTimeout later. Zero (a dispatcher that predates it) makes the
+	// worker count the lease from receipt.
+	LeaseUntil time.Time `json:"leaseUntil,omitzero"`
 }
 
 // Fence returns the request's fence.

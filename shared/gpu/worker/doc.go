@@ -8,7 +8,11 @@
 // BATON_JOB_SLOT in its environment. While it runs, the worker heartbeats
 // the control plane (POST {control}/gpu/jobs/{id}:heartbeat with the
 // fence); a 409 means the job was cancelled or taken back, and the worker
-// kills the command's process group. It kills it at the job's timeout too.
+// kills the command's process group. It kills it at the job's timeout too,
+// and when the job's lease is about to run out with no heartbeat accepted
+// (self-fencing: the sweep may then give the job to another slot). That
+// clock starts at the claim (the request's leaseUntil), not at receipt,
+// and each accepted heartbeat restarts it from when the beat was sent.
 // stdout and stderr stream to the bucket under outputs/<jobId>/<attempt>/.
 // The worker marks itself free as soon as the command is gone and then
 // reports POST …:complete, so the dispatcher may hand it the next job at

@@ -85,7 +85,7 @@ type Server struct {
 	cur      *run // the job whose command is running, if any
 	draining bool
 	frozen   chan struct{} // non-nil while callbacks are held (Freeze)
-	queue    []gpu.RunRequest
+	queue    []job
 	queueRun bool // the QueueLocally loop is active
 
 	wg                                                      sync.WaitGroup
@@ -95,6 +95,13 @@ type Server struct {
 type run struct {
 	req    gpu.RunRequest
 	cancel context.CancelCauseFunc
+}
+
+// job is a run request and when the worker took it, the fallback start of
+// its lease when the request carries no LeaseUntil.
+type job struct {
+	gpu.RunRequest
+	received time.Time
 }
 
 var (
@@ -136,6 +143,7 @@ func (s *Server) Busy() bool {
 }
 
 func (s *Server) serveRun(w http.ResponseWriter, r *http.Request) {
+	received := time.Now()
 	var req gpu.RunRequest
 	if err := httpapi.DecodeJSON(w, r, 4*gpu.MaxPayloadBytes, &req); err != nil {
 		httpapi.WriteError(w, r, err)
@@ -161,7 +169,7 @@ func (s *Server) serveRun(w http.ResponseWriter, r *http.Request) {
 		tooMany(w, r, "worker is shutting down")
 		return
 	case s.cfg.QueueLocally:
-		s.queue = append(s.queue, req)
+		s.queue = append(s.queue, job{RunRequest: req, received: received})
 		if !s.queueRun {
 			s.queueRun = true
 			s.wg.Add(1)
@@ -181,7 +189,7 @@ func (s *Server) serveRun(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		go func() {
 			defer s.wg.Done()
-			s.execute(ctx, req)
+			s.execute(ctx, job{RunRequest: req, received: received})
 		}()
 	}
 	httpapi.WriteJSON(w, http.StatusAccepted, map[string]string{"status": "accepted", "jobId": req.JobID})
@@ -202,25 +210,26 @@ func (s *Server) drainQueue() {
 			s.mu.Unlock()
 			return
 		}
-		req := s.queue[0]
+		j := s.queue[0]
 		s.queue = s.queue[1:]
 		ctx, cancel := context.WithCancelCause(context.Background())
-		s.cur = &run{req: req, cancel: cancel}
+		s.cur = &run{req: j.RunRequest, cancel: cancel}
 		s.mu.Unlock()
-		s.execute(ctx, req)
+		s.execute(ctx, j)
 	}
 }
 
 // execute runs one job to the end and reports it. It marks the worker free
 // as soon as the command is gone, before reporting, so the dispatcher's
 // next /run (sent while handling our report) finds it free.
-func (s *Server) execute(ctx context.Context, req gpu.RunRequest) {
+func (s *Server) execute(ctx context.Context, j job) {
+	req := j.RunRequest
 	log := s.cfg.Logger.With("job", req.JobID, "slot", req.Slot, "epoch", req.Epoch, "attempt", req.Attempt)
 	hbCtx, stopHB := context.WithCancel(ctx)
 	hbDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
-		s.heartbeat(hbCtx, req, log)
+		s.heartbeat(hbCtx, j, log)
 	}()
 
 	res := s.runCommand(ctx, req, log)
@@ -239,11 +248,13 @@ func (s *Server) execute(ctx context.Context, req gpu.RunRequest) {
 }
 
 // heartbeat beats after min(interval, 1s) (which marks the job running)
-// and then every interval, until ctx ends. A 409 stops the command.
-func (s *Server) heartbeat(ctx context.Context, req gpu.RunRequest, log *slog.Logger) {
+// and then every interval, until ctx ends. A 409 stops the command, and so
+// does the job's lease running out without an accepted beat.
+func (s *Server) heartbeat(ctx context.Context, j job, log *slog.Logger) {
 	if s.cfg.ControlURL == "" {
 		return
 	}
+	req := j.RunRequest
 	every := s.cfg.HeartbeatInterval
 	if every <= 0 {
 		every = req.Lease.D() / 3
@@ -255,12 +266,11 @@ func (s *Server) heartbeat(ctx context.Context, req gpu.RunRequest, log *slog.Lo
 	// Self-fencing: once the job's lease has run out without an accepted
 	// beat (the control plane unreachable or answering 5xx), the sweep may
 	// hand the job to another slot. Stop the command before that, rather
-	// than run the job on two slots at once. The claim's lease covers the
-	// start; the margin covers the answer's latency.
+	// than run the job on two slots at once.
 	var expire *time.Timer
-	ttl := req.Lease.D() - req.Lease.D()/10
+	ttl := selfFenceTTL(req.Lease.D())
 	if ttl > 0 {
-		expire = time.AfterFunc(ttl, func() {
+		expire = time.AfterFunc(time.Until(firstDeadline(j, ttl)), func() {
 			log.Warn("gpu-worker: lease ran out without an accepted heartbeat; stopping the command")
 			s.stop(req.JobID, errLeaseLost)
 		})
@@ -278,6 +288,10 @@ func (s *Server) heartbeat(ctx context.Context, req gpu.RunRequest, log *slog.Lo
 			return
 		case <-t.C:
 		}
+		// The dispatcher extends the lease from when it receives the beat,
+		// which is after it was sent: counting from the send, not the
+		// answer (which may be slow), stays inside that lease.
+		sent := time.Now()
 		status, err := s.callback(ctx, req.JobID, "heartbeat", body)
 		switch {
 		case status == http.StatusConflict || status == http.StatusNotFound:
@@ -288,10 +302,38 @@ func (s *Server) heartbeat(ctx context.Context, req gpu.RunRequest, log *slog.Lo
 		case err != nil && ctx.Err() == nil:
 			log.Warn("gpu-worker: heartbeat failed; will retry", "error", err.Error())
 		case err == nil && expire != nil:
-			expire.Reset(ttl)
+			expire.Reset(time.Until(sent.Add(ttl)))
 		}
 		t.Reset(every)
 	}
+}
+
+// selfFenceTTL is how long after its lease starts the worker stops a job
+// whose lease nothing extended: 90 % of the lease, the margin covering a
+// late timer and the kill taking effect. Zero (no lease sent) means no
+// self-fence.
+func selfFenceTTL(lease time.Duration) time.Duration {
+	return lease - lease/10
+}
+
+// firstDeadline is when the worker stops job j if no heartbeat is
+// accepted: ttl after its lease started. The lease started at the claim,
+// before POST /run (which may take RunTimeout), so the deadline counts
+// back from the claim's LeaseUntil; a request without one (an older
+// dispatcher) counts from receipt. It is never later than the receipt's
+// deadline, so a dispatcher clock running ahead cannot stretch it. No
+// allowance for clock skew is taken here: the sweep already waits
+// gpu.Config.ClockSkew (BATON_CLOCK_SKEW) past a lease before taking the
+// job back, and that covers the worker's clock as much as the sweeper's,
+// while they differ by less.
+func firstDeadline(j job, ttl time.Duration) time.Time {
+	deadline := j.received.Add(ttl)
+	if !j.LeaseUntil.IsZero() {
+		if claim := j.LeaseUntil.Add(ttl - j.Lease.D()); claim.Before(deadline) {
+			deadline = claim
+		}
+	}
+	return deadline
 }
 
 // stop cancels the running job if it is still jobID.
