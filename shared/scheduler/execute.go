@@ -647,10 +647,10 @@ func (e *Engine) takeMisfire(ctx context.Context, s *schedule.Schedule, l *lease
 	}
 	rd = e.pendingRun(s.ID, at, schedule.SourceMisfire, now)
 	if got.MisfireSeq > 0 {
-		// misfireAt only moves forward, so a fire buffered later but
-		// older than the last misfire's would reuse that run's id.
-		// Each setting of the flag bumps the sequence; each clearing
-		// takes one, so the id is new each time.
+		// Two windows may buffer the same latest fire time (a fire
+		// buffered, put back for the sweep, and buffered again). Each
+		// setting of the flag bumps the sequence; each clearing takes
+		// one, so the id is new each time.
 		rd.ID += fmt.Sprintf("-%d", got.MisfireSeq)
 	}
 	if e.beforeMisfireWrite != nil {
@@ -695,21 +695,31 @@ func (e *Engine) misfireSet(ctx context.Context, scheduleID string) bool {
 }
 
 // setMisfire sets the schedule's misfire flag for a buffered fire at
-// fireTime; bump starts a new misfire run id (misfireSeq). A failure is
-// retried a few times before the caller has to undo the write it paired
+// fireTime; bump starts a new misfire run id (misfireSeq). misfireAt, the
+// misfire run's fire time, is the latest fire buffered since the flag was
+// last cleared: a flag that is down starts a new window at fireTime, and a
+// flag that is up takes the later of the two. (A $max over the schedule's
+// life would name an older fire, buffered after a misfire had run, with
+// that misfire's fire time, and the target would see it twice.) A failure
+// is retried a few times before the caller has to undo the write it paired
 // with. A retry of an applied bump bumps twice, which only skips a number.
 func (e *Engine) setMisfire(ctx context.Context, scheduleID string, fireTime time.Time, bump bool) error {
-	update := bson.D{
-		{Key: "$set", Value: bson.D{{Key: "misfire", Value: true}}},
-		{Key: "$max", Value: bson.D{{Key: "misfireAt", Value: fireTime.UTC()}}},
-	}
+	ft := fireTime.UTC()
+	open := bson.D{{Key: "$set", Value: bson.D{{Key: "misfire", Value: true}, {Key: "misfireAt", Value: ft}}}}
+	join := bson.D{{Key: "$set", Value: bson.D{{Key: "misfire", Value: true}}}, {Key: "$max", Value: bson.D{{Key: "misfireAt", Value: ft}}}}
 	if bump {
-		update = append(update, bson.E{Key: "$inc", Value: bson.D{{Key: "misfireSeq", Value: int64(1)}}})
+		inc := bson.E{Key: "$inc", Value: bson.D{{Key: "misfireSeq", Value: int64(1)}}}
+		open, join = append(open, inc), append(join, inc)
 	}
 	var err error
 	for try, wait := 1, 50*time.Millisecond; ; try, wait = try+1, wait*2 {
-		err = e.schedules.UpdateOne(ctx, bson.D{{Key: "_id", Value: scheduleID}}, update)
-		if err == nil || errors.Is(err, store.ErrConflict) || try == 3 {
+		err = e.schedules.UpdateOne(ctx, bson.D{{Key: "_id", Value: scheduleID}, {Key: "misfire", Value: bson.D{{Key: "$ne", Value: true}}}}, open)
+		if errors.Is(err, store.ErrConflict) {
+			// Up already (or deleted): join the open window. A clear
+			// between the two writes makes this one miss too; try again.
+			err = e.schedules.UpdateOne(ctx, bson.D{{Key: "_id", Value: scheduleID}, {Key: "misfire", Value: true}}, join)
+		}
+		if err == nil || try == 3 {
 			return err
 		}
 		select {

@@ -3,6 +3,7 @@ package scheduler_test
 import (
 	"context"
 	"errors"
+	"sort"
 	"testing"
 	"time"
 
@@ -218,5 +219,78 @@ func TestStrandedMisfireIsRun(t *testing.T) {
 	}
 	if s := b.getSchedule(t, "h"); s.Misfire {
 		t.Error("flag still set after the misfire ran")
+	}
+}
+
+// TestMisfireRunsNameTheirOwnWindowsFire: the misfire run's fire time is
+// the latest fire buffered since the flag was last cleared. It used to be
+// the latest ever ($max over the schedule's life), so an older fire
+// buffered after a misfire had run (behind a retry of an earlier fire, say)
+// made a second misfire run with the first one's fire time, and that fire
+// time reached the target twice.
+func TestMisfireRunsNameTheirOwnWindowsFire(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	key, g := newGate(t, 0)
+	b.addSchedule(t, schedule.Schedule{ID: "h", Cron: "*/30 * * * *", Overlap: schedule.OverlapBufferOne, Target: gateTarget(key)})
+	runs := b.store.Collection(schedule.RunsCollection)
+	// hold takes the job lease as a holder in another process that runs
+	// the fire at t0 (earlier than anything buffered below).
+	hold := func(id string) {
+		t.Helper()
+		l, err := b.leases.Acquire(ctx, scheduler.JobLease("h"), 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		running := bson.D{{Key: "_id", Value: id}, {Key: "scheduleId", Value: "h"}, {Key: "fireTime", Value: t0},
+			{Key: "source", Value: schedule.SourceRetry}, {Key: "status", Value: schedule.RunRunning}, {Key: "attempt", Value: 2},
+			{Key: "createdAt", Value: t0}, {Key: "epoch", Value: l.Epoch()}}
+		if _, err := runs.InsertIdempotent(ctx, running); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// die ends the holder with nobody checking the flag.
+	die := func(id string) {
+		t.Helper()
+		if err := b.leases.Break(ctx, scheduler.JobLease("h")); err != nil {
+			t.Fatal(err)
+		}
+		if err := runs.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunSucceeded}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Window 1: the 10:00 fire is buffered, and its misfire run goes.
+	hold("h@holder1")
+	b.clock.Set(t0.Add(time.Hour + time.Second))
+	if sum := b.tick(t); sum.Misfired != 1 {
+		t.Fatalf("10:00 tick: %+v, want the fire buffered", sum)
+	}
+	die("h@holder1")
+	b.clock.Set(t0.Add(time.Hour + 5*time.Minute))
+	b.tick(t)
+	// Window 2: the 09:30 fire, decided long ago and delivered late, meets
+	// another holder running the earlier fire, and is buffered.
+	hold("h@holder2")
+	late := &schedule.Run{ID: schedule.RunID("h", t0.Add(30*time.Minute), schedule.SourceScheduled, 1), ScheduleID: "h",
+		FireTime: t0.Add(30 * time.Minute), Source: schedule.SourceScheduled, Status: schedule.RunPending, Attempt: 1, CreatedAt: t0.Add(30 * time.Minute)}
+	if _, err := runs.InsertIdempotent(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.eng.Execute(ctx, scheduler.Task{ScheduleID: "h", Runs: []string{late.ID}}, nil); err != nil {
+		t.Fatalf("execute the late fire: %v", err)
+	}
+	die("h@holder2")
+	b.clock.Set(t0.Add(time.Hour + 10*time.Minute))
+	b.tick(t)
+	var got []string
+	for _, r := range b.runs(t, "h") {
+		if r.Source == schedule.SourceMisfire {
+			got = append(got, r.FireTime.Format("15:04")+" "+r.Status)
+		}
+	}
+	sort.Strings(got)
+	if diff := cmp.Diff([]string{"09:30 succeeded", "10:00 succeeded"}, got); diff != "" || g.calls.Load() != 2 {
+		t.Errorf("misfire runs (-want,+got):\n%s\ntarget calls %d, want 2", diff, g.calls.Load())
 	}
 }

@@ -1,0 +1,291 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/scheduler"
+)
+
+// chaosFault is one fail point of the chaos test: a command on a
+// collection, failed one of three ways.
+type chaosFault struct {
+	coll, cmd, kind string
+}
+
+func (f chaosFault) String() string { return f.coll + "." + f.cmd + " " + f.kind }
+
+// data is the fail point's data document for f.
+func (f chaosFault) data(db string) bson.D {
+	d := bson.D{{Key: "failCommands", Value: bson.A{f.cmd}}, {Key: "namespace", Value: db + "." + f.coll}}
+	switch f.kind {
+	case "conflict":
+		return append(d, bson.E{Key: "errorCode", Value: 112}) // WriteConflict
+	case "drop":
+		return append(d, bson.E{Key: "closeConnection", Value: true})
+	default: // landed: the write applies, and its answer is an error
+		return append(d, bson.E{Key: "writeConcernError", Value: bson.D{{Key: "code", Value: 64}, {Key: "errmsg", Value: "chaos: write landed, answer lost"}}})
+	}
+}
+
+// chaosCall is one request that reached a target.
+type chaosCall struct {
+	run    string
+	status int
+}
+
+// TestChaosRunPath is the fault-tolerance promise under fire. Six schedules
+// (two each of skip, buffer_one and allow; retry maxAttempts 3; every 4 s,
+// catch-up all), ticked every 2 s, run through Tick → Cloud Tasks emulator → Run for a minute
+// while the Mongo emulator's failCommand fail point is armed on each write
+// of the run path in turn: inserts, updates and findAndModify on runs and on
+// schedules, each as a WriteConflict, a dropped connection, and a write that
+// lands but answers an error. Some targets outlast the cadence (so skip and
+// buffer_one overlap) and fail some first attempts (so retries happen).
+// Then the faults stop, ticks go on, and once the sweep has settled:
+//   - no fire time reached its target again after a 2xx;
+//   - no run is pending or running;
+//   - every fire time in the window has a run (catch-up all), which ended
+//     succeeded, failed, or skipped with a reason;
+//   - a run whose target answered 2xx is never recorded failed;
+//   - a failed run below maxAttempts has its retry.
+func TestChaosRunPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: a minute of faults")
+	}
+	t.Parallel()
+	r := newHandOffRig(t, time.Now().UTC(), nil, nil)
+	stopClock := make(chan struct{})
+	go func() { // the rig's decisions follow real time
+		for {
+			r.set(time.Now().UTC())
+			select {
+			case <-stopClock:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
+	defer close(stopClock)
+
+	var (
+		mu    sync.Mutex
+		calls = map[string][]chaosCall{} // schedule + " " + fire time
+	)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		sched := strings.TrimPrefix(req.URL.Path, "/")
+		fire := req.Header.Get(scheduler.HeaderFireTime)
+		run := req.Header.Get(scheduler.HeaderRunID)
+		ft, _ := time.Parse(time.RFC3339, fire)
+		slow := !strings.HasPrefix(sched, "allow")
+		// One skip or buffer_one run in five outlasts the 4 s cadence, so
+		// the next fire meets it, without a backlog that the emulator (one
+		// writer at a time, each write a scan) could never drain.
+		d := time.Duration(rand.N(300)) * time.Millisecond
+		if slow && rand.N(5) == 0 {
+			d = time.Duration(4500+rand.N(1500)) * time.Millisecond
+		}
+		select {
+		case <-time.After(d):
+		case <-req.Context().Done():
+		}
+		status := http.StatusOK
+		if (ft.Unix()/4)%4 == 0 && !strings.Contains(run, "-a") {
+			status = http.StatusInternalServerError // first attempts of a quarter of the fire times
+		}
+		mu.Lock()
+		calls[sched+" "+ft.UTC().Format(time.RFC3339)] = append(calls[sched+" "+ft.UTC().Format(time.RFC3339)], chaosCall{run, status})
+		mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	defer target.Close()
+
+	ids := []string{"skip-a", "skip-b", "buffer-a", "buffer-b", "allow-a", "allow-b"}
+	for _, id := range ids {
+		overlap := map[string]string{"skip": "skip", "buffer": "buffer_one", "allow": "allow"}[strings.SplitN(id, "-", 2)[0]]
+		body := httpSchedule(id, "*/4 * * * * *", target.URL+"/"+id, "10s")
+		body["overlap"] = overlap
+		body["catchup"] = "all"
+		body["retry"] = map[string]any{"maxAttempts": 3, "backoff": "1s"}
+		body["leaseTTL"] = "9s"
+		if code := api(t, r.srv.URL, "secret", "POST", "/Schedules/schedules", body, nil); code != http.StatusCreated {
+			t.Fatalf("create %s: %d", id, code)
+		}
+	}
+	start := time.Now().UTC()
+
+	// Ticks every 2 s, as Cloud Scheduler would at its finest (the daemon).
+	stopTicks := make(chan struct{})
+	ticksDone := make(chan struct{})
+	go func() {
+		defer close(ticksDone)
+		for {
+			select {
+			case <-stopTicks:
+				return
+			case <-time.After(2 * time.Second):
+			}
+			r.tick(t, time.Now().UTC())
+		}
+	}()
+
+	var faults []chaosFault
+	for _, coll := range []string{schedule.RunsCollection, schedule.SchedulesCollection} {
+		for _, cmd := range []string{"insert", "update", "findAndModify"} {
+			if coll == schedule.SchedulesCollection && cmd == "insert" || coll == schedule.RunsCollection && cmd == "findAndModify" {
+				continue // not a command of the run path
+			}
+			for _, kind := range []string{"conflict", "drop", "landed"} {
+				faults = append(faults, chaosFault{coll, cmd, kind})
+			}
+		}
+	}
+	db := r.st.Database().Name()
+	admin := r.st.Database().Client().Database("admin")
+	arm := func(mode any, data bson.D) int64 {
+		cmd := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: mode}}
+		if data != nil {
+			cmd = append(cmd, bson.E{Key: "data", Value: data})
+		}
+		var reply struct {
+			Count int64 `bson:"count"`
+		}
+		var err error
+		for range 10 { // a dropped connection clears the pool under us too
+			if err = admin.RunCommand(context.Background(), cmd).Decode(&reply); err == nil {
+				return reply.Count
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("configureFailPoint: %v", err)
+		return 0
+	}
+	perFault := time.Minute / time.Duration(len(faults))
+	hits := map[string]int64{}
+	var last int64
+	for _, f := range faults {
+		// Re-armed every 300 ms for a couple of matches: faults come often,
+		// and the writes between them get through.
+		end := time.Now().Add(perFault)
+		for time.Now().Before(end) {
+			arm(bson.D{{Key: "times", Value: 2}}, f.data(db))
+			time.Sleep(300 * time.Millisecond)
+		}
+		n := arm("off", nil)
+		hits[f.String()] = n - last
+		last = n
+	}
+	stop := time.Now().UTC()
+	t.Logf("faults injected per write: %v", hits)
+	if last == 0 {
+		t.Fatal("no fault was injected: the chaos test tested nothing")
+	}
+
+	// The faults are over; ticks (and their sweeps) go on until nothing is
+	// pending or running. A run left pending waits for its reservation (a
+	// minute) before the sweep takes it, and an owed retry as long.
+	open := func() []schedule.Run {
+		var out []schedule.Run
+		if err := r.st.Collection(schedule.RunsCollection).Find(context.Background(),
+			bson.D{{Key: "status", Value: bson.D{{Key: "$in", Value: bson.A{schedule.RunPending, schedule.RunRunning}}}}}, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for deadline := time.Now().Add(4 * time.Minute); len(open()) > 0 && time.Now().Before(deadline); {
+		time.Sleep(500 * time.Millisecond)
+	}
+	close(stopTicks)
+	<-ticksDone
+	// A last tick may have decided one more: one reservation for it.
+	for deadline := time.Now().Add(90 * time.Second); len(open()) > 0 && time.Now().Before(deadline); {
+		r.tick(t, time.Now().UTC())
+		time.Sleep(2 * time.Second)
+	}
+	if left := open(); len(left) > 0 {
+		var ids []string
+		for _, run := range left {
+			ids = append(ids, fmt.Sprintf("%s %s (created %s)", run.ID, run.Status, run.CreatedAt.Format("15:04:05")))
+		}
+		t.Errorf("%d runs still pending or running after the sweep: %v", len(left), ids)
+	}
+
+	var runs []schedule.Run
+	if err := r.st.Collection(schedule.RunsCollection).Find(context.Background(), bson.D{}, &runs); err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]schedule.Run{}
+	fires := map[string]map[int64]bool{} // schedule → fire times with a run
+	for _, run := range runs {
+		byID[run.ID] = run
+		if fires[run.ScheduleID] == nil {
+			fires[run.ScheduleID] = map[int64]bool{}
+		}
+		fires[run.ScheduleID][run.FireTime.Unix()] = true
+		switch run.Status {
+		case schedule.RunSucceeded, schedule.RunFailed:
+		case schedule.RunSkipped:
+			if run.Reason == "" {
+				t.Errorf("run %s skipped without a reason", run.ID)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	twice := 0
+	for key, cs := range calls {
+		for i, c := range cs {
+			if c.status/100 == 2 {
+				if i != len(cs)-1 {
+					twice++
+					t.Errorf("%s: the target answered 2xx to %s, and was called again: %+v", key, c.run, cs)
+				}
+				if got := byID[c.run]; got.Status != schedule.RunSucceeded {
+					t.Errorf("%s: the target answered 2xx to %s, but the run is %s (%s)", key, c.run, got.Status, got.Error)
+				}
+			}
+		}
+	}
+	for _, run := range runs {
+		if run.Status == schedule.RunFailed && run.Attempt < 3 {
+			next := strings.TrimSuffix(run.ID, fmt.Sprintf("-a%d", run.Attempt)) + fmt.Sprintf("-a%d", run.Attempt+1)
+			if _, ok := byID[next]; !ok {
+				t.Errorf("run %s failed on attempt %d and has no retry %s", run.ID, run.Attempt, next)
+			}
+		}
+	}
+	// Every fire time of each schedule from just after it was created to
+	// when the faults stopped has a run: catch-up all decides each once.
+	for _, id := range ids {
+		var missing []string
+		for ft := start.Truncate(4 * time.Second).Add(8 * time.Second); ft.Before(stop); ft = ft.Add(4 * time.Second) {
+			if !fires[id][ft.Unix()] {
+				missing = append(missing, ft.Format("15:04:05"))
+			}
+		}
+		if len(missing) > 0 {
+			t.Errorf("%s: fire times with no run: %v", id, missing)
+		}
+	}
+	statuses := map[string]int{}
+	for _, run := range runs {
+		statuses[run.Status]++
+	}
+	keys := make([]string, 0, len(calls))
+	for k := range calls {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	t.Logf("%d runs %v; %d fire times reached a target; %d reached it again after a 2xx", len(runs), statuses, len(keys), twice)
+}
