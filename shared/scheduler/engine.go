@@ -186,6 +186,9 @@ var Indexes = []store.Index{
 	// The recovery sweep's check for a live sibling: a running run decided
 	// by the same tick (same createdAt) as a pending one.
 	{Collection: schedule.RunsCollection, Name: "siblings", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "status", Value: 1}, {Key: "createdAt", Value: 1}, {Key: "sweepAt", Value: -1}}},
+	// The job lease holder's look for retries that waited for it
+	// (drainWaiting), oldest fire first.
+	{Collection: schedule.RunsCollection, Name: "waiting", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "status", Value: 1}, {Key: "waiting", Value: 1}, {Key: "fireTime", Value: 1}}},
 	// The stranded-misfire sweep: schedules whose misfire flag is set.
 	{Collection: schedule.SchedulesCollection, Name: "misfire", Keys: bson.D{{Key: "misfire", Value: 1}}},
 	// EpochFloor: the highest fence a lease wrote, read when its object

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
@@ -169,7 +170,11 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 			return false
 		}
 		if r.Source == schedule.SourceRetry || r.Source == schedule.SourceMisfire {
-			// Not new fire times: they stay pending and are tried again.
+			// Not new fire times: they stay pending, and the holder runs
+			// them before it releases (drainWaiting). Left to later
+			// deliveries alone, a retry of a schedule whose runs keep the
+			// lease held would meet it every time.
+			e.markWaiting(ctx, r)
 			return false
 		}
 		switch e.holderOf(ctx, r, held) {
@@ -222,8 +227,53 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 	}
 	e.claimAndRun(ctx, s, l, r, c)
 	e.misfireLoop(ctx, s, l, c)
+	e.drainWaiting(ctx, s, l, c)
 	e.releaseJob(ctx, s, l, c)
 	return true
+}
+
+// markWaiting records on a due retry or misfire run that met the job lease
+// held, so that the holder runs it next. Best effort: unmarked, the run is
+// still delivered again and recovered by the sweep.
+func (e *Engine) markWaiting(ctx context.Context, r *runDoc) {
+	err := e.runs.UpdateOne(ctx, bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "waiting", Value: true}}}})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		e.log.Warn("mark a retry waiting for the job lease failed; it is delivered again", "run", r.ID, "err", err)
+	}
+}
+
+// maxDrain bounds the waiting runs one holder takes on before releasing.
+const maxDrain = 10
+
+// drainWaiting runs, under the job lease l and oldest fire first, the
+// retries and misfire runs that met l held and were marked waiting. Only
+// due runs are marked (their task came, or the sweep recovered them), so
+// none runs before its backoff. One read per leased execution.
+func (e *Engine) drainWaiting(ctx context.Context, s *schedule.Schedule, l *lease.Lease, c *counters) {
+	if busy, err := e.gpuBusy(ctx, s, ""); busy != nil || err != nil {
+		return // the run this holder handed to the GPU pool is still going
+	}
+	for range maxDrain {
+		if ctx.Err() != nil || l.Context().Err() != nil {
+			return
+		}
+		var rd runDoc
+		err := e.runs.FindOne(ctx, bson.D{{Key: "scheduleId", Value: s.ID}, {Key: "status", Value: schedule.RunPending}, {Key: "waiting", Value: true}},
+			&rd, options.FindOne().SetSort(bson.D{{Key: "fireTime", Value: 1}}))
+		if err != nil {
+			if !errors.Is(err, store.ErrNotFound) {
+				e.log.Warn("look for runs waiting for the job lease failed; they are delivered again", "schedule", s.ID, "err", err)
+			}
+			return
+		}
+		e.log.Info("running a retry that waited for the job lease", "run", rd.ID)
+		e.claimAndRun(ctx, s, l, &rd, c)
+		if !e.stillPending(ctx, &rd) {
+			continue
+		}
+		return // the claim did not take (a fault): its deliveries or the sweep will
+	}
 }
 
 // claimAndRun executes r under the job lease l: the claim and every write

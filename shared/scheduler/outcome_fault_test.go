@@ -294,3 +294,39 @@ func TestMisfireRunsNameTheirOwnWindowsFire(t *testing.T) {
 		t.Errorf("misfire runs (-want,+got):\n%s\ntarget calls %d, want 2", diff, g.calls.Load())
 	}
 }
+
+// TestWaitingRetryRunsBeforeTheHolderReleases: a due retry that meets the
+// job lease held is run by the holder before it releases. Left to its own
+// deliveries, a retry of a schedule whose runs keep the lease held (the
+// chaos test's busy skip and buffer_one schedules) met it every time and
+// waited for minutes.
+func TestWaitingRetryRunsBeforeTheHolderReleases(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	key, g := newGate(t, 1)
+	b.addSchedule(t, schedule.Schedule{ID: "w", Cron: "0 * * * *", Overlap: schedule.OverlapSkip, Target: gateTarget(key),
+		Retry: schedule.Retry{MaxAttempts: 2}})
+	retry := &schedule.Run{ID: schedule.RunID("w", t0, schedule.SourceScheduled, 1) + "-a2", ScheduleID: "w", FireTime: t0,
+		Source: schedule.SourceRetry, Status: schedule.RunPending, Attempt: 2, CreatedAt: t0}
+	if _, err := b.store.Collection(schedule.RunsCollection).InsertIdempotent(ctx, retry); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Set(t0.Add(time.Hour + time.Second))
+	ticked := make(chan struct{})
+	go func() { defer close(ticked); b.tick(t) }() // inline: waits for its run
+	g.waitStarted(t)
+	// The retry's task comes while the 10:00 run holds the lease.
+	if _, err := b.eng.Execute(ctx, scheduler.Task{ScheduleID: "w", Runs: []string{retry.ID}}, nil); err != nil && !errors.Is(err, scheduler.ErrRetryTask) {
+		t.Fatalf("execute the retry: %v", err)
+	}
+	g.open()
+	<-ticked
+	var got schedule.Run
+	if err := b.store.Collection(schedule.RunsCollection).Get(ctx, retry.ID, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != schedule.RunSucceeded || g.calls.Load() != 2 {
+		t.Errorf("retry %s is %s after the holder released, target calls %d: want it run by the holder", got.ID, got.Status, g.calls.Load())
+	}
+}
