@@ -101,6 +101,11 @@ type Engine struct {
 
 	bg sync.WaitGroup
 
+	// beforeInsert, when set (tests), runs when a schedule is about to have
+	// its runs inserted, after the tick lease was last checked: where a
+	// tick that pauses there would wake past its lease. An error aborts
+	// the tick there.
+	beforeInsert func(scheduleID string) error
 	// afterInsert, when set (tests), runs after a schedule's runs were
 	// inserted and before nextRunAt is advanced; an error aborts the tick
 	// there, as a crash would.
@@ -296,7 +301,7 @@ func (e *Engine) Tick(ctx context.Context, scheduleTime time.Time) (*Summary, er
 	}
 	sum.Holder, sum.Epoch = l.Holder(), l.Epoch()
 	var c counters
-	work, derr := e.decide(l.Context(), l.Fence(), sum.Now, &c)
+	work, derr := e.decide(l.Context(), l, sum.Now, &c)
 	// Release as soon as the decisions are committed: the tick lease covers
 	// deciding, never executing.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TickLeaseTTL)
@@ -341,7 +346,7 @@ func (e *Engine) TickHeld(ctx, execCtx context.Context, l *lease.Lease, sweep bo
 	defer cancel(nil)
 	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
 	defer stop()
-	work, err := e.decide(lctx, l.Fence(), sum.Now, c)
+	work, err := e.decide(lctx, l, sum.Now, c)
 	e.startOrHandOff(execCtx, work, c)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: tick under held lease: %w", err)
