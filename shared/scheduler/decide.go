@@ -69,6 +69,10 @@ func (e *Engine) pendingRun(scheduleID string, fireTime time.Time, source string
 }
 
 // decide is flow 1, steps 2–4, under the tick lease l; ctx ends when l does.
+// It returns the work of every schedule whose decision is committed (its
+// advance landed, or an edit won it) even when it stops early: only the
+// claim executes a run, so that work is safe to start, and left alone it
+// would wait for the sweep until its reservation ends.
 func (e *Engine) decide(ctx context.Context, l *lease.Lease, now time.Time, c *counters) ([]*scheduleWork, error) {
 	q := store.PageQuery{
 		Filter: bson.D{

@@ -309,19 +309,23 @@ func (e *Engine) Tick(ctx context.Context, scheduleTime time.Time) (*Summary, er
 		e.log.Warn("tick lease release failed", "err", rerr)
 	}
 	cancel()
+	// A tick that stopped early still starts the work it committed (see
+	// decide); only the sweep is left to the next tick.
+	goOn := func(work []*scheduleWork) {
+		if e.cfg.Tasks != nil {
+			// Hand off, never execute inline: Tick's time must not
+			// depend on how long any target takes.
+			e.handOff(ctx, work, &c)
+			return
+		}
+		e.execute(ctx, work, &c)
+	}
+	goOn(work)
 	if derr != nil {
+		e.log.Warn("tick stopped early; the schedules it had decided were started", "schedules", len(work), "err", derr)
 		return nil, fmt.Errorf("scheduler: tick: %w", derr)
 	}
-	if e.cfg.Tasks != nil {
-		// Hand off, never execute inline: Tick's time must not depend on
-		// how long any target takes.
-		e.handOff(ctx, work, &c)
-		e.handOff(ctx, e.sweep(ctx, &c, sum), &c)
-	} else {
-		e.execute(ctx, work, &c)
-		swept := e.sweep(ctx, &c, sum)
-		e.execute(ctx, swept, &c)
-	}
+	goOn(e.sweep(ctx, &c, sum))
 	c.fill(sum)
 	read1, sched1 := e.readMeter()
 	sum.DocsRead, sum.SchedulesRead = read1-read0, sched1-sched0

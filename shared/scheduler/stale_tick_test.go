@@ -232,3 +232,58 @@ func TestPausedTickStopsAtItsLeaseDeadline(t *testing.T) {
 		t.Errorf("b's nextRunAt %s, want 09:01 still: the next tick decides it", got.Format("15:04:05"))
 	}
 }
+
+// TestTickStoppedPartwayStartsWhatItCommitted: a tick stops on the second
+// of two schedules (a crash there, a lost lease, a stale fence). The first
+// schedule's decision is committed (its advance landed), and only its
+// claim executes a run, so its runs start now rather than wait for the
+// sweep to find them after the reservation.
+func TestTickStoppedPartwayStartsWhatItCommitted(t *testing.T) {
+	crash := errors.New("killed on the second schedule")
+	for _, handOff := range []bool{false, true} {
+		name := map[bool]string{false: "executed", true: "handed off"}[handOff]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := &recDispatcher{}
+			b := setup(t, func(c *scheduler.Config) {
+				if handOff {
+					c.Tasks = d
+				}
+			})
+			key, g := newGate(t, 0)
+			b.addSchedule(t, schedule.Schedule{ID: "a", Cron: "* * * * *", Target: gateTarget(key)})
+			b.addSchedule(t, schedule.Schedule{ID: "b", Cron: "* * * * *", Target: gateTarget(key)})
+			scheduler.SetAfterInsert(b.eng, func(id string) error {
+				if id == "b" {
+					return crash
+				}
+				return nil
+			})
+			b.clock.Set(t0.Add(time.Minute + time.Second))
+			if _, err := b.eng.Tick(context.Background(), time.Time{}); !errors.Is(err, crash) {
+				t.Fatalf("tick: err %v, want %v", err, crash)
+			}
+			if got := b.getSchedule(t, "a").NextRunAt; !got.Equal(t0.Add(2 * time.Minute)) {
+				t.Fatalf("a's nextRunAt %s, want 09:02: its advance landed", got.Format("15:04"))
+			}
+			a := b.run(t, "a@20260302T090100Z")
+			if handOff {
+				var handed []string
+				for _, task := range d.all() {
+					handed = append(handed, task.Runs...)
+				}
+				if !cmp.Equal(handed, []string{a.ID}) {
+					t.Errorf("handed off %v, want a's run %s", handed, a.ID)
+				}
+				return
+			}
+			if a.Status != schedule.RunSucceeded || g.calls.Load() != 1 {
+				t.Errorf("a's run after the tick: %s, target ran %d times; want it executed now: the sweep would not take it before 09:02:01, and the clock is at %s",
+					a.Status, g.calls.Load(), b.clock.Now().Format("15:04:05"))
+			}
+			if r := b.run(t, "b@20260302T090100Z"); r.Status != schedule.RunPending {
+				t.Errorf("b's run: %s, want pending (its advance never landed)", r.Status)
+			}
+		})
+	}
+}
