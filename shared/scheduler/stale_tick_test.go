@@ -163,18 +163,21 @@ func TestStaleTickDecisionIsUndone(t *testing.T) {
 	})
 }
 
-// stalledUploads holds every upload (a lease write) until its deadline
-// once armed, however its request's context ends: the heartbeat goroutine
-// is stuck in a renew, as it is in a paused process, so nothing cancels
-// the lease's context while its trust window runs out.
-type stalledUploads struct {
-	base  http.RoundTripper
-	until atomic.Pointer[time.Time]
+// stalledRenews holds, once armed, every write of the tick lease's object
+// until the test ends, however its request's context ends: the heartbeat
+// goroutine is stuck in a renew, as it is in a paused process, so nothing
+// cancels the lease's context while its trust window runs out. Other
+// objects (the job leases) are written as usual.
+type stalledRenews struct {
+	base    http.RoundTripper
+	armed   atomic.Bool
+	release chan struct{}
 }
 
-func (s *stalledUploads) RoundTrip(req *http.Request) (*http.Response, error) {
-	if u := s.until.Load(); u != nil && req.Method == http.MethodPost && strings.HasPrefix(req.URL.Path, "/upload/") {
-		time.Sleep(time.Until(*u))
+func (s *stalledRenews) RoundTrip(req *http.Request) (*http.Response, error) {
+	if s.armed.Load() && req.Method == http.MethodPost && strings.HasPrefix(req.URL.Path, "/upload/") &&
+		req.URL.Query().Get("name") == "leases/"+scheduler.TickLease+".json" {
+		<-s.release
 	}
 	return s.base.RoundTrip(req)
 }
@@ -191,7 +194,8 @@ func TestPausedTickStopsAtItsLeaseDeadline(t *testing.T) {
 	if err := s.EnsureIndexes(context.Background(), scheduler.Indexes...); err != nil {
 		t.Fatal(err)
 	}
-	rt := &stalledUploads{base: http.DefaultTransport}
+	rt := &stalledRenews{base: http.DefaultTransport, release: make(chan struct{})}
+	t.Cleanup(func() { close(rt.release) })
 	client, err := storage.NewClient(context.Background(), append(emutest.GCSServer(t).ClientOptions(), option.WithHTTPClient(&http.Client{Transport: rt}))...)
 	if err != nil {
 		t.Fatal(err)
@@ -212,9 +216,9 @@ func TestPausedTickStopsAtItsLeaseDeadline(t *testing.T) {
 	b.addSchedule(t, schedule.Schedule{ID: "b", Cron: "* * * * *", Target: gateTarget(key)})
 	scheduler.SetAfterInsert(e, func(id string) error {
 		if id == "a" {
-			// The first renew (at 1 s) sticks; the window closes at 2.4 s.
-			until := time.Now().Add(5 * time.Second)
-			rt.until.Store(&until)
+			// The next renew (the first is due at 1 s) sticks, so the
+			// window closes by 3.4 s after the acquire at the latest.
+			rt.armed.Store(true)
 			time.Sleep(3500 * time.Millisecond)
 		}
 		return nil
