@@ -83,6 +83,23 @@ func (l *Lease) Err() error {
 	return l.err
 }
 
+// Check returns nil while the lease can be relied on at this instant: not
+// released, not lost, and inside its trust window. Context can lag behind
+// that: a holder that wakes from a pause (GC, SIGSTOP, a frozen VM) past its
+// trust window runs on until the heartbeat goroutine sees the window closed
+// and cancels it. Check answers from the clock at once, so call it before a
+// write that no fence protects. It changes nothing: the heartbeat still
+// decides the loss.
+func (l *Lease) Check() error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	if end := l.trustEnd(); !time.Now().Before(end) {
+		return fmt.Errorf("%w: lease %q: trust window closed %s ago without a successful renew", ErrLost, l.name, time.Since(end).Round(time.Millisecond))
+	}
+	return nil
+}
+
 // Generation returns the generation of the lease object as last written by
 // this holder.
 func (l *Lease) Generation() int64 {

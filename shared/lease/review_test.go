@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -177,5 +178,47 @@ func TestFailedReleaseEndsContext(t *testing.T) {
 	}
 	if !errors.Is(context.Cause(la.Context()), lease.ErrNotHeld) {
 		t.Errorf("cause (-want,+got): -%v +%v", lease.ErrNotHeld, context.Cause(la.Context()))
+	}
+}
+
+// TestCheckSeesAClosedWindowBeforeTheHeartbeat: a holder paused past its
+// trust window wakes with a context that is still live until its heartbeat
+// goroutine runs and notices. Check must tell at once, so that the holder
+// does not make an unfenced write (a tick's run insert) in that moment.
+func TestCheckSeesAClosedWindowBeforeTheHeartbeat(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	a := b.manager("a", lease.Options{})
+	paused, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	lease.SetBeforeRenew(a, func(string) { once.Do(func() { close(paused); <-resume }) })
+	t.Cleanup(func() {
+		select {
+		case <-resume:
+		default:
+			close(resume)
+		}
+	})
+	// Heartbeat every second, trust window 2.4 s.
+	l, err := a.Acquire(ctx, "job", 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Check(); err != nil {
+		t.Fatalf("check right after acquire: %v", err)
+	}
+	<-paused
+	time.Sleep(time.Until(lease.TrustEnd(l)) + 50*time.Millisecond)
+	if l.Context().Err() != nil {
+		t.Fatal("the paused heartbeat cancelled the context; the test needs it live")
+	}
+	if err := l.Check(); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("check past the trust window, heartbeat paused: %v, want ErrLost", err)
+	}
+	close(resume)
+	waitDone(t, l, 5*time.Second)
+	if err := l.Check(); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("check after the heartbeat saw the loss: %v, want ErrLost", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
 )
@@ -23,6 +24,12 @@ import (
 type runDoc struct {
 	schedule.Run `bson:",inline"`
 	SweepAt      time.Time `bson:"sweepAt,omitempty"`
+	// TickFence is the tick lease epoch under which a tick decided the run
+	// (inserted it, or found it already there and adopted it). A tick whose
+	// advance is refused as stale undoes the runs it inserted, and only
+	// while they still carry its epoch: a newer tick that decided the same
+	// fire time has adopted it by then. Runs no tick decided have none.
+	TickFence int64 `bson:"tickFence,omitempty"`
 }
 
 // scheduleWork is the runs of one schedule to execute, oldest first. They
@@ -61,8 +68,12 @@ func (e *Engine) pendingRun(scheduleID string, fireTime time.Time, source string
 	}, SweepAt: now.Add(e.reservation())}
 }
 
-// decide is flow 1, steps 2–4, under the tick lease whose fence is f.
-func (e *Engine) decide(ctx context.Context, f store.Fence, now time.Time, c *counters) ([]*scheduleWork, error) {
+// decide is flow 1, steps 2–4, under the tick lease l; ctx ends when l does.
+// It returns the work of every schedule whose decision is committed (its
+// advance landed, or an edit won it) even when it stops early: only the
+// claim executes a run, so that work is safe to start, and left alone it
+// would wait for the sweep until its reservation ends.
+func (e *Engine) decide(ctx context.Context, l *lease.Lease, now time.Time, c *counters) ([]*scheduleWork, error) {
 	q := store.PageQuery{
 		Filter: bson.D{
 			{Key: "enabled", Value: true},
@@ -90,18 +101,27 @@ func (e *Engine) decide(ctx context.Context, f store.Fence, now time.Time, c *co
 			sem   = make(chan struct{}, decideConcurrency)
 		)
 		for i := range page {
-			wg.Add(1)
 			sem <- struct{}{}
+			mu.Lock()
+			stopped := abort != nil
+			mu.Unlock()
+			if stopped {
+				// A newer holder decides now; start nothing more.
+				<-sem
+				break
+			}
+			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				w, err := e.decideOne(ctx, f, &page[i], now, c)
+				w, err := e.decideOne(ctx, l, &page[i], now, c)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
 					var ab *abortError
 					if errors.Is(err, store.ErrStaleFence) || ctx.Err() != nil || errors.As(err, &ab) {
-						// The tick lease was lost (or the test hook
-						// crashed the tick): a newer holder decides now.
+						// The tick lease was lost, or a newer tick
+						// has decided (or the test hook crashed the
+						// tick): a newer holder decides now.
 						if abort == nil {
 							abort = err
 						}
@@ -209,8 +229,11 @@ func planFires(s *schedule.Schedule, spec schedule.Spec, loc *time.Location, now
 }
 
 // decideOne records the runs of one due schedule and advances its
-// nextRunAt. It returns the runs to execute.
-func (e *Engine) decideOne(ctx context.Context, f store.Fence, s *schedule.Schedule, now time.Time, c *counters) (*scheduleWork, error) {
+// nextRunAt, under the tick lease l. It returns the runs to execute. An
+// *abortError means the tick must stop: l can no longer be relied on, or a
+// newer tick has advanced the schedule (its decision stands, and this
+// tick's own inserts for the schedule are undone).
+func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Schedule, now time.Time, c *counters) (*scheduleWork, error) {
 	spec, err := schedule.Parse(s.Cron)
 	if err != nil {
 		return nil, fmt.Errorf("schedule %s: stored cron %q: %w", s.ID, s.Cron, err)
@@ -221,17 +244,39 @@ func (e *Engine) decideOne(ctx context.Context, f store.Fence, s *schedule.Sched
 	}
 	p := planFires(s, spec, loc, now, e.cfg.Grace)
 	w := &scheduleWork{s: *s}
+	// The inserts are not fenced. A tick that woke from a pause past its
+	// lease still has a live context until its heartbeat notices, and would
+	// add fire times that the newer tick, deciding at a later now, dropped
+	// by its catch-up policy; the lease's clock says so at once.
+	if err := l.Check(); err != nil {
+		return nil, &abortError{fmt.Errorf("schedule %s: tick lease no longer held before recording its runs: %w", s.ID, err)}
+	}
+	if e.beforeInsert != nil {
+		if err := e.beforeInsert(s.ID); err != nil {
+			return nil, &abortError{err}
+		}
+	}
+	f := l.Fence()
+	var inserted []string
 	for i, t := range p.times {
 		rd := e.pendingRun(s.ID, t, p.sources[i], now)
-		inserted, err := e.runs.InsertIdempotent(ctx, rd)
+		rd.TickFence = f.Epoch
+		// The reservation counts from the insert, not from now: a tick
+		// that paused in between would otherwise write runs the sweep may
+		// take at once, before this tick has advanced (or undone them).
+		rd.SweepAt = e.now().UTC().Add(e.reservation())
+		ok, err := e.runs.InsertIdempotent(ctx, rd)
 		if err != nil {
 			return nil, fmt.Errorf("schedule %s: record run %s: %w", s.ID, rd.ID, err)
 		}
-		if inserted {
+		if ok {
+			inserted = append(inserted, rd.ID)
 			c.decided.Add(1)
 			if rd.Source == schedule.SourceCatchup {
 				c.caughtUp.Add(1)
 			}
+		} else if err := e.adopt(ctx, rd.ID, f.Epoch); err != nil {
+			return nil, fmt.Errorf("schedule %s: adopt run %s: %w", s.ID, rd.ID, err)
 		}
 		// A duplicate was decided by an earlier tick that may have died
 		// before executing it; executing it again is safe, because only
@@ -260,7 +305,10 @@ func (e *Engine) decideOne(ctx context.Context, f store.Fence, s *schedule.Sched
 	err = e.schedules.FencedUpdate(ctx, filter, f, bson.D{{Key: "$set", Value: set}})
 	switch {
 	case errors.Is(err, store.ErrStaleFence):
-		return nil, fmt.Errorf("schedule %s: advance nextRunAt: %w", s.ID, err)
+		// A newer tick advanced the schedule: it holds the tick lease, and
+		// its decision stands. Nothing of this one's is handed off.
+		e.undoStale(ctx, s.ID, f.Epoch, inserted, c)
+		return nil, &abortError{fmt.Errorf("schedule %s: advance nextRunAt: %w", s.ID, err)}
 	case errors.Is(err, store.ErrConflict):
 		// Edited (or deleted) since we read it: the edit recomputed
 		// nextRunAt and wins. The runs recorded above were decided on the
@@ -276,8 +324,68 @@ func (e *Engine) decideOne(ctx context.Context, f store.Fence, s *schedule.Sched
 	return w, nil
 }
 
-// abortError stops a tick's decisions at once (the test hook's simulated
-// crash).
+// adopt stamps a run that this tick found already recorded with its epoch.
+// The run may be a stale tick's insert, which that tick undoes when its
+// advance is refused; adopted, it is this tick's decision, and the undo
+// (which needs the stale epoch) leaves it alone. That holds because the
+// adoption is acknowledged before this tick's advance, and the stale tick
+// undoes only after it has seen that advance. Runs that already carry
+// this epoch or a newer one, runs no tick decided, and runs no longer
+// pending match nothing, and need nothing.
+func (e *Engine) adopt(ctx context.Context, id string, epoch int64) error {
+	err := e.runs.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "status", Value: schedule.RunPending}, {Key: "tickFence", Value: bson.D{{Key: "$lt", Value: epoch}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "tickFence", Value: epoch}}}})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return err
+	}
+	return nil
+}
+
+// ReasonStaleTick starts the reason of a run recorded skipped because the
+// tick that decided it had lost the tick lease to a newer tick, which
+// decided the schedule again.
+const ReasonStaleTick = "decided by a stale tick"
+
+// undoStale records skipped the runs that a tick inserted for a schedule
+// whose advance was refused as stale. The newer tick decided the schedule
+// at a later now, and its catch-up policy may have dropped fire times that
+// this tick saw as on time; left pending, the sweep would run them once
+// their reservation ended. A run the newer tick also decided carries its
+// epoch (adopt) and is left alone, as is a run already claimed. A failed
+// write leaves the run pending for the sweep.
+func (e *Engine) undoStale(ctx context.Context, scheduleID string, epoch int64, ids []string, c *counters) {
+	if len(ids) == 0 {
+		return
+	}
+	// Not on the lease's context, which may be ending: this is the
+	// write that keeps the stale decision from running.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	now := e.now().UTC()
+	reason := fmt.Sprintf("%s (epoch %d); the live tick's decision stands", ReasonStaleTick, epoch)
+	for _, id := range ids {
+		err := e.runs.UpdateOne(wctx,
+			bson.D{{Key: "_id", Value: id}, {Key: "status", Value: schedule.RunPending}, {Key: "tickFence", Value: epoch}},
+			bson.D{
+				{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunSkipped}, {Key: "reason", Value: reason}, {Key: "finishedAt", Value: now}}},
+				{Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}},
+			})
+		switch {
+		case errors.Is(err, store.ErrConflict):
+			// Adopted by the newer tick, or claimed: not this tick's to undo.
+		case err != nil:
+			c.errors.Add(1)
+			e.log.Error("undo a stale tick's run failed; the sweep will execute it", "schedule", scheduleID, "run", id, "epoch", epoch, "err", err)
+		default:
+			e.log.Warn("run decided by a stale tick recorded skipped", "schedule", scheduleID, "run", id, "epoch", epoch)
+		}
+	}
+}
+
+// abortError stops a tick's decisions at once: the tick lease can no longer
+// be relied on, a newer tick has advanced a schedule, or the test hook
+// simulates a crash.
 type abortError struct{ err error }
 
 func (a *abortError) Error() string { return a.err.Error() }

@@ -15,7 +15,10 @@
 // tick already decided it) and advances nextRunAt with store.FencedUpdate,
 // whose filter holds the old nextRunAt and whose fence is the tick lease's
 // epoch. Then it releases the tick lease — the lease covers deciding, never
-// executing — executes the runs, and sweeps.
+// executing — executes the runs, and sweeps. A tick whose advance is
+// refused as stale (a newer tick decided the schedule) stops, and records
+// skipped the runs it inserted for that schedule; one that stops early for
+// any reason still executes what it had committed.
 //
 // # Exactly once
 //

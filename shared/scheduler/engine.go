@@ -112,6 +112,11 @@ type Engine struct {
 
 	bg sync.WaitGroup
 
+	// beforeInsert, when set (tests), runs when a schedule is about to have
+	// its runs inserted, after the tick lease was last checked: where a
+	// tick that pauses there would wake past its lease. An error aborts
+	// the tick there.
+	beforeInsert func(scheduleID string) error
 	// afterInsert, when set (tests), runs after a schedule's runs were
 	// inserted and before nextRunAt is advanced; an error aborts the tick
 	// there, as a crash would.
@@ -313,7 +318,7 @@ func (e *Engine) Tick(ctx context.Context, scheduleTime time.Time) (*Summary, er
 	}
 	sum.Holder, sum.Epoch = l.Holder(), l.Epoch()
 	var c counters
-	work, derr := e.decide(l.Context(), l.Fence(), sum.Now, &c)
+	work, derr := e.decide(l.Context(), l, sum.Now, &c)
 	// Release as soon as the decisions are committed: the tick lease covers
 	// deciding, never executing.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TickLeaseTTL)
@@ -321,19 +326,23 @@ func (e *Engine) Tick(ctx context.Context, scheduleTime time.Time) (*Summary, er
 		e.log.Warn("tick lease release failed", "err", rerr)
 	}
 	cancel()
+	// A tick that stopped early still starts the work it committed (see
+	// decide); only the sweep is left to the next tick.
+	goOn := func(work []*scheduleWork) {
+		if e.cfg.Tasks != nil {
+			// Hand off, never execute inline: Tick's time must not
+			// depend on how long any target takes.
+			e.handOff(ctx, work, &c)
+			return
+		}
+		e.execute(ctx, work, &c)
+	}
+	goOn(work)
 	if derr != nil {
+		e.log.Warn("tick stopped early; the schedules it had decided were started", "schedules", len(work), "err", derr)
 		return nil, fmt.Errorf("scheduler: tick: %w", derr)
 	}
-	if e.cfg.Tasks != nil {
-		// Hand off, never execute inline: Tick's time must not depend on
-		// how long any target takes.
-		e.handOff(ctx, work, &c)
-		e.handOff(ctx, e.sweep(ctx, &c, sum), &c)
-	} else {
-		e.execute(ctx, work, &c)
-		swept := e.sweep(ctx, &c, sum)
-		e.execute(ctx, swept, &c)
-	}
+	goOn(e.sweep(ctx, &c, sum))
 	c.fill(sum)
 	read1, sched1 := e.readMeter()
 	sum.DocsRead, sum.SchedulesRead = read1-read0, sched1-sched0
@@ -358,7 +367,7 @@ func (e *Engine) TickHeld(ctx, execCtx context.Context, l *lease.Lease, sweep bo
 	defer cancel(nil)
 	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
 	defer stop()
-	work, err := e.decide(lctx, l.Fence(), sum.Now, c)
+	work, err := e.decide(lctx, l, sum.Now, c)
 	e.startOrHandOff(execCtx, work, c)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: tick under held lease: %w", err)

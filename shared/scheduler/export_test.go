@@ -5,6 +5,11 @@ package scheduler
 // there, as a crash would.
 func SetAfterInsert(e *Engine, fn func(scheduleID string) error) { e.afterInsert = fn }
 
+// SetBeforeInsert installs a hook that runs when a schedule's runs are about
+// to be inserted, after the tick lease was last checked (the moment a
+// paused tick would wake past its lease); an error aborts the tick there.
+func SetBeforeInsert(e *Engine, fn func(scheduleID string) error) { e.beforeInsert = fn }
+
 // SetBeforeRelease installs a hook that runs in a job lease holder after its
 // last misfire check and before it releases the lease.
 func SetBeforeRelease(e *Engine, fn func(scheduleID string)) { e.beforeRelease = fn }

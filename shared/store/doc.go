@@ -10,7 +10,8 @@
 //   - UpdateOne, FindOneAndUpdate and DeleteOne are conditional, and return
 //     ErrConflict when the condition no longer holds;
 //   - FencedUpdate adds a fencing-token condition (a lease epoch), and returns
-//     ErrStaleFence when a newer holder has written since.
+//     ErrStaleFence when a newer holder has written since; its filter must
+//     hold the document's _id, by which a refused write is re-read.
 //
 // Firestore bills per document read, and skip(N) still reads the N documents
 // it skips, so lists page with a keyset cursor (Page) and every read is

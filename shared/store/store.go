@@ -342,9 +342,21 @@ func (f Fence) field() string {
 // FencedUpdate applies update to the document matching filter only while the
 // document's stored fence is at most f.Epoch, and records f.Epoch as the new
 // fence. A holder that paused past its lease and woke after a newer holder
-// wrote gets ErrStaleFence; a filter that matches nothing at all gets
-// ErrConflict. update must be a bson.D of update operators.
+// wrote gets ErrStaleFence; a filter that matches nothing while the stored
+// fence is not newer (an edit moved the condition, or the document is gone)
+// gets ErrConflict; when that check itself fails, the error wraps neither.
+// update must be a bson.D of update operators.
+//
+// filter must hold the document's _id at its top level: on a miss the
+// document is re-read by _id alone. The rest of the filter is usually a
+// value the holder read, which the newer holder's own write has changed
+// too, so a re-read by the whole filter would find nothing and call every
+// stale write a conflict.
 func (c *Collection) FencedUpdate(ctx context.Context, filter bson.D, f Fence, update bson.D) error {
+	id, ok := idOf(filter)
+	if !ok {
+		return fmt.Errorf("store: fenced update %s: the filter must hold _id (the stale-fence check re-reads by it): %v", c.name, filter)
+	}
 	field := f.field()
 	fenced := bson.D{{Key: "$and", Value: bson.A{
 		filter,
@@ -362,19 +374,36 @@ func (c *Collection) FencedUpdate(ctx context.Context, filter bson.D, f Fence, u
 		c.meter.AddWrite(c.op("fencedUpdate"), res.MatchedCount)
 		return nil
 	}
-	// Tell a stale fence from a plain conflict. This read happens only on
-	// the failure path, so the success path costs no read.
+	// Tell a stale fence from a plain conflict: the fence first, because a
+	// newer holder's write is what moved the rest of the filter. This read
+	// happens only on the failure path, so the success path costs no read.
 	var doc bson.Raw
-	err = c.c.FindOne(ctx, filter).Decode(&doc)
-	if err == nil {
-		c.meter.Add(c.op("fenceCheck"), 1)
-		if v, lerr := doc.LookupErr(field); lerr == nil {
-			if stored, ok := v.AsInt64OK(); ok && stored > f.Epoch {
-				return fmt.Errorf("store: fenced update %s: stored fence %d > epoch %d: %w", c.name, stored, f.Epoch, ErrStaleFence)
-			}
+	err = c.c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return fmt.Errorf("store: fenced update %s: %w", c.name, ErrConflict)
+	case err != nil:
+		// Not a conflict: the caller must not take an unknown for an
+		// edit that wins.
+		return fmt.Errorf("store: fenced update %s: matched nothing, and the fence check failed: %w", c.name, err)
+	}
+	c.meter.Add(c.op("fenceCheck"), 1)
+	if v, lerr := doc.LookupErr(field); lerr == nil {
+		if stored, ok := v.AsInt64OK(); ok && stored > f.Epoch {
+			return fmt.Errorf("store: fenced update %s: stored fence %d > epoch %d: %w", c.name, stored, f.Epoch, ErrStaleFence)
 		}
 	}
 	return fmt.Errorf("store: fenced update %s: %w", c.name, ErrConflict)
+}
+
+// idOf returns the value of filter's top-level _id.
+func idOf(filter bson.D) (any, bool) {
+	for _, e := range filter {
+		if e.Key == "_id" {
+			return e.Value, true
+		}
+	}
+	return nil, false
 }
 
 // withSet returns update with {$set: {field: value}} merged in.

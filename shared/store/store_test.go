@@ -366,3 +366,59 @@ func normalizeInts(m bson.M) bson.M {
 	}
 	return out
 }
+
+// TestFencedUpdateStaleWhenTheNewerHolderMovedTheCondition: the usual
+// fenced write holds the value its holder read (a tick's advance holds the
+// old nextRunAt). Once the newer holder has written, that value is gone
+// too, so a re-read by the caller's filter finds nothing and used to call
+// the refusal a plain conflict: a stale tick took it for an edit that wins
+// and went on deciding. The stored fence is what tells them apart.
+func TestFencedUpdateStaleWhenTheNewerHolderMovedTheCondition(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := emutest.Store(t).Collection("schedules")
+	if _, err := c.InsertIdempotent(ctx, job{ID: "s", N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	set := func(n int) bson.D { return bson.D{{Key: "$set", Value: bson.D{{Key: "n", Value: n}}}} }
+	read := bson.D{{Key: "_id", Value: "s"}, {Key: "n", Value: 1}}
+	// The newer holder (epoch 6) advances from the value both read.
+	if err := c.FencedUpdate(ctx, read, store.Fence{Epoch: 6}, set(2)); err != nil {
+		t.Fatal(err)
+	}
+	// The older holder (epoch 5) wakes with the same read.
+	err := c.FencedUpdate(ctx, read, store.Fence{Epoch: 5}, set(3))
+	if !errors.Is(err, store.ErrStaleFence) {
+		t.Errorf("older holder after the newer one moved the value = %v, want ErrStaleFence", err)
+	}
+	// A same-or-newer holder that meets a moved value is in a plain
+	// conflict (an edit).
+	err = c.FencedUpdate(ctx, read, store.Fence{Epoch: 6}, set(3))
+	if !errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrStaleFence) {
+		t.Errorf("same holder, moved value = %v, want ErrConflict but not ErrStaleFence", err)
+	}
+}
+
+// TestFencedUpdateNeedsAnID: the stale-fence check re-reads the document by
+// _id, so a filter without one is a programming error, reported as such
+// before anything is written, never as a conflict a caller would take for
+// an edit.
+func TestFencedUpdateNeedsAnID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := emutest.Store(t).Collection("schedules")
+	if _, err := c.InsertIdempotent(ctx, job{ID: "s", N: 1}); err != nil {
+		t.Fatal(err)
+	}
+	err := c.FencedUpdate(ctx, bson.D{{Key: "n", Value: 1}}, store.Fence{Epoch: 1}, bson.D{{Key: "$set", Value: bson.D{{Key: "n", Value: 2}}}})
+	if err == nil || errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), "_id") {
+		t.Errorf("filter without _id = %v, want an error naming _id, not a conflict", err)
+	}
+	var j job
+	if err := c.Get(ctx, "s", &j); err != nil {
+		t.Fatal(err)
+	}
+	if j.N != 1 || j.Fence != 0 {
+		t.Errorf("after the refused call: %+v, want it unchanged", j)
+	}
+}
