@@ -719,11 +719,14 @@ func TestQueueAdministration(t *testing.T) {
 			t.Errorf("ListQueues state: PAUSED (-want,+got):\n%s", diff)
 		}
 		task := b.create(t, q, httpTask(q, "held", tg.srv.URL))
+		// Counted before the resume: the dispatch may come before a count
+		// taken after it, and the wait would then be for one too many.
+		before := len(b.srv.Attempts())
 		resumedAt := time.Now()
 		if _, err := b.client.ResumeQueue(b.ctx, &cloudtaskspb.ResumeQueueRequest{Name: q}); err != nil {
 			t.Fatal(err)
 		}
-		for _, a := range b.wait(t, len(b.srv.Attempts())+1) {
+		for _, a := range b.wait(t, before+1) {
 			if a.Task == task.Name && a.Start.Before(resumedAt) {
 				t.Errorf("dispatched at %s, while the queue was paused (resumed at %s)", a.Start, resumedAt)
 			}
