@@ -76,6 +76,11 @@ type Config struct {
 	IDToken bool
 	// GPU is the GPU dispatcher; nil fails gpu targets with a clear error.
 	GPU GPU
+	// RunBudget bounds how long one Execute (a Run invocation) keeps
+	// starting runs; default DefaultRunBudget. Runs it has no time for stay
+	// pending (or buffered) for the next delivery, the lease holder after
+	// it, or the sweep.
+	RunBudget time.Duration
 	// GPUPoll is how often the sweep looks at the job of a gpu-target run
 	// that is still queued or running; default DefaultGPUPoll. Each look
 	// is one read per such run, so reads grow with GPU work in flight.
@@ -151,6 +156,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
+	}
+	if cfg.RunBudget <= 0 {
+		cfg.RunBudget = DefaultRunBudget
 	}
 	if cfg.GPUPoll <= 0 {
 		cfg.GPUPoll = DefaultGPUPoll

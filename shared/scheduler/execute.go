@@ -50,8 +50,14 @@ func (e *Engine) execute(ctx context.Context, work []*scheduleWork, c *counters)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			for _, r := range w.runs {
+			for i, r := range w.runs {
 				if ctx.Err() != nil {
+					return
+				}
+				if i > 0 && !fits(ctx, &w.s) {
+					// The rest stay pending: the task is delivered again
+					// (Execute answers 503), or the sweep recovers them.
+					e.log.Info("run budget spent; the rest of the batch waits for the next delivery", "schedule", w.s.ID, "left", len(w.runs)-i)
 					return
 				}
 				if !e.runLeased(ctx, &w.s, r, c) {
@@ -255,7 +261,7 @@ func (e *Engine) drainWaiting(ctx context.Context, s *schedule.Schedule, l *leas
 		return // the run this holder handed to the GPU pool is still going
 	}
 	for range maxDrain {
-		if ctx.Err() != nil || l.Context().Err() != nil {
+		if ctx.Err() != nil || l.Context().Err() != nil || !fits(ctx, s) {
 			return
 		}
 		var rd runDoc
@@ -648,6 +654,12 @@ func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease
 		return
 	}
 	for ctx.Err() == nil && l.Context().Err() == nil {
+		if !fits(ctx, s) {
+			// The flag stays set: the sweep runs it once this holder has
+			// released (strandedMisfires).
+			e.log.Info("run budget spent; the misfire run waits for the sweep", "schedule", s.ID)
+			return
+		}
 		rd, ok := e.takeMisfire(ctx, s, l, c)
 		if !ok {
 			return
@@ -802,7 +814,7 @@ func (e *Engine) releaseJob(ctx context.Context, s *schedule.Schedule, l *lease.
 		if s.Overlap != schedule.OverlapBufferOne || ctx.Err() != nil {
 			return
 		}
-		if !e.misfireSet(ctx, s.ID) || round == maxReleaseRounds {
+		if !e.misfireSet(ctx, s.ID) || round == maxReleaseRounds || !fits(ctx, s) {
 			return
 		}
 		if busy, err := e.gpuBusy(ctx, s, ""); busy != nil || err != nil {

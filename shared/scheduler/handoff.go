@@ -271,7 +271,7 @@ func (e *Engine) Execute(ctx context.Context, t Task, d *schedule.Delivery) (*Ou
 		w.runs = kept
 	}
 	if len(w.runs) > 0 {
-		e.execute(withDelivery(ctx, d), []*scheduleWork{w}, &c)
+		e.execute(withBudget(withDelivery(ctx, d), start.Add(e.cfg.RunBudget)), []*scheduleWork{w}, &c)
 	}
 	// Read back what happened: the answer says it, and a run still pending
 	// after a failure is what makes the task worth delivering again.

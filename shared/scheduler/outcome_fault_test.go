@@ -330,3 +330,56 @@ func TestWaitingRetryRunsBeforeTheHolderReleases(t *testing.T) {
 		t.Errorf("retry %s is %s after the holder released, target calls %d: want it run by the holder", got.ID, got.Status, g.calls.Load())
 	}
 }
+
+// TestRunInvocationKeepsToItsBudget: one Run invocation (Execute) starts no
+// run it has no time to finish: here the misfire buffered while its first
+// run ran is left to the sweep. Before, the invocation ran it back to back
+// (and the next, and a whole batch), outliving Cloud Tasks' dispatch
+// deadline with the job lease held; ended mid-target, the run was failed
+// over and, with retries, its target called again.
+func TestRunInvocationKeepsToItsBudget(t *testing.T) {
+	t.Parallel()
+	// A builtin run counts as a minute; a 30 s budget fits the first only.
+	b := setup(t, func(c *scheduler.Config) { c.RunBudget = 30 * time.Second })
+	ctx := context.Background()
+	key, g := newGate(t, 1)
+	b.addSchedule(t, schedule.Schedule{ID: "bud", Cron: "0 * * * *", Overlap: schedule.OverlapBufferOne, Target: gateTarget(key)})
+	runs := b.store.Collection(schedule.RunsCollection)
+	pending := func(at time.Time) string {
+		r := &schedule.Run{ID: schedule.RunID("bud", at, schedule.SourceScheduled, 1), ScheduleID: "bud", FireTime: at,
+			Source: schedule.SourceScheduled, Status: schedule.RunPending, Attempt: 1, CreatedAt: at}
+		if _, err := runs.InsertIdempotent(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		return r.ID
+	}
+	first := pending(t0)
+	var out *scheduler.Outcome
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var err error
+		if out, err = b.eng.Execute(ctx, scheduler.Task{ScheduleID: "bud", Runs: []string{first}}, nil); err != nil {
+			t.Errorf("execute: %v", err)
+		}
+	}()
+	g.waitStarted(t)
+	// The next fire comes while the first runs: buffered.
+	if _, err := b.eng.Execute(ctx, scheduler.Task{ScheduleID: "bud", Runs: []string{pending(t0.Add(time.Hour))}}, nil); err != nil {
+		t.Fatalf("execute the overlapping fire: %v", err)
+	}
+	g.open()
+	<-done
+	if out == nil || out.Executed != 1 || g.calls.Load() != 1 {
+		t.Fatalf("the first invocation: %+v, target calls %d; want one run, the misfire left for later", out, g.calls.Load())
+	}
+	if s := b.getSchedule(t, "bud"); !s.Misfire {
+		t.Fatal("the misfire flag is down, but no misfire run ran")
+	}
+	b.clock.Set(t0.Add(time.Hour + 5*time.Minute))
+	b.tick(t) // the sweep's stranded-misfire step
+	b.eng.Wait()
+	if g.calls.Load() != 2 {
+		t.Errorf("target calls %d after the sweep, want the misfire run too", g.calls.Load())
+	}
+}
