@@ -213,6 +213,11 @@ type Run struct {
 	Delivery *Delivery `bson:"delivery,omitempty" json:"delivery,omitempty"`
 	// Fence is the epoch of the last lease holder that wrote the run.
 	Fence int64 `bson:"fence" json:"-"`
+	// BatchAt is, on a retry, when its first attempt was decided (that
+	// run's createdAt): the retry of a catch-up batch's run belongs to
+	// that batch, and the batch's later runs wait behind it rather than
+	// count it as an earlier run overlapping them.
+	BatchAt time.Time `bson:"batchAt,omitempty" json:"-"`
 }
 
 // Delivery is one delivery of a Cloud Task to the Run function, as its

@@ -478,6 +478,7 @@ func (e *Engine) retry(ctx context.Context, s *schedule.Schedule, r *schedule.Ru
 		Attempt:     r.Attempt + 1,
 		CreatedAt:   now,
 		HeartbeatAt: now,
+		BatchAt:     batchOf(r),
 	}, SweepAt: now.Add(backoff)}
 	if e.cfg.Tasks != nil {
 		// Its task is delivered at the backoff; the sweep keeps off it
@@ -505,6 +506,15 @@ func (e *Engine) retry(ctx context.Context, s *schedule.Schedule, r *schedule.Ru
 		}
 	}
 	e.retryRecorded(ctx, r.ID)
+}
+
+// batchOf is when r's first attempt was decided: the tick's batch that r,
+// or the run r retries, belongs to.
+func batchOf(r *schedule.Run) time.Time {
+	if !r.BatchAt.IsZero() {
+		return r.BatchAt
+	}
+	return r.CreatedAt
 }
 
 // retryRecorded clears a failed run's owed-retry mark. A failure leaves the
@@ -622,6 +632,10 @@ func (e *Engine) holderOf(ctx context.Context, r *runDoc, held *lease.HeldError)
 		return holderRunsOther
 	case x.CreatedAt.Equal(r.CreatedAt):
 		// A sibling, or r itself (another delivery claimed it).
+		return holderRunsSibling
+	case !x.BatchAt.IsZero() && x.BatchAt.Equal(batchOf(&r.Run)):
+		// The retry of a sibling, which took the lease between two runs of
+		// the batch: r is queued behind it, as behind the sibling.
 		return holderRunsSibling
 	case !x.FireTime.Before(r.FireTime):
 		// The holder runs a later fire time than r's (a misfire run,

@@ -165,6 +165,9 @@ func TestGPUTarget(t *testing.T) {
 		if runs[1].Status != schedule.RunSucceeded || runs[1].Attempt != 2 {
 			t.Errorf("retry %+v, want attempt 2 succeeded", runs[1])
 		}
+		if !runs[1].BatchAt.Equal(runs[0].CreatedAt) {
+			t.Errorf("retry's batchAt %s, want its first attempt's createdAt %s", runs[1].BatchAt, runs[0].CreatedAt)
+		}
 	})
 	t.Run("a cancelled job fails the run without a retry", func(t *testing.T) {
 		b, g := gpuBundle(t)

@@ -383,3 +383,45 @@ func TestRunInvocationKeepsToItsBudget(t *testing.T) {
 		t.Errorf("target calls %d after the sweep, want the misfire run too", g.calls.Load())
 	}
 }
+
+// TestSiblingWaitsBehindItsBatchsRetry: a catch-up batch's run that meets
+// the job lease held by the retry of an earlier run of the same batch (the
+// retry's task took the lease between two runs of the batch) waits behind
+// it, as behind the sibling itself. Before, the retry's own createdAt made
+// it "another run", and skip recorded the batch's run skipped for an
+// overlap that was its own batch.
+func TestSiblingWaitsBehindItsBatchsRetry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	key, g := newGate(t, 0)
+	b.addSchedule(t, schedule.Schedule{ID: "sib", Cron: "*/10 * * * *", Overlap: schedule.OverlapSkip, Target: gateTarget(key)})
+	runs := b.store.Collection(schedule.RunsCollection)
+	decided := t0.Add(30*time.Minute + 3*time.Second) // the tick that decided the batch
+	l, err := b.leases.Acquire(ctx, scheduler.JobLease("sib"), 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The retry of the batch's 09:10 run holds the lease and runs.
+	retry := bson.D{{Key: "_id", Value: "sib@20260302T091000Z-a2"}, {Key: "scheduleId", Value: "sib"}, {Key: "fireTime", Value: t0.Add(10 * time.Minute)},
+		{Key: "source", Value: schedule.SourceRetry}, {Key: "status", Value: schedule.RunRunning}, {Key: "attempt", Value: 2},
+		{Key: "createdAt", Value: decided.Add(20 * time.Second)}, {Key: "batchAt", Value: decided}, {Key: "epoch", Value: l.Epoch()}}
+	if _, err := runs.InsertIdempotent(ctx, retry); err != nil {
+		t.Fatal(err)
+	}
+	next := &schedule.Run{ID: schedule.RunID("sib", t0.Add(20*time.Minute), schedule.SourceScheduled, 1), ScheduleID: "sib",
+		FireTime: t0.Add(20 * time.Minute), Source: schedule.SourceCatchup, Status: schedule.RunPending, Attempt: 1, CreatedAt: decided}
+	if _, err := runs.InsertIdempotent(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.eng.Execute(ctx, scheduler.Task{ScheduleID: "sib", Runs: []string{next.ID}}, nil); err != nil && !errors.Is(err, scheduler.ErrRetryTask) {
+		t.Fatalf("execute: %v", err)
+	}
+	var got schedule.Run
+	if err := runs.Get(ctx, next.ID, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != schedule.RunPending || g.calls.Load() != 0 {
+		t.Errorf("the batch's 09:20 run is %s (%q) while its batch's retry holds the lease; want it pending behind it", got.Status, got.Reason)
+	}
+}
