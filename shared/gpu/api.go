@@ -15,6 +15,12 @@ import (
 // maxBody bounds request bodies: a payload at its limit, JSON-escaped, fits.
 const maxBody = 4 * MaxPayloadBytes
 
+// CodePermissionDenied is the error code of a 403: a worker callback
+// without its dispatch's secret. It is defined here rather than in httpapi
+// because only this API answers 403 so far; the name follows Google's
+// PERMISSION_DENIED, as the other codes follow theirs.
+const CodePermissionDenied = "permission_denied"
+
 // NewHandler serves the GPU REST API (the GPU function):
 //
 //	POST /gpu/jobs                      enqueue (201; 200 when the id existed)
@@ -26,7 +32,9 @@ const maxBody = 4 * MaxPayloadBytes
 //	GET  /gpu/pool                      each slot with its job, epoch and lease left
 //
 // Authentication is the caller's job (httpapi.RequireToken locally, IAM in
-// the cloud).
+// the cloud). Authorisation of the two worker callbacks is this handler's:
+// they must carry the dispatch's secret in SecretHeader, or get 403 when
+// their fence holds (409 when it is stale either way).
 func NewHandler(d *Dispatcher) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := route(d, w, r); err != nil {
@@ -132,6 +140,10 @@ func jobRoute(d *Dispatcher, w http.ResponseWriter, r *http.Request, seg string)
 		if err == nil {
 			err = checkFence(c.Fence)
 		}
+		// A missing header is not rejected here: it is a wrong secret like
+		// any other (403 if the fence holds, 409 if it is stale), so an
+		// older worker learns its fence is stale the way it always did.
+		c.Secret = r.Header.Get(SecretHeader)
 		if err != nil {
 			return err
 		}
@@ -177,6 +189,10 @@ func toHTTP(err error) error {
 		return httpapi.NotFound("%v", err)
 	case errors.Is(err, ErrStaleFence), errors.Is(err, ErrCancelled), errors.Is(err, ErrFinished):
 		return httpapi.Conflict("%v", err)
+	case errors.Is(err, ErrForbidden):
+		// The message names the job and nothing of its state: the caller
+		// is not its worker.
+		return &httpapi.Error{Status: http.StatusForbidden, Code: CodePermissionDenied, Message: err.Error()}
 	case errors.Is(err, store.ErrConflict):
 		// A concurrent change won a conditional write (a cancel raced a
 		// completion); the state is consistent and a retry will see it.

@@ -10,21 +10,30 @@ import (
 	"github.com/baton-cron/baton/shared/store"
 )
 
-// held is the filter for "job id is still held under fence f".
+// held is the filter for "job id is still held under fence f", whoever
+// asks; the sweep, which acts for no worker, uses it as it is.
 func held(id string, f Fence) bson.D {
 	return bson.D{{Key: "_id", Value: id}, {Key: "slot", Value: f.Slot}, {Key: "epoch", Value: f.Epoch}, {Key: "status", Value: bson.D{{Key: "$in", Value: active}}}}
+}
+
+// heldBy is held for a worker's callback: the write also needs the
+// dispatch's secret, compared by its hash in the database, so a caller
+// that only read the fence from GET changes nothing.
+func heldBy(id string, f Fence) bson.D {
+	return append(held(id, f), bson.E{Key: "secretHash", Value: hashSecret(f.Secret)})
 }
 
 // Heartbeat records that the worker holding job id under fence f is alive:
 // the first one moves the job to running and stamps startedAt; each one
 // extends the job's and the slot's lease. A stale fence gets ErrStaleFence;
 // a job cancelled under this fence gets ErrCancelled. Either way the worker
-// must stop its command.
+// must stop its command. A fence that holds without its dispatch's secret
+// gets ErrForbidden.
 func (d *Dispatcher) Heartbeat(ctx context.Context, id string, f Fence) (Job, error) {
 	now := d.cfg.Now().UTC()
 	lease := now.Add(d.cfg.LeaseTTL)
 	var job Job
-	err := d.jobs.FindOneAndUpdate(ctx, held(id, f),
+	err := d.jobs.FindOneAndUpdate(ctx, heldBy(id, f),
 		bson.D{
 			{Key: "$set", Value: bson.D{{Key: "status", Value: StatusRunning}, {Key: "heartbeatAt", Value: now}, {Key: "leaseUntil", Value: lease}}},
 			// $min keeps the first heartbeat's time.
@@ -55,8 +64,15 @@ func (d *Dispatcher) whyNotHeld(ctx context.Context, id string, f Fence, op stri
 	if err != nil {
 		return fmt.Errorf("gpu: %s %s: %w", op, id, err)
 	}
-	if job.Slot == f.Slot && job.Epoch == f.Epoch && job.Status == StatusCancelled {
-		return fmt.Errorf("gpu: %s %s: %w", op, id, ErrCancelled)
+	if job.Slot == f.Slot && job.Epoch == f.Epoch {
+		// The secret first: whether the job was cancelled is not the
+		// business of a caller that is not its worker.
+		if !secretMatches(job.SecretHash, f.Secret) {
+			return fmt.Errorf("gpu: %s %s: %w", op, id, ErrForbidden)
+		}
+		if job.Status == StatusCancelled {
+			return fmt.Errorf("gpu: %s %s: %w", op, id, ErrCancelled)
+		}
 	}
 	return fmt.Errorf("gpu: %s %s: fence %s@%d, job is %s on %q@%d: %w", op, id, f.Slot, f.Epoch, job.Status, job.Slot, job.Epoch, ErrStaleFence)
 }
@@ -66,8 +82,10 @@ func (d *Dispatcher) whyNotHeld(ctx context.Context, id string, f Fence, op stri
 // succeeded, anything else failed; an interrupted job (worker shutting
 // down) is requeued at once with attempts+1, or dead when that used up
 // maxAttempts. A completion repeated after a lost answer is accepted again;
-// one from a stale holder gets ErrStaleFence. A worker that stopped a
-// cancelled job reports here too, which frees its slot.
+// one from a stale holder gets ErrStaleFence, and one whose fence holds but
+// that lacks the dispatch's secret gets ErrForbidden and changes nothing,
+// not even the slot. A worker that stopped a cancelled job reports here
+// too, which frees its slot.
 func (d *Dispatcher) Complete(ctx context.Context, id string, c CompleteRequest) (Job, error) {
 	// A worker hanging up must not strand a half-dispatched job, nor leave
 	// an outcome unwritten once the hand-off has begun.
@@ -79,7 +97,7 @@ func (d *Dispatcher) Complete(ctx context.Context, id string, c CompleteRequest)
 		if err != nil {
 			return Job{}, err
 		}
-		d.handoff(ctx, c.Slot, c.Epoch, id)
+		d.handoff(ctx, c.Fence, id)
 		return job, nil
 	}
 	// The worker is done with the slot whatever the job's fate, so the
@@ -87,11 +105,12 @@ func (d *Dispatcher) Complete(ctx context.Context, id string, c CompleteRequest)
 	// goes out while the outcome is written: the GPU idles for the
 	// hand-off alone. The outcome never waits on that POST, which can take
 	// RunTimeout. reclaim is fenced on the slot still holding this job at
-	// this epoch, so a stale or mismatched completion hands nothing off.
-	slot, next, ok := d.reclaim(ctx, c.Slot, c.Epoch, id)
+	// this epoch for this dispatch's secret, so a stale, mismatched or
+	// forged completion hands nothing off.
+	slot, next, secret, ok := d.reclaim(ctx, c.Fence, id)
 	sent := make(chan error, 1)
 	if ok && next != nil {
-		go func() { sent <- d.send(ctx, slot, next) }()
+		go func() { sent <- d.send(ctx, slot, next, secret) }()
 	} else {
 		sent <- nil
 	}
@@ -118,7 +137,7 @@ func (d *Dispatcher) finish(ctx context.Context, id string, c CompleteRequest) (
 				{Key: "stdout", Value: truncate(c.Stdout, StdoutHeadBytes)}, {Key: "error", Value: c.Error}, {Key: "finishedAt", Value: d.cfg.Now().UTC()}}},
 			{Key: "$unset", Value: bson.D{{Key: "leaseUntil", Value: ""}}},
 		}
-		err := d.jobs.FindOneAndUpdate(ctx, held(id, c.Fence), update, &job)
+		err := d.jobs.FindOneAndUpdate(ctx, heldBy(id, c.Fence), update, &job)
 		if err == nil {
 			return job, nil
 		}
@@ -133,6 +152,11 @@ func (d *Dispatcher) finish(ctx context.Context, id string, c CompleteRequest) (
 	if job.Slot != c.Slot || job.Epoch != c.Epoch {
 		return Job{}, fmt.Errorf("gpu: complete %s: fence %s@%d, job is %s on %q@%d: %w", id, c.Slot, c.Epoch, job.Status, job.Slot, job.Epoch, ErrStaleFence)
 	}
+	if !secretMatches(job.SecretHash, c.Secret) {
+		// Before the terminal case: a forger must not even learn that its
+		// "repeat" would have been accepted.
+		return Job{}, fmt.Errorf("gpu: complete %s: %w", id, ErrForbidden)
+	}
 	if Terminal(job.Status) {
 		// Cancelled under this fence, or a repeat after a lost answer.
 		return job, nil
@@ -142,7 +166,7 @@ func (d *Dispatcher) finish(ctx context.Context, id string, c CompleteRequest) (
 		// cancel or a sweep. Let the worker retry.
 		return Job{}, fmt.Errorf("gpu: complete %s: the job changed meanwhile: %w", id, store.ErrConflict)
 	}
-	filter := append(held(id, c.Fence), bson.E{Key: "attempts", Value: job.Attempts})
+	filter := append(heldBy(id, c.Fence), bson.E{Key: "attempts", Value: job.Attempts})
 	if err := d.jobs.FindOneAndUpdate(ctx, filter, d.requeueUpdate(job, "interrupted: "+c.Error), &job); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return Job{}, d.whyNotHeld(ctx, id, c.Fence, "complete")
@@ -158,15 +182,16 @@ func (d *Dispatcher) requeueUpdate(job Job, reason string) bson.D {
 	now := d.cfg.Now().UTC()
 	attempts := job.Attempts + 1
 	if attempts >= job.MaxAttempts {
-		// The fence goes too: the holder's late completion is refused.
+		// The fence goes too, with its secret: the holder's late
+		// completion is refused.
 		return bson.D{
 			{Key: "$set", Value: bson.D{{Key: "status", Value: StatusDead}, {Key: "attempts", Value: attempts}, {Key: "error", Value: reason}, {Key: "finishedAt", Value: now}, {Key: "epoch", Value: int64(0)}}},
-			{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "leaseUntil", Value: ""}}},
+			{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "secretHash", Value: ""}, {Key: "leaseUntil", Value: ""}}},
 		}
 	}
 	return bson.D{
 		{Key: "$set", Value: bson.D{{Key: "status", Value: StatusQueued}, {Key: "attempts", Value: attempts}, {Key: "error", Value: reason}, {Key: "epoch", Value: int64(0)}}},
-		{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "worker", Value: ""}, {Key: "leaseUntil", Value: ""}, {Key: "dispatchedAt", Value: ""}, {Key: "startedAt", Value: ""}, {Key: "heartbeatAt", Value: ""}}},
+		{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "worker", Value: ""}, {Key: "secretHash", Value: ""}, {Key: "leaseUntil", Value: ""}, {Key: "dispatchedAt", Value: ""}, {Key: "startedAt", Value: ""}, {Key: "heartbeatAt", Value: ""}}},
 	}
 }
 

@@ -220,11 +220,11 @@ func (d *Dispatcher) Dispatch(ctx context.Context) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
-		slot, job, err := d.claim(ctx, refused)
+		slot, job, secret, err := d.claim(ctx, refused)
 		if err != nil || job == nil {
 			return n, err
 		}
-		if err := d.send(ctx, slot, job); err != nil {
+		if err := d.send(ctx, slot, job, secret); err != nil {
 			if !errors.Is(err, ErrRefused) && !errors.Is(err, ErrUnanswered) {
 				return n, err
 			}
@@ -235,9 +235,10 @@ func (d *Dispatcher) Dispatch(ctx context.Context) (int, error) {
 	}
 }
 
-// claim takes a claimable slot and then the best queued job. It returns a
-// nil job when there is no free slot or no queued job.
-func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot, *Job, error) {
+// claim takes a claimable slot and then the best queued job, with the
+// dispatch's secret (see fill). It returns a nil job when there is no free
+// slot or no queued job.
+func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot, *Job, string, error) {
 	ids := make(bson.A, 0, len(d.ids))
 	for _, id := range d.ids {
 		if !refused[id] {
@@ -245,77 +246,87 @@ func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot,
 		}
 	}
 	if len(ids) == 0 {
-		return nil, nil, nil
+		return nil, nil, "", nil
 	}
 	now := d.cfg.Now().UTC()
 	lease := now.Add(d.cfg.LeaseTTL)
 	expired := now.Add(-d.cfg.ClockSkew)
 	// Step 1: the slot. Bumping the epoch fences out whoever held it
 	// before. If we die here, the slot's lease runs out and it is
-	// claimable again.
+	// claimable again. The previous dispatch's secret goes with its epoch.
 	var slot Slot
 	err := d.slots.FindOneAndUpdate(ctx,
 		bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "leaseUntil", Value: bson.D{{Key: "$lte", Value: expired}}}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: lease}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: lease}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}},
+			{Key: "$unset", Value: bson.D{{Key: "secretHash", Value: ""}}}},
 		&slot, options.FindOneAndUpdate().SetSort(bson.D{{Key: "leaseUntil", Value: 1}, {Key: "_id", Value: 1}}))
 	if errors.Is(err, store.ErrConflict) {
-		return nil, nil, nil
+		return nil, nil, "", nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("gpu: claim slot: %w", err)
+		return nil, nil, "", fmt.Errorf("gpu: claim slot: %w", err)
 	}
-	job, err := d.fill(ctx, &slot)
+	job, secret, err := d.fill(ctx, &slot)
 	if err != nil || job == nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	return &slot, job, nil
+	return &slot, job, secret, nil
 }
 
 // fill gives a claimed slot the best queued job and links the two. With no
-// queued job it frees the slot and returns a nil job.
-func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, error) {
+// queued job it frees the slot and returns a nil job. It also returns the
+// dispatch's secret, which exists nowhere else: the job and the slot keep
+// only its hash, and send puts it in POST /run.
+func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error) {
 	now := d.cfg.Now().UTC()
 	lease := now.Add(d.cfg.LeaseTTL)
-	// Step 2: the job, stamped with the slot's fence. If we die here, the
-	// job's own lease runs out and Sweep requeues it.
+	secret, hash := newSecret()
+	// Step 2: the job, stamped with the slot's fence and the secret's hash
+	// in one write, so no reader sees a fence without the hash that
+	// guards it, and every write that clears the fence clears the hash. If
+	// we die here, the job's own lease runs out and Sweep requeues it.
 	var job Job
 	err := d.jobs.FindOneAndUpdate(ctx,
 		bson.D{{Key: "status", Value: StatusQueued}},
 		bson.D{{Key: "$set", Value: bson.D{
 			{Key: "status", Value: StatusDispatched}, {Key: "slot", Value: slot.ID}, {Key: "worker", Value: slot.Worker},
-			{Key: "epoch", Value: slot.Epoch}, {Key: "leaseUntil", Value: lease}, {Key: "dispatchedAt", Value: now},
+			{Key: "epoch", Value: slot.Epoch}, {Key: "secretHash", Value: hash}, {Key: "leaseUntil", Value: lease}, {Key: "dispatchedAt", Value: now},
 		}}},
 		&job, options.FindOneAndUpdate().SetSort(bson.D{{Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}))
 	if err != nil {
 		d.freeSlot(ctx, slot.ID, slot.Epoch, time.Unix(0, 0).UTC())
 		if errors.Is(err, store.ErrConflict) {
-			return nil, nil
+			return nil, "", nil
 		}
-		return nil, fmt.Errorf("gpu: claim job: %w", err)
+		return nil, "", fmt.Errorf("gpu: claim job: %w", err)
 	}
-	// Step 3: link the slot to the job, under the fence.
-	err = d.updateSlot(ctx, slot.ID, slot.Epoch, bson.D{{Key: "jobId", Value: job.ID}})
+	// Step 3: link the slot to the job, under the fence. The slot keeps the
+	// hash too: a completion re-claims the slot before it touches the job
+	// (see Complete), and that write must be the worker's alone.
+	err = d.updateSlot(ctx, slot.ID, slot.Epoch, bson.D{{Key: "jobId", Value: job.ID}, {Key: "secretHash", Value: hash}})
 	if err != nil {
 		// We were too slow and lost the slot: give the job back unharmed.
 		d.requeueUnharmed(ctx, &job)
 		if errors.Is(err, store.ErrConflict) {
-			return nil, nil
+			return nil, "", nil
 		}
-		return nil, fmt.Errorf("gpu: link slot %s to job %s: %w", slot.ID, job.ID, err)
+		return nil, "", fmt.Errorf("gpu: link slot %s to job %s: %w", slot.ID, job.ID, err)
 	}
 	slot.JobID = job.ID
-	return &job, nil
+	slot.SecretHash = hash
+	return &job, secret, nil
 }
 
-// handoff gives a slot that its worker just released (held at epoch for
-// jobID) straight to the next queued job. Anything unusual (the slot moved
-// on, the worker refused) falls back to Dispatch.
-func (d *Dispatcher) handoff(ctx context.Context, slotID string, epoch int64, jobID string) {
-	slot, job, ok := d.reclaim(ctx, slotID, epoch, jobID)
+// handoff gives a slot that its worker just released (held under fence f
+// for jobID) straight to the next queued job. Anything unusual (the slot
+// moved on, the worker refused) falls back to Dispatch.
+func (d *Dispatcher) handoff(ctx context.Context, f Fence, jobID string) {
+	slotID := f.Slot
+	slot, job, secret, ok := d.reclaim(ctx, f, jobID)
 	if ok && job == nil {
 		return // nothing queued; the slot is free
 	}
-	if ok && d.send(ctx, slot, job) == nil {
+	if ok && d.send(ctx, slot, job, secret) == nil {
 		return
 	}
 	d.dispatchLogged(ctx, slotID)
@@ -325,26 +336,32 @@ func (d *Dispatcher) handoff(ctx context.Context, slotID string, epoch int64, jo
 // under a new epoch, instead of freeing it and claiming it again, and fill
 // gives it the best queued job. It returns ok=false when the slot was not
 // reclaimed (the caller falls back to Dispatch), and a nil job when nothing
-// is queued (the slot is then free).
-func (d *Dispatcher) reclaim(ctx context.Context, slotID string, epoch int64, jobID string) (*Slot, *Job, bool) {
+// is queued (the slot is then free). With the next job comes its new
+// dispatch's secret.
+func (d *Dispatcher) reclaim(ctx context.Context, f Fence, jobID string) (*Slot, *Job, string, bool) {
 	var slot Slot
 	lease := d.cfg.Now().UTC().Add(d.cfg.LeaseTTL)
 	// jobId too: only the holder of this very job may give the slot away,
 	// not a caller that knows the slot's epoch but reports another job. ""
 	// is a slot freed under this epoch (a /run that timed out although the
-	// worker took the job, or the sweep): its worker is idle now too.
+	// worker took the job, or the sweep): its worker is idle now too. And
+	// the secret's hash: slot, epoch and job id are all public, so without
+	// it anyone could take the slot from under a running job and double-book
+	// its GPU, even though the job's outcome is then refused.
 	err := d.slots.FindOneAndUpdate(ctx,
-		bson.D{{Key: "_id", Value: slotID}, {Key: "epoch", Value: epoch}, {Key: "jobId", Value: bson.D{{Key: "$in", Value: bson.A{jobID, ""}}}}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: lease}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}}},
+		bson.D{{Key: "_id", Value: f.Slot}, {Key: "epoch", Value: f.Epoch}, {Key: "jobId", Value: bson.D{{Key: "$in", Value: bson.A{jobID, ""}}}},
+			{Key: "secretHash", Value: hashSecret(f.Secret)}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: lease}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}},
+			{Key: "$unset", Value: bson.D{{Key: "secretHash", Value: ""}}}},
 		&slot)
 	if err != nil {
-		return nil, nil, false
+		return nil, nil, "", false
 	}
-	job, err := d.fill(ctx, &slot)
+	job, secret, err := d.fill(ctx, &slot)
 	if err != nil {
-		return nil, nil, false
+		return nil, nil, "", false
 	}
-	return &slot, job, true
+	return &slot, job, secret, true
 }
 
 func (d *Dispatcher) dispatchLogged(ctx context.Context, slotID string) {
@@ -359,7 +376,9 @@ func (d *Dispatcher) dispatchLogged(ctx context.Context, slotID string) {
 // one (any other 4xx: IAM, a wrong URL, a request the worker rejects)
 // would refuse it forever, so it uses an attempt like a lost lease, and
 // the job dies once it has used maxAttempts. Either way the slot backs off.
-func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job) error {
+// secret is the dispatch's, from fill; it goes to the worker and nowhere
+// else.
+func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job, secret string) error {
 	// The job's lease was set at the claim and runs while this request is
 	// on its way, so the worker's self-fence counts from it, not from
 	// receipt.
@@ -370,6 +389,7 @@ func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job) error {
 	body, _ := json.Marshal(RunRequest{
 		JobID: job.ID, Attempt: job.Attempts + 1, Slot: slot.ID, Epoch: slot.Epoch,
 		Payload: job.Payload, Timeout: job.Timeout, Lease: schedule.Duration(d.cfg.LeaseTTL), LeaseUntil: leaseUntil,
+		Secret: secret,
 	})
 	err := d.post(ctx, slot.Worker, body)
 	if err == nil {
@@ -494,7 +514,7 @@ func (d *Dispatcher) requeueUnharmed(ctx context.Context, job *Job) {
 	err := d.updateJob(ctx,
 		bson.D{{Key: "_id", Value: job.ID}, {Key: "slot", Value: job.Slot}, {Key: "epoch", Value: job.Epoch}, {Key: "status", Value: StatusDispatched}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: StatusQueued}, {Key: "epoch", Value: int64(0)}}},
-			{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "worker", Value: ""}, {Key: "leaseUntil", Value: ""}, {Key: "dispatchedAt", Value: ""}}}})
+			{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "worker", Value: ""}, {Key: "secretHash", Value: ""}, {Key: "leaseUntil", Value: ""}, {Key: "dispatchedAt", Value: ""}}}})
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		// Its lease will run out and Sweep will requeue it.
 		d.cfg.Logger.Warn("gpu: requeue refused job", "job", job.ID, "error", err.Error())

@@ -16,8 +16,8 @@
 // the past) with a conditional findOneAndUpdate that bumps the slot's epoch,
 // then claims the best queued job (priority descending, then createdAt,
 // then _id) with a second one, links the two, and POSTs /run to the worker
-// with the job, the slot, the epoch and when the job's lease (set at the
-// claim) runs out. A worker that answers 429, 408 or 5xx, or cannot be
+// with the job, the slot, the epoch, the dispatch's secret and when the
+// job's lease (set at the claim) runs out. A worker that answers 429, 408 or 5xx, or cannot be
 // reached, costs the job no attempt: the job goes back to the queue and
 // the slot backs off briefly. Any other 4xx would be repeated on every
 // send, so it uses an attempt, and the job is dead once it has used
@@ -34,6 +34,13 @@
 // it was given. A slot's epoch only goes up, so the pair is unique forever,
 // and a worker that was paused, partitioned or presumed dead gets
 // ErrStaleFence (HTTP 409) and stops its child.
+//
+// The pair is public (GET /gpu/jobs/{id} shows it), so it only says which
+// hold a callback claims, not that the caller is the worker holding it.
+// Each dispatch therefore draws a secret that POST /run alone carries;
+// the job and the slot store its SHA-256, and the worker's callbacks send
+// it back in SecretHeader. A fence that holds without that secret gets
+// ErrForbidden (HTTP 403) and changes nothing.
 //
 // # Events instead of keyspace notifications
 //

@@ -10,6 +10,11 @@ var (
 	// ErrStaleFence: the caller's (slot, epoch) no longer holds the job; it
 	// must stop working on it. HTTP 409.
 	ErrStaleFence = errors.New("gpu: stale fence: the job is no longer held by this slot and epoch")
+	// ErrForbidden: the caller's (slot, epoch) holds the job, but it did
+	// not send that dispatch's secret (a wrong one, or none: a worker
+	// built before secrets). It is not the worker the job was sent to.
+	// HTTP 403.
+	ErrForbidden = errors.New("gpu: forbidden: the callback does not carry the secret of the dispatch that holds the job")
 	// ErrCancelled: the job was cancelled while the caller held it. The
 	// worker must stop its child and then report completion, which frees
 	// the slot. HTTP 409.

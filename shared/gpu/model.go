@@ -84,6 +84,12 @@ type Job struct {
 	Epoch  int64  `bson:"epoch" json:"epoch,omitempty"`
 	// LeaseUntil is when Sweep may take the job back; heartbeats extend it.
 	LeaseUntil *time.Time `bson:"leaseUntil,omitempty" json:"leaseUntil,omitempty"`
+	// SecretHash is the SHA-256 of the secret sent with this dispatch's
+	// POST /run; a callback must carry the secret itself. The fence alone
+	// is public (GET shows slot and epoch), so without it any caller of
+	// the API could report another job's outcome. It is set with the fence
+	// and cleared with it, and never leaves the server: json:"-".
+	SecretHash string `bson:"secretHash,omitempty" json:"-"`
 
 	DispatchedAt *time.Time `bson:"dispatchedAt,omitempty" json:"dispatchedAt,omitempty"`
 	StartedAt    *time.Time `bson:"startedAt,omitempty" json:"startedAt,omitempty"`
@@ -105,12 +111,20 @@ type Slot struct {
 	JobID      string    `bson:"jobId" json:"jobId,omitempty"`
 	LeaseUntil time.Time `bson:"leaseUntil" json:"leaseUntil"`
 	Epoch      int64     `bson:"epoch" json:"epoch"`
+	// SecretHash is the hash of the secret of the dispatch that holds the
+	// slot (as on the job), so a completion hands the slot on only when
+	// it comes from that dispatch's worker. Never shown: json:"-".
+	SecretHash string `bson:"secretHash,omitempty" json:"-"`
 }
 
-// Fence names the slot hold under which a worker acts.
+// Fence names the slot hold under which a worker acts, and proves it is
+// that hold's worker.
 type Fence struct {
 	Slot  string `json:"slot"`
 	Epoch int64  `json:"epoch"`
+	// Secret is the dispatch's secret from POST /run. It travels in the
+	// SecretHeader header, not in the body, so json:"-".
+	Secret string `json:"-"`
 }
 
 // RunRequest is the body of POST /run to a worker.
@@ -130,10 +144,14 @@ type RunRequest struct {
 	// to RunTimeout later. Zero (a dispatcher that predates it) makes the
 	// worker count the lease from receipt.
 	LeaseUntil time.Time `json:"leaseUntil,omitzero"`
+	// Secret is drawn for this dispatch alone; the worker sends it back on
+	// every callback (SecretHeader), which is how the API tells the slot's
+	// worker from anyone else who read the fence from GET /gpu/jobs/{id}.
+	Secret string `json:"secret"`
 }
 
-// Fence returns the request's fence.
-func (r RunRequest) Fence() Fence { return Fence{Slot: r.Slot, Epoch: r.Epoch} }
+// Fence returns the request's fence, with its secret.
+func (r RunRequest) Fence() Fence { return Fence{Slot: r.Slot, Epoch: r.Epoch, Secret: r.Secret} }
 
 // HeartbeatRequest is the body of POST /gpu/jobs/{id}:heartbeat.
 type HeartbeatRequest struct {

@@ -7,7 +7,8 @@
 // on stdin and BATON_JOB_ID, BATON_JOB_ATTEMPT, BATON_JOB_FENCE and
 // BATON_JOB_SLOT in its environment. While it runs, the worker heartbeats
 // the control plane (POST {control}/gpu/jobs/{id}:heartbeat with the
-// fence); a 409 means the job was cancelled or taken back, and the worker
+// fence in the body and the dispatch's secret from /run in the
+// gpu.SecretHeader header, as on :complete); a 409 means the job was cancelled or taken back, and the worker
 // kills the command's process group. It kills it at the job's timeout too,
 // and when the job's lease is about to run out with no heartbeat accepted
 // (self-fencing: the sweep may then give the job to another slot). That

@@ -292,7 +292,7 @@ func (s *Server) heartbeat(ctx context.Context, j job, log *slog.Logger) {
 		// which is after it was sent: counting from the send, not the
 		// answer (which may be slow), stays inside that lease.
 		sent := time.Now()
-		status, err := s.callback(ctx, req.JobID, "heartbeat", body)
+		status, err := s.callback(ctx, req, "heartbeat", body)
 		switch {
 		case status == http.StatusConflict || status == http.StatusNotFound:
 			s.stale.Add(1)
@@ -450,7 +450,7 @@ func (s *Server) report(req gpu.RunRequest, res result, log *slog.Logger) {
 		Error: res.errMsg, TimedOut: res.timedOut, Interrupted: res.interrupted}
 	backoff := 100 * time.Millisecond
 	for try := 1; ; try++ {
-		status, err := s.callback(context.Background(), req.JobID, "complete", body)
+		status, err := s.callback(context.Background(), req, "complete", body)
 		switch {
 		case err == nil:
 			s.completed.Add(1)
@@ -468,9 +468,12 @@ func (s *Server) report(req gpu.RunRequest, res result, log *slog.Logger) {
 	}
 }
 
-// callback POSTs to the control plane. It returns the HTTP status (0 when
-// there was none) and an error for anything but 2xx.
-func (s *Server) callback(ctx context.Context, jobID, action string, body any) (int, error) {
+// callback POSTs to the control plane about the job of req. It returns the
+// HTTP status (0 when there was none) and an error for anything but 2xx.
+// It sends the dispatch's secret in gpu.SecretHeader: the fence in the
+// body is public, the secret proves this worker was sent the job.
+func (s *Server) callback(ctx context.Context, req gpu.RunRequest, action string, body any) (int, error) {
+	jobID := req.JobID
 	if err := s.waitThawed(ctx); err != nil {
 		return 0, err
 	}
@@ -486,6 +489,11 @@ func (s *Server) callback(ctx context.Context, jobID, action string, body any) (
 		return 0, err
 	}
 	r.Header.Set("Content-Type", "application/json")
+	if req.Secret != "" {
+		// None from a dispatcher that predates secrets; the API it runs
+		// with does not ask for one.
+		r.Header.Set(gpu.SecretHeader, req.Secret)
+	}
 	if s.cfg.Token != "" {
 		r.Header.Set("Authorization", "Bearer "+s.cfg.Token)
 	}
