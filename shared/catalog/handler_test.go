@@ -537,3 +537,43 @@ func TestRunsHistory(t *testing.T) {
 		t.Errorf("runs of a deleted schedule: %d %s", res.Status, res.Body)
 	}
 }
+
+// TestListBytesBounded: a schedule filled to the size bound is accepted,
+// and as the API returns it (with its timestamps and version) it is still
+// within schedule.MaxScheduleJSON, so a list page is within MaxListBytes.
+func TestListBytesBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fill := func(pad int) *schedule.Schedule {
+		args := map[string]string{"pad": strings.Repeat("<", pad)}
+		for i := range 15 {
+			args[fmt.Sprintf("a%d", i)] = strings.Repeat("y", 3600)
+		}
+		return &schedule.Schedule{ID: "full", Cron: "@hourly", Description: strings.Repeat("d", schedule.MaxDescription),
+			Target: schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "noop", Args: args}}}
+	}
+	lo, hi := 0, schedule.MaxArgValueLen // the largest pad that validates
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if fill(mid).Normalize(schedule.ValidateOptions{}) == nil {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if res := b.do(t, http.MethodPost, "/schedules", mustJSON(fill(lo))); res.Status != http.StatusCreated {
+		t.Fatalf("create a schedule at the size bound: %d %.300s", res.Status, res.Body)
+	}
+	over := fill(lo + 1)
+	over.ID = "over"
+	if res := b.do(t, http.MethodPost, "/schedules", mustJSON(over)); res.Status != http.StatusBadRequest {
+		t.Errorf("create a schedule 1 byte over the bound: %d, want 400: %.300s", res.Status, res.Body)
+	}
+	res := b.do(t, http.MethodGet, "/schedules/full", "")
+	if n := len(strings.TrimSpace(string(res.Body))); res.Status != http.StatusOK || n > schedule.MaxScheduleJSON {
+		t.Errorf("GET of a schedule at the bound: %d, %d bytes; want 200 and at most %d", res.Status, n, schedule.MaxScheduleJSON)
+	}
+	if catalog.MaxListBytes != catalog.MaxPageSize*schedule.MaxScheduleJSON || catalog.MaxListBytes > 32<<20 {
+		t.Errorf("MaxListBytes = %d, want MaxPageSize × MaxScheduleJSON, at most the 32 MiB docs/api.md promises", catalog.MaxListBytes)
+	}
+}

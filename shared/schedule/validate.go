@@ -3,6 +3,7 @@ package schedule
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/textproto"
 	"net/url"
@@ -250,7 +251,13 @@ func (s *Schedule) validate(o ValidateOptions) error {
 // Every field but the target is bounded far below it, so the target is
 // named.
 func (s *Schedule) checkSize() error {
-	b, err := json.Marshal(s)
+	// Measure with the server's fields at their longest, so the schedule
+	// stays within the bound once it has timestamps and a version.
+	worst := *s
+	longest := time.Date(2000, 1, 1, 0, 0, 0, 123456789, time.UTC)
+	worst.NextRunAt, worst.CreatedAt, worst.UpdatedAt = longest, longest, longest
+	worst.Version, worst.Misfire = math.MaxInt64, false
+	b, err := json.Marshal(&worst)
 	if err != nil {
 		return fmt.Errorf("schedule: encode to check its size: %w", err)
 	}
