@@ -125,6 +125,8 @@ func TestRentBadInput(t *testing.T) {
 		{"rate as float exponent", "POST", "/Rent", `{"jeonse":1,"rate":4.5e0}`, 400, "rate"},
 		{"bad query", "GET", "/Rent?jeonse=%zz&rate=4", "", 400, "query"},
 		{"empty body", "POST", "/Rent", "", 400, ""},
+		{"duplicate field", "POST", "/Rent", `{"jeonse":100,"rate":4,"rate":0.001}`, 400, "rate"},
+		{"wrong-case field", "POST", "/Rent", `{"Jeonse":100,"rate":4}`, 400, "Jeonse"},
 		{"oversize body", "POST", "/Rent", `{"jeonse":"` + strings.Repeat("1", 5000) + `"}`, 413, ""},
 		{"method", "DELETE", "/Rent", "", 405, ""},
 		{"sub-path", "GET", "/Rent/x?jeonse=1&rate=4", "", 404, ""},

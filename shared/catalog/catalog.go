@@ -67,6 +67,12 @@ const (
 	MaxPageSize     = 500
 )
 
+// MaxListBytes bounds the schedules of one List page as JSON: every
+// schedule the API accepts encodes to at most schedule.MaxScheduleJSON
+// bytes, so a full page is at most 32 MiB, however the schedules were
+// filled. The page's envelope and token add a few hundred bytes.
+const MaxListBytes = MaxPageSize * schedule.MaxScheduleJSON
+
 // ListOptions selects one page of a list.
 type ListOptions struct {
 	// PageSize is 1..MaxPageSize; 0 means DefaultPageSize.

@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -229,14 +228,14 @@ func decodePatch(body []byte) (map[string]any, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, httpapi.BadRequest("", "body is empty; a JSON object with the fields to change is required")
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
+	// Strictly: a key given twice would be lost by the merge, so the
+	// schedule decoder could not refuse it as it does on create.
 	var patch map[string]any
-	if err := dec.Decode(&patch); err != nil || patch == nil {
-		return nil, httpapi.BadRequest("", "body must be a JSON object (a merge patch, RFC 7396)")
+	if err := httpapi.Unmarshal(body, &patch); err != nil {
+		return nil, err
 	}
-	if dec.More() {
-		return nil, httpapi.BadRequest("", "body must hold exactly one JSON object")
+	if patch == nil {
+		return nil, httpapi.BadRequest("", "body must be a JSON object (a merge patch, RFC 7396)")
 	}
 	return patch, nil
 }

@@ -149,6 +149,10 @@ func TestBadInputStoresNothing(t *testing.T) {
 		{"patch: two targets", "PATCH", "/schedules/existing", `{"target":{"type":"http","http":{"url":"https://hooks.example.com/"}}}`, nil, 400, "target.builtin"},
 		{"patch: unknown field", "PATCH", "/schedules/existing", `{"crontab":"* * * * *"}`, nil, 400, "crontab"},
 		{"patch: change id", "PATCH", "/schedules/existing", `{"id":"other"}`, nil, 400, "id"},
+		{"patch: duplicate field", "PATCH", "/schedules/existing", `{"cron":"* * * * *","cron":"0 25 * * *"}`, nil, 400, "cron"},
+		{"patch: duplicate nested field", "PATCH", "/schedules/existing", `{"retry":{"maxAttempts":2,"maxAttempts":3}}`, nil, 400, "retry.maxAttempts"},
+		{"patch: $ arg key", "PATCH", "/schedules/existing", `{"target":{"builtin":{"args":{"$where":"1"}}}}`, nil, 400, `target.builtin.args["$where"]`},
+		{"create: __x__ arg key", "POST", "/schedules", `{"id":"new","cron":"* * * * *","target":{"type":"builtin","builtin":{"name":"noop","args":{"__x__":"1"}}}}`, nil, 400, "target.builtin.args.__x__"},
 		{"patch: not an object", "PATCH", "/schedules/existing", `["cron"]`, nil, 400, ""},
 		{"patch: body over the limit", "PATCH", "/schedules/existing", `{"description":"` + strings.Repeat("x", 70<<10) + `"}`, nil, 413, ""},
 		{"patch: malformed If-Match", "PATCH", "/schedules/existing", `{"description":"x"}`, []string{"If-Match", "yesterday"}, 400, "If-Match"},
@@ -531,5 +535,45 @@ func TestRunsHistory(t *testing.T) {
 	res.json(t, &page)
 	if res.Status != http.StatusOK || len(page.Runs) != 1 || page.Runs[0].ID != want[0] {
 		t.Errorf("runs of a deleted schedule: %d %s", res.Status, res.Body)
+	}
+}
+
+// TestListBytesBounded: a schedule filled to the size bound is accepted,
+// and as the API returns it (with its timestamps and version) it is still
+// within schedule.MaxScheduleJSON, so a list page is within MaxListBytes.
+func TestListBytesBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fill := func(pad int) *schedule.Schedule {
+		args := map[string]string{"pad": strings.Repeat("<", pad)}
+		for i := range 15 {
+			args[fmt.Sprintf("a%d", i)] = strings.Repeat("y", 3600)
+		}
+		return &schedule.Schedule{ID: "full", Cron: "@hourly", Description: strings.Repeat("d", schedule.MaxDescription),
+			Target: schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "noop", Args: args}}}
+	}
+	lo, hi := 0, schedule.MaxArgValueLen // the largest pad that validates
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if fill(mid).Normalize(schedule.ValidateOptions{}) == nil {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	if res := b.do(t, http.MethodPost, "/schedules", mustJSON(fill(lo))); res.Status != http.StatusCreated {
+		t.Fatalf("create a schedule at the size bound: %d %.300s", res.Status, res.Body)
+	}
+	over := fill(lo + 1)
+	over.ID = "over"
+	if res := b.do(t, http.MethodPost, "/schedules", mustJSON(over)); res.Status != http.StatusBadRequest {
+		t.Errorf("create a schedule 1 byte over the bound: %d, want 400: %.300s", res.Status, res.Body)
+	}
+	res := b.do(t, http.MethodGet, "/schedules/full", "")
+	if n := len(strings.TrimSpace(string(res.Body))); res.Status != http.StatusOK || n > schedule.MaxScheduleJSON {
+		t.Errorf("GET of a schedule at the bound: %d, %d bytes; want 200 and at most %d", res.Status, n, schedule.MaxScheduleJSON)
+	}
+	if catalog.MaxListBytes != catalog.MaxPageSize*schedule.MaxScheduleJSON || catalog.MaxListBytes > 32<<20 {
+		t.Errorf("MaxListBytes = %d, want MaxPageSize × MaxScheduleJSON, at most the 32 MiB docs/api.md promises", catalog.MaxListBytes)
 	}
 }

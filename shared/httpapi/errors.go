@@ -43,9 +43,11 @@ const (
 	CodeInternal           = "internal"
 )
 
-// BadRequest returns a 400 that names the field and the reason.
+// BadRequest returns a 400 that names the field and the reason. The message
+// is built by Sprintf, so an input value echoed with %q is cut to MaxEcho
+// bytes.
 func BadRequest(field, format string, args ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: field, Message: fmt.Sprintf(format, args...)}
+	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument, Field: field, Message: Sprintf(format, args...)}
 }
 
 // TooLarge returns a 413 for a body over limit bytes.
@@ -55,17 +57,17 @@ func TooLarge(limit int64) *Error {
 
 // NotFound returns a 404.
 func NotFound(format string, args ...any) *Error {
-	return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: fmt.Sprintf(format, args...)}
+	return &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: Sprintf(format, args...)}
 }
 
 // Conflict returns a 409, used for stale fences and lost races.
 func Conflict(format string, args ...any) *Error {
-	return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: fmt.Sprintf(format, args...)}
+	return &Error{Status: http.StatusConflict, Code: CodeConflict, Message: Sprintf(format, args...)}
 }
 
 // PreconditionFailed returns a 412, used when If-Match does not hold.
 func PreconditionFailed(format string, args ...any) *Error {
-	return &Error{Status: http.StatusPreconditionFailed, Code: CodeFailedPrecondition, Message: fmt.Sprintf(format, args...)}
+	return &Error{Status: http.StatusPreconditionFailed, Code: CodeFailedPrecondition, Message: Sprintf(format, args...)}
 }
 
 // MethodNotAllowed returns a 405.
@@ -86,12 +88,18 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 
 // WriteError writes err in the shared shape. An *Error (found with errors.As)
 // keeps its status; anything else is logged and becomes an opaque 500, so
-// internal details never leak to callers.
+// internal details never leak to callers. Message and Field are cut to
+// MaxMessageBytes and MaxFieldBytes.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	var he *Error
 	if !errors.As(err, &he) {
 		slog.Error("httpapi: internal error", "error", err.Error(), "method", r.Method, "path", r.URL.Path)
 		he = &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error; see the server log"}
 	}
-	WriteJSON(w, he.Status, map[string]*Error{"error": he})
+	// Cut what any error carries, however it was built: the body of an
+	// error must not grow with the input it refuses.
+	out := *he
+	out.Message = cutTo(out.Message, MaxMessageBytes)
+	out.Field = cutTo(out.Field, MaxFieldBytes)
+	WriteJSON(w, out.Status, map[string]*Error{"error": &out})
 }

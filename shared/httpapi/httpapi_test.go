@@ -18,11 +18,19 @@ import (
 )
 
 type payload struct {
+	embedded
 	Name  string `json:"name"`
 	Count int    `json:"count"`
 	Inner struct {
 		Flag bool `json:"flag"`
 	} `json:"inner"`
+	Tags map[string]string `json:"tags"`
+	Any  any               `json:"any"`
+}
+
+// embedded checks that promoted fields are known by their exact names.
+type embedded struct {
+	Slot string `json:"slot"`
 }
 
 // wire is the error shape as a client sees it, plus the status.
@@ -76,7 +84,17 @@ func TestDecodeJSON(t *testing.T) {
 	}{
 		{"ok", `{"name":"a","count":2,"inner":{"flag":true}}`, 0, wire{Status: 200}},
 		{"unknown field", `{"name":"a","colour":"red"}`, 0, wire{400, httpapi.CodeInvalidArgument, "colour"}},
-		{"unknown nested field", `{"inner":{"flag":true,"extra":1}}`, 0, wire{400, httpapi.CodeInvalidArgument, "extra"}},
+		{"unknown nested field", `{"inner":{"flag":true,"extra":1}}`, 0, wire{400, httpapi.CodeInvalidArgument, "inner.extra"}},
+		{"promoted field", `{"slot":"s1","tags":{"a":"b"},"any":{"x":[1,{"y":2}]}}`, 0, wire{Status: 200}},
+		{"duplicate key", `{"name":"a","name":"b"}`, 0, wire{400, httpapi.CodeInvalidArgument, "name"}},
+		{"duplicate nested key", `{"inner":{"flag":true,"flag":false}}`, 0, wire{400, httpapi.CodeInvalidArgument, "inner.flag"}},
+		{"duplicate map key", `{"tags":{"a":"1","a":"2"}}`, 0, wire{400, httpapi.CodeInvalidArgument, "tags.a"}},
+		{"duplicate key deep in an interface value", `{"any":[{"k":1,"k":2}]}`, 0, wire{400, httpapi.CodeInvalidArgument, "any.k"}},
+		{"odd map key is bracketed", `{"tags":{"$where":"1","$where":"2"}}`, 0, wire{400, httpapi.CodeInvalidArgument, `tags["$where"]`}},
+		{"wrong case", `{"Name":"a"}`, 0, wire{400, httpapi.CodeInvalidArgument, "Name"}},
+		{"wrong case nested", `{"inner":{"FLAG":true}}`, 0, wire{400, httpapi.CodeInvalidArgument, "inner.FLAG"}},
+		{"wrong case promoted", `{"Slot":"s1"}`, 0, wire{400, httpapi.CodeInvalidArgument, "Slot"}},
+		{"too deep", `{"any":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`, 0, wire{400, httpapi.CodeInvalidArgument, "any"}},
 		{"type error names field", `{"count":"many"}`, 0, wire{400, httpapi.CodeInvalidArgument, "count"}},
 		{"nested type error names path", `{"inner":{"flag":"yes"}}`, 0, wire{400, httpapi.CodeInvalidArgument, "inner.flag"}},
 		{"trailing object", `{"name":"a"}{"name":"b"}`, 0, wire{400, httpapi.CodeInvalidArgument, ""}},
@@ -175,5 +193,69 @@ func TestWriteErrorKeepsTypedErrors(t *testing.T) {
 	}
 	if !strings.Contains(raw, `bad cron \"* *\"`) {
 		t.Errorf("message lost: %s", raw)
+	}
+}
+
+// TestErrorsCutEchoedInput: a 900 KB value must not come back as a 900 KB
+// error, however the error was built.
+func TestErrorsCutEchoedInput(t *testing.T) {
+	t.Parallel()
+	huge := strings.Repeat("x", 900<<10)
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"BadRequest %q", httpapi.BadRequest("name", "unknown name %q", huge)},
+		{"NotFound %q", httpapi.NotFound("no schedule %q", huge)},
+		{"BadRequest %s", httpapi.BadRequest("name", "%s", huge)},
+		{"huge field", httpapi.BadRequest(huge, "bad")},
+		{"built by hand", &httpapi.Error{Status: 400, Code: httpapi.CodeInvalidArgument, Field: huge, Message: huge}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { httpapi.WriteError(w, r, tt.err) })
+			_, raw := serve(t, h, func(url string) *http.Request { r, _ := http.NewRequest("GET", url, nil); return r })
+			if len(raw) >= 2<<10 {
+				t.Errorf("error body is %d bytes, want under 2 KB: %.200s…", len(raw), raw)
+			}
+		})
+	}
+	if got := httpapi.BadRequest("x", "bad %q", huge).Message; !strings.HasSuffix(got, `…"`) || len(got) > httpapi.MaxEcho+20 {
+		t.Errorf("%%q of a huge value = %.100q (%d bytes), want it cut to %d bytes and …", got, len(got), httpapi.MaxEcho)
+	}
+	if got := httpapi.BadRequest("x", "bad %q", "short").Message; got != `bad "short"` {
+		t.Errorf("short value: %q", got)
+	}
+	for _, body := range []string{
+		`{"name":"a","` + huge + `":1}`,                    // unknown field
+		`{"count":1` + strings.Repeat("1", 900<<10) + `}`,  // a number too big, echoed by encoding/json
+		`{"tags":{"` + huge + `":"1","` + huge + `":"2"}}`, // duplicate key
+	} {
+		got, raw := serve(t, decodeHandler(2<<20), func(url string) *http.Request {
+			r, _ := http.NewRequest("POST", url, strings.NewReader(body))
+			return r
+		})
+		if got.Status != 400 || len(raw) >= 2<<10 {
+			t.Errorf("POST %.40q…: status %d, error body %d bytes, want 400 under 2 KB: %.300s", body, got.Status, len(raw), raw)
+		}
+	}
+}
+
+func TestFieldPath(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ path, key, want string }{
+		{"", "name", "name"},
+		{"target.http.headers", "X-Team", "target.http.headers.X-Team"},
+		{"target.builtin.args", "$where", `target.builtin.args["$where"]`},
+		{"target.builtin.args", "a.b", `target.builtin.args["a.b"]`},
+		{"args", "", `args[""]`},
+	} {
+		if got := httpapi.FieldPath(tt.path, tt.key); got != tt.want {
+			t.Errorf("FieldPath(%q, %q) = %q, want %q", tt.path, tt.key, got, tt.want)
+		}
+	}
+	if got := httpapi.FieldPath("args", strings.Repeat("é", 1000)); len(got) > 100 {
+		t.Errorf("FieldPath of a huge key is %d bytes", len(got))
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/baton-cron/baton/shared/httpapi"
 )
 
 // Spec is a parsed cron expression. It is opaque: hand it to Next or
@@ -163,7 +165,7 @@ func parse(expr string) (Spec, error) {
 }
 
 func cronError(format string, args ...any) *FieldError {
-	return &FieldError{Field: "cron", Reason: fmt.Sprintf(format, args...)}
+	return &FieldError{Field: "cron", Reason: httpapi.Sprintf(format, args...)}
 }
 
 func parseDescriptor(s string) (Spec, error) {

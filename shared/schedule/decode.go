@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/baton-cron/baton/shared/httpapi"
 )
 
 // MaxScheduleBytes bounds a schedule document read by DecodeSchedule.
@@ -83,7 +85,7 @@ func walkJSON(dec *json.Decoder, tok json.Token, t reflect.Type, path string) er
 			return typeError(path, "a duration string such as \"90s\" or \"5m\"", tok)
 		}
 		if _, err := time.ParseDuration(s); err != nil {
-			return &FieldError{Field: path, Reason: fmt.Sprintf("invalid duration %q; want a Go duration such as \"90s\", \"5m\" or \"1h30m\"", s)}
+			return &FieldError{Field: path, Reason: httpapi.Sprintf("invalid duration %q; want a Go duration such as \"90s\", \"5m\" or \"1h30m\"", s)}
 		}
 		return nil
 	case t == timeType:
@@ -92,7 +94,7 @@ func walkJSON(dec *json.Decoder, tok json.Token, t reflect.Type, path string) er
 			return typeError(path, "an RFC 3339 time string", tok)
 		}
 		if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
-			return &FieldError{Field: path, Reason: fmt.Sprintf("invalid time %q; want RFC 3339 such as \"2026-03-29T01:30:00Z\"", s)}
+			return &FieldError{Field: path, Reason: httpapi.Sprintf("invalid time %q; want RFC 3339 such as \"2026-03-29T01:30:00Z\"", s)}
 		}
 		return nil
 	}
@@ -111,7 +113,7 @@ func walkJSON(dec *json.Decoder, tok json.Token, t reflect.Type, path string) er
 			return typeError(path, "an integer", tok)
 		}
 		if _, err := strconv.ParseInt(string(n), 10, t.Bits()); err != nil {
-			return &FieldError{Field: path, Reason: fmt.Sprintf("must be an integer that fits in %d bits, not %s", t.Bits(), n)}
+			return &FieldError{Field: path, Reason: fmt.Sprintf("must be an integer that fits in %d bits, not %s", t.Bits(), httpapi.Cut(string(n)))}
 		}
 	case reflect.Map:
 		return walkObject(dec, tok, path, func(key string) (reflect.Type, error) { return t.Elem(), nil })
@@ -123,7 +125,7 @@ func walkJSON(dec *json.Decoder, tok json.Token, t reflect.Type, path string) er
 			}
 			for name := range fields {
 				if strings.EqualFold(name, key) {
-					return nil, &FieldError{Field: join(path, key), Reason: fmt.Sprintf("unknown field; did you mean %q? (names are case-sensitive)", name)}
+					return nil, &FieldError{Field: join(path, key), Reason: httpapi.Sprintf("unknown field; did you mean %q? (names are case-sensitive)", name)}
 				}
 			}
 			return nil, &FieldError{Field: join(path, key), Reason: "unknown field"}
@@ -205,12 +207,10 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	return m
 }
 
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
+// join names key inside path: dotted for a plain key, bracketed and cut
+// for any other (httpapi.FieldPath), so a huge or dotted key cannot make a
+// huge or misleading field name.
+func join(path, key string) string { return httpapi.FieldPath(path, key) }
 
 func typeError(path, want string, tok json.Token) *FieldError {
 	got := "null"
@@ -234,7 +234,7 @@ func jsonFieldError(err error) error {
 	)
 	switch {
 	case errors.As(err, &typeErr):
-		return &FieldError{Field: typeErr.Field, Reason: fmt.Sprintf("must be %s, not %s", typeErr.Type, typeErr.Value)}
+		return &FieldError{Field: typeErr.Field, Reason: fmt.Sprintf("must be %s, not %s", typeErr.Type, httpapi.Cut(typeErr.Value))}
 	case errors.As(err, &syntaxErr):
 		return &FieldError{Reason: fmt.Sprintf("malformed JSON at byte %d: %v", syntaxErr.Offset, err)}
 	case errors.Is(err, io.EOF):

@@ -1,9 +1,10 @@
 package schedule
 
 import (
-	"fmt"
 	"sync"
 	"time"
+
+	"github.com/baton-cron/baton/shared/httpapi"
 
 	// Embed the IANA database, so zones resolve on a bare runtime image
 	// (distroless, scratch) that has no /usr/share/zoneinfo.
@@ -29,7 +30,7 @@ func LoadLocation(tz string) (*time.Location, error) {
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
-		return nil, &FieldError{Field: "timeZone", Reason: fmt.Sprintf("unknown time zone %q; want an IANA zone such as \"Europe/Berlin\" or \"America/New_York\"", tz)}
+		return nil, &FieldError{Field: "timeZone", Reason: httpapi.Sprintf("unknown time zone %q; want an IANA zone such as \"Europe/Berlin\" or \"America/New_York\"", tz)}
 	}
 	locations.Store(tz, loc)
 	return loc, nil

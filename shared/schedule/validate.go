@@ -1,7 +1,9 @@
 package schedule
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/textproto"
 	"net/url"
@@ -10,8 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/baton-cron/baton/shared/httpapi"
 )
 
 // FieldError says which input field is wrong and why. Field is the JSON path
@@ -30,8 +35,10 @@ func (e *FieldError) Error() string {
 	return e.Field + ": " + e.Reason
 }
 
+// fieldErr formats with httpapi.Sprintf, so an input value echoed with %q
+// is cut short: the reason is sent back to the caller.
 func fieldErr(field, format string, args ...any) *FieldError {
-	return &FieldError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	return &FieldError{Field: field, Reason: httpapi.Sprintf(format, args...)}
 }
 
 // ValidateOptions carries what validation needs from the deployment.
@@ -90,15 +97,33 @@ const (
 	MaxGPUAttempts = 10
 	// MaxGPUPriority is the GPU queue's own limit (gpu.MaxPriority): a
 	// higher one would be accepted here and refused by every run.
-	MaxGPUPriority    = 1000
-	MinGPUTimeout     = time.Second
-	MaxGPUTimeout     = 24 * time.Hour
-	MaxDescription    = 1024
-	MaxHTTPBody       = 64 << 10
-	MaxHeaders        = 50
-	MaxHeaderValueLen = 8 << 10
-	MaxURLLen         = 2048
-	MaxCronLen        = 256
+	MaxGPUPriority = 1000
+	MinGPUTimeout  = time.Second
+	MaxGPUTimeout  = 24 * time.Hour
+	MaxDescription = 1024
+	// MaxHTTPBody bounds an http target's body and a gpu target's payload.
+	// A schedule is read whole on every list and every tick; a bigger
+	// input belongs in the bucket, named by the payload.
+	MaxHTTPBody = 16 << 10
+	// MaxHeaders, MaxHeaderNameLen and MaxHeaderValueLen bound an http
+	// target's headers: their count, and each name's and value's bytes.
+	MaxHeaders        = 32
+	MaxHeaderNameLen  = 128
+	MaxHeaderValueLen = 4 << 10
+	// MaxArgs, MaxArgKeyLen and MaxArgValueLen bound a builtin target's
+	// args the same way: 40 schedules with 1 MB of args each took the
+	// Schedules server from 102 MB to 379 MB on one list.
+	MaxArgs        = 64
+	MaxArgKeyLen   = 128
+	MaxArgValueLen = 4 << 10
+	MaxURLLen      = 2048
+	MaxCronLen     = 256
+	// MaxScheduleJSON bounds a whole schedule, encoded as JSON, as the API
+	// returns it: the per-field bounds alone would allow several hundred
+	// KiB (32 headers of 4 KiB, 64 args of 4 KiB). With it, a list page
+	// of catalog.MaxPageSize schedules is at most MaxPageSize ×
+	// MaxScheduleJSON bytes of schedules.
+	MaxScheduleJSON = 64 << 10
 )
 
 // IDPattern is what a schedule id must look like: lower-case letters and
@@ -216,7 +241,65 @@ func (s *Schedule) validate(o ValidateOptions) error {
 	if err := durationIn("retry.backoff", s.Retry.Backoff, MinRetryBackoff, MaxRetryBackoff); err != nil {
 		return err
 	}
-	return durationIn("leaseTTL", s.LeaseTTL, MinLeaseTTL, MaxLeaseTTL)
+	if err := durationIn("leaseTTL", s.LeaseTTL, MinLeaseTTL, MaxLeaseTTL); err != nil {
+		return err
+	}
+	return s.checkSize()
+}
+
+// checkSize refuses a schedule whose JSON encoding is over MaxScheduleJSON.
+// Every field but the target is bounded far below it, so the target is
+// named.
+func (s *Schedule) checkSize() error {
+	// Measure with the server's fields at their longest, so the schedule
+	// stays within the bound once it has timestamps and a version.
+	worst := *s
+	longest := time.Date(2000, 1, 1, 0, 0, 0, 123456789, time.UTC)
+	worst.NextRunAt, worst.CreatedAt, worst.UpdatedAt = longest, longest, longest
+	worst.Version, worst.Misfire = math.MaxInt64, false
+	b, err := json.Marshal(&worst)
+	if err != nil {
+		return fmt.Errorf("schedule: encode to check its size: %w", err)
+	}
+	if len(b) > MaxScheduleJSON {
+		return fieldErr("target", "the schedule is %d bytes as JSON; at most %d (the target's body or payload, headers and args together)", len(b), MaxScheduleJSON)
+	}
+	return nil
+}
+
+// CheckKey refuses a map key (a header name, a builtin arg) that the
+// stores cannot hold as a field name: MongoDB refuses a leading '$' and a
+// '.', Firestore refuses names of the form __x__, and BSON ends a name at
+// NUL. Such a key would pass validation and fail the write with a 500.
+func CheckKey(field, key string, maxLen int) error {
+	switch {
+	case key == "":
+		return fieldErr(field, "has an empty name")
+	case len(key) > maxLen:
+		return fieldErr(field, "name is %d bytes; at most %d", len(key), maxLen)
+	case strings.HasPrefix(key, "$"):
+		return fieldErr(field, "name must not start with '$' (the database refuses such field names)")
+	case strings.Contains(key, "."):
+		return fieldErr(field, "name must not contain '.' (the database refuses such field names)")
+	case len(key) >= 4 && strings.HasPrefix(key, "__") && strings.HasSuffix(key, "__"):
+		return fieldErr(field, "name must not have the form __name__ (Firestore reserves such field names)")
+	case strings.ContainsRune(key, 0):
+		return fieldErr(field, "name must not contain NUL")
+	case !utf8.ValidString(key):
+		return fieldErr(field, "name must be valid UTF-8")
+	}
+	return nil
+}
+
+// sortedKeys returns m's keys in order, so that the same key is reported
+// first on every call.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func durationIn(field string, d Duration, lo, hi time.Duration) error {
@@ -263,16 +346,14 @@ func (h *HTTPTarget) validate(allowed []string) error {
 	if len(h.Headers) > MaxHeaders {
 		return fieldErr("target.http.headers", "has %d headers; at most %d", len(h.Headers), MaxHeaders)
 	}
-	names := make([]string, 0, len(h.Headers))
-	for k := range h.Headers {
-		names = append(names, k)
-	}
-	slices.Sort(names) // report the same header first on every call
-	for _, k := range names {
+	for _, k := range sortedKeys(h.Headers) {
 		v := h.Headers[k]
-		field := "target.http.headers." + k
+		field := httpapi.FieldPath("target.http.headers", k)
+		if err := CheckKey(field, k, MaxHeaderNameLen); err != nil {
+			return err
+		}
 		if !httpguts.ValidHeaderFieldName(k) {
-			return fieldErr("target.http.headers", "%q is not a valid header name", k)
+			return fieldErr(field, "%q is not a valid header name", k)
 		}
 		if slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(k)) {
 			return fieldErr(field, "is set by baton or the transport and cannot be overridden")
@@ -485,9 +566,16 @@ func (b *BuiltinTarget) validate(known []string) error {
 	if known != nil && !slices.Contains(known, b.Name) {
 		return fieldErr("target.builtin.name", "unknown builtin %q; want one of %s", b.Name, strings.Join(known, ", "))
 	}
-	for k := range b.Args {
-		if k == "" {
-			return fieldErr("target.builtin.args", "has an empty argument name")
+	if len(b.Args) > MaxArgs {
+		return fieldErr("target.builtin.args", "has %d arguments; at most %d", len(b.Args), MaxArgs)
+	}
+	for _, k := range sortedKeys(b.Args) {
+		field := httpapi.FieldPath("target.builtin.args", k)
+		if err := CheckKey(field, k, MaxArgKeyLen); err != nil {
+			return err
+		}
+		if v := b.Args[k]; len(v) > MaxArgValueLen {
+			return fieldErr(field, "value is %d bytes; at most %d", len(v), MaxArgValueLen)
 		}
 	}
 	return nil

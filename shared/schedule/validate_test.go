@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -117,7 +118,27 @@ func TestNormalizeErrors(t *testing.T) {
 		{"suffix trick", func(s *Schedule) { s.Target.HTTP.URL = "https://api.example.com.evil.test/" }, "target.http.url"},
 		{"wildcard apex", func(s *Schedule) { s.Target.HTTP.URL = "https://svc.example.net/" }, "target.http.url"},
 		{"percent host", func(s *Schedule) { s.Target.HTTP.URL = "https://api%2eexample.com/" }, "target.http.url"},
-		{"header name", func(s *Schedule) { s.Target.HTTP.Headers = map[string]string{"Bad Header": "x"} }, "target.http.headers"},
+		{"header name", func(s *Schedule) { s.Target.HTTP.Headers = map[string]string{"Bad Header": "x"} }, `target.http.headers["Bad Header"]`},
+		{"too many headers", func(s *Schedule) { s.Target.HTTP.Headers = many(MaxHeaders+1, "x") }, "target.http.headers"},
+		{"long header name", func(s *Schedule) {
+			s.Target.HTTP.Headers = map[string]string{strings.Repeat("X", MaxHeaderNameLen+1): "x"}
+		}, `target.http.headers["XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX…"]`},
+		{"big header value", func(s *Schedule) {
+			s.Target.HTTP.Headers = map[string]string{"X-A": strings.Repeat("x", MaxHeaderValueLen+1)}
+		}, "target.http.headers.X-A"},
+		{"$ header name", func(s *Schedule) { s.Target.HTTP.Headers = map[string]string{"$where": "1"} }, `target.http.headers["$where"]`},
+		{"dotted header name", func(s *Schedule) { s.Target.HTTP.Headers = map[string]string{"X.A": "1"} }, `target.http.headers["X.A"]`},
+		{"__x__ header name", func(s *Schedule) { s.Target.HTTP.Headers = map[string]string{"__name__": "1"} }, "target.http.headers.__name__"},
+		{"too many args", args(many(MaxArgs+1, "v")), "target.builtin.args"},
+		{"big arg", args(map[string]string{"duration": strings.Repeat("x", MaxArgValueLen+1)}), "target.builtin.args.duration"},
+		{"long arg key", args(map[string]string{strings.Repeat("k", MaxArgKeyLen+1): "v"}), `target.builtin.args["kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk…"]`},
+		{"empty arg key", args(map[string]string{"": "v"}), `target.builtin.args[""]`},
+		{"$ arg key", args(map[string]string{"$where": "1"}), `target.builtin.args["$where"]`},
+		{"dotted arg key", args(map[string]string{"a.b": "1"}), `target.builtin.args["a.b"]`},
+		{"__x__ arg key", args(map[string]string{"__x__": "1"}), "target.builtin.args.__x__"},
+		{"NUL arg key", args(map[string]string{"a\x00b": "1"}), `target.builtin.args["a\x00b"]`},
+		{"schedule too big", args(many(MaxArgs, strings.Repeat("v", MaxArgValueLen))), "target"},
+		{"gpu payload", gpu(func(g *GPUTarget) { g.Payload = strings.Repeat("x", MaxHTTPBody+1) }), "target.gpu.payload"},
 		{"header value CRLF", func(s *Schedule) { s.Target.HTTP.Headers = map[string]string{"X-A": "1\r\nX-B: 2"} }, "target.http.headers.X-A"},
 		{"reserved header", func(s *Schedule) { s.Target.HTTP.Headers = map[string]string{"host": "evil.test"} }, "target.http.headers.host"},
 		{"baton header", func(s *Schedule) { s.Target.HTTP.Headers = map[string]string{"X-Baton-Run-Id": "x"} }, "target.http.headers.X-Baton-Run-Id"},
@@ -155,6 +176,22 @@ func gpu(edit func(*GPUTarget)) func(*Schedule) {
 		s.Target.GPU.MaxAttempts, s.Target.GPU.Timeout = 1, Duration(time.Minute)
 		edit(s.Target.GPU)
 	}
+}
+
+// args sets a noop builtin target with these args.
+func args(a map[string]string) func(*Schedule) {
+	return func(s *Schedule) {
+		s.Target = Target{Type: TargetBuiltin, Builtin: &BuiltinTarget{Name: "noop", Args: a}}
+	}
+}
+
+// many returns n entries k0…, each with value v.
+func many(n int, v string) map[string]string {
+	m := make(map[string]string, n)
+	for i := range n {
+		m[fmt.Sprintf("k%d", i)] = v
+	}
+	return m
 }
 
 func builtin(name string) func(*Schedule) {
@@ -283,6 +320,44 @@ func TestCheckAllowlist(t *testing.T) {
 	for _, bad := range []string{"", "*", "https://api.example.com", "api.example.com:http", "a.test:70000", "*.10.0.0.1", "bad host", "[::1"} {
 		if err := CheckAllowlist([]string{bad}); err == nil {
 			t.Errorf("CheckAllowlist(%q): got nil, want an error", bad)
+		}
+	}
+}
+
+// TestNormalizeBoundsAccept: the largest maps each bound allows pass, so
+// the bounds refuse only what is over them.
+func TestNormalizeBoundsAccept(t *testing.T) {
+	t.Parallel()
+	s := validHTTP()
+	s.Target.HTTP.Headers = many(MaxHeaders, strings.Repeat("v", 1<<10))
+	s.Target.HTTP.Body = strings.Repeat("b", MaxHTTPBody)
+	if err := s.Normalize(testOpts); err != nil {
+		t.Errorf("%d headers of 1 KiB and a body of %d bytes: %v", MaxHeaders, MaxHTTPBody, err)
+	}
+	s = validHTTP()
+	args(many(MaxArgs, strings.Repeat("v", 512)))(s)
+	if err := s.Normalize(testOpts); err != nil {
+		t.Errorf("%d args of 512 bytes: %v", MaxArgs, err)
+	}
+}
+
+// TestNormalizeCutsEchoedInput: a reason quotes at most a short prefix of a
+// huge input, since it is sent back to the caller.
+func TestNormalizeCutsEchoedInput(t *testing.T) {
+	t.Parallel()
+	huge := strings.Repeat("X", 900<<10)
+	for name, edit := range map[string]func(*Schedule){
+		"id":       func(s *Schedule) { s.ID = huge },
+		"timeZone": func(s *Schedule) { s.TimeZone = huge },
+		"overlap":  func(s *Schedule) { s.Overlap = huge },
+		"method":   func(s *Schedule) { s.Target.HTTP.Method = huge },
+		"arg key":  args(map[string]string{"$" + huge: "1"}),
+	} {
+		s := validHTTP()
+		edit(s)
+		err := s.Normalize(testOpts)
+		if err == nil || len(err.Error()) > 1<<10 {
+			t.Errorf("%s of 900 KB: error of %d bytes, want one under 1 KiB: %.200v", name, len(fmt.Sprint(err)), err)
 		}
 	}
 }
