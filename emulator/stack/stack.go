@@ -186,7 +186,16 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if s.storage, err = s.gcs.Client(ctx); err != nil {
 		return nil, fmt.Errorf("stack: storage client: %w", err)
 	}
-	if s.store, err = store.Open(ctx, s.MongoURI, store.Options{Database: cfg.Database}); err != nil {
+	// The stack is one process serving every page, so an unset secret is
+	// fine: the store draws a random one (crypto/rand) at each start, and a
+	// token from a previous run is refused with 400, which costs a client
+	// one restart of its listing. Only the CLI holds tokens, and it only
+	// hands back what the stack gave it, so nothing else needs the secret.
+	pageSecret, err := config.PageSecret()
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	if s.store, err = store.Open(ctx, s.MongoURI, store.Options{Database: cfg.Database, PageKey: pageSecret}); err != nil {
 		return nil, fmt.Errorf("stack: open store: %w", err)
 	}
 	// In the cloud Terraform declares these; locally the stack creates them.
@@ -210,6 +219,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	deps := &functions.Deps{
 		Store: s.store, Storage: s.storage, Bucket: cfg.Bucket, Token: cfg.Token, Logger: cfg.Logger,
+		PageSecret: pageSecret,
 		// Local targets live on this machine; nothing else is allowed.
 		AllowedTargets: []string{"127.0.0.1", "localhost", "::1"},
 		GPUPool:        pool,
