@@ -157,14 +157,15 @@ var scalarTypes = map[bson.Type]bool{
 	bson.TypeTimestamp: true,
 }
 
-// checkTokenValue refuses a token value of the wrong type: want when the
-// query names one, else any scalar; null only where nullOK (a sort key may
-// be missing, an _id may not).
+// checkTokenValue refuses a token value that is not a scalar, or not of
+// type want when the query names one; null only where nullOK (a sort key
+// may be missing, an _id may not). A want that is itself not a scalar
+// type admits nothing, so a mistaken SortType fails closed.
 func checkTokenValue(field string, v bson.RawValue, want bson.Type, nullOK bool) error {
 	if v.Type == bson.TypeNull && nullOK {
 		return nil
 	}
-	if want != 0 && v.Type != want || want == 0 && !scalarTypes[v.Type] {
+	if !scalarTypes[v.Type] || want != 0 && v.Type != want {
 		return fmt.Errorf("%w: %s holds a %v", ErrBadPageToken, field, v.Type)
 	}
 	if err := v.Validate(); err != nil {
