@@ -60,6 +60,11 @@ type Deps struct {
 	// daemon, or the local stack), so seconds-level crons are accepted
 	// (BATON_SUBMINUTE).
 	SubMinute bool
+	// PageSecret is the BATON_PAGE_TOKEN_SECRET that FromEnv opened Store
+	// with, so that every instance signs and accepts the same page tokens.
+	// Callers that build Deps themselves open Store with their own key and
+	// may leave it nil.
+	PageSecret []byte
 
 	closers []func() error
 	health  tickHealth
@@ -138,6 +143,18 @@ func (d *Deps) NeedStore() error {
 	return nil
 }
 
+// NeedPageSecret refuses to build a function that hands out page tokens in
+// the cloud without BATON_PAGE_TOKEN_SECRET. Without it the store draws a
+// random key per instance, and a nextPageToken from one instance is
+// refused by the next (400 at random); refusing to start says why instead.
+// Locally one process serves every page, so the random key is right.
+func (d *Deps) NeedPageSecret() error {
+	if d.Store != nil && len(d.PageSecret) == 0 && config.InCloud() {
+		return fmt.Errorf("functions: %s is not set: every instance must sign page tokens with the same secret (Terraform sets it; generate one with openssl rand -base64 48)", config.EnvPageSecret)
+	}
+	return nil
+}
+
 // FromEnv builds Deps from the environment, as a deployed function does.
 func FromEnv(ctx context.Context) (*Deps, error) {
 	d := &Deps{
@@ -160,8 +177,13 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 	if d.ClockSkew, err = config.Duration(config.EnvClockSkew); err != nil {
 		return nil, err
 	}
+	// A short secret is refused by every function, not only those that
+	// list: it is a typo wherever it is set.
+	if d.PageSecret, err = config.PageSecret(); err != nil {
+		return nil, fmt.Errorf("functions: %w", err)
+	}
 	if uri := config.Get(config.EnvMongoURI); uri != "" {
-		s, err := store.Open(ctx, uri, store.Options{Database: config.Get(config.EnvDatabase)})
+		s, err := store.Open(ctx, uri, store.Options{Database: config.Get(config.EnvDatabase), PageKey: d.PageSecret})
 		if err != nil {
 			return nil, fmt.Errorf("functions: open store: %w", err)
 		}

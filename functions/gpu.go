@@ -24,6 +24,9 @@ func buildGPU(d *Deps) (http.Handler, error) {
 		// to callers that hold the token.
 		return httpapi.RequireToken(d.Token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { httpapi.WriteError(w, r, err) })), nil
 	}
+	if err := d.NeedPageSecret(); err != nil {
+		return nil, err
+	}
 	dis, err := NewGPUDispatcher(d)
 	if err != nil {
 		return nil, err

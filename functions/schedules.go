@@ -20,6 +20,9 @@ func newSchedules(d *Deps) (http.Handler, error) {
 			httpapi.WriteError(w, r, err)
 		})), nil
 	}
+	if err := d.NeedPageSecret(); err != nil {
+		return nil, err
+	}
 	opts := catalog.Options{
 		Validate: schedule.ValidateOptions{AllowedHosts: d.AllowedTargets, Builtins: scheduler.Builtins(), RefuseSubMinute: !d.SubMinute},
 		Now:      d.Clock(),

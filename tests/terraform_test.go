@@ -1307,6 +1307,43 @@ func checkDaemon(m *tfModule) []string {
 	return problems
 }
 
+// checkSecrets: BATON_PAGE_TOKEN_SECRET, wherever it is set, is a sensitive
+// input variable with no default whose validation demands the 32 bytes the
+// functions demand. A literal or a default would put the secret in the
+// repository (anyone could sign page tokens, as with the old built-in key),
+// a non-sensitive variable would print it in every plan, and a variable
+// without the length rule would let a deployment apply whose functions then
+// refuse to start.
+func checkSecrets(m *tfModule) []string {
+	var problems []string
+	_, env := functionFields(m)
+	for _, fn := range sortedKeys(env) {
+		e, ok := env[fn][config.EnvPageSecret]
+		if !ok {
+			continue // checkEnv reports a missing one
+		}
+		name, ok := strings.CutPrefix(m.text(e), "var.")
+		v := m.variables[name]
+		if !ok || v == nil {
+			problems = append(problems, fmt.Sprintf("%s: %s = %s must be an input variable (var.…), never a value in the repository", fn, config.EnvPageSecret, m.text(e)))
+			continue
+		}
+		if s := v.Body.Attributes["sensitive"]; s == nil || m.text(s.Expr) != "true" {
+			problems = append(problems, fmt.Sprintf("%s: variable %q holds %s and must be sensitive = true", fn, name, config.EnvPageSecret))
+		}
+		if v.Body.Attributes["default"] != nil {
+			problems = append(problems, fmt.Sprintf("%s: variable %q holds %s and must have no default: a default is public", fn, name, config.EnvPageSecret))
+		}
+		val := block(v.Body, "validation")
+		want := fmt.Sprintf("length(var.%s)>=%d", name, config.MinPageSecretLen) // text drops spaces
+		if val == nil || val.Body.Attributes["condition"] == nil || !strings.Contains(m.text(val.Body.Attributes["condition"].Expr), want) {
+			problems = append(problems, fmt.Sprintf("%s: variable %q holds %s and its validation must require %s (the functions refuse a shorter one)", fn, name, config.EnvPageSecret, want))
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
 var tfChecks = map[string]func(*tfModule) []string{
 	"env":             checkEnv,
 	"serviceAccounts": checkServiceAccounts,
@@ -1319,6 +1356,7 @@ var tfChecks = map[string]func(*tfModule) []string{
 	"tasks":           checkTasks,
 	"tasksIAM":        checkTasksIAM,
 	"daemon":          checkDaemon,
+	"secrets":         checkSecrets,
 }
 
 // TestTerraformRules runs every check on infra/terraform as committed.
@@ -1355,17 +1393,30 @@ func TestTerraformRulesFail(t *testing.T) {
 			"        BATON_LOG_LEVEL = var.log_level\n        BATON_LOG_LEVLE = \"debug\"\n      }\n    }\n  }\n",
 			"Rent: BATON_LOG_LEVLE is set but unknown"},
 		{"env token in cloud", "env", "main.tf",
-			"        BATON_SUBMINUTE = length(google_cloud_run_v2_service.daemon) > 0 ? \"true\" : \"false\"\n      }\n    }\n    GPU = {",
-			"        BATON_SUBMINUTE = length(google_cloud_run_v2_service.daemon) > 0 ? \"true\" : \"false\"\n        BATON_TOKEN = \"s3cret\"\n      }\n    }\n    GPU = {",
+			"        BATON_PAGE_TOKEN_SECRET = var.page_token_secret\n      }\n    }\n    GPU = {",
+			"        BATON_PAGE_TOKEN_SECRET = var.page_token_secret\n        BATON_TOKEN = \"s3cret\"\n      }\n    }\n    GPU = {",
 			"Schedules: BATON_TOKEN must not be set in the cloud"},
 		{"env emulator in cloud", "env", "main.tf",
 			"    BATON_LOG_LEVEL      = var.log_level\n",
 			"    BATON_LOG_LEVEL      = var.log_level\n    STORAGE_EMULATOR_HOST = \"localhost:4443\"\n",
 			"gpu-worker: STORAGE_EMULATOR_HOST must not be set in the cloud"},
 		{"env on a deployable that does not read it", "env", "main.tf",
-			"        BATON_SUBMINUTE = length(google_cloud_run_v2_service.daemon) > 0 ? \"true\" : \"false\"\n      }\n    }\n    GPU = {",
-			"        BATON_SUBMINUTE = length(google_cloud_run_v2_service.daemon) > 0 ? \"true\" : \"false\"\n        BATON_TICK_LEASE_TTL = var.tick_lease_ttl\n      }\n    }\n    GPU = {",
+			"        BATON_PAGE_TOKEN_SECRET = var.page_token_secret\n      }\n    }\n    GPU = {",
+			"        BATON_PAGE_TOKEN_SECRET = var.page_token_secret\n        BATON_TICK_LEASE_TTL = var.tick_lease_ttl\n      }\n    }\n    GPU = {",
 			"Schedules: BATON_TICK_LEASE_TTL is set on Schedules, which does not read it"},
+		{"page token secret as a literal", "secrets", "main.tf",
+			"        BATON_PAGE_TOKEN_SECRET = var.page_token_secret\n      }\n    }\n    GPU = {",
+			"        BATON_PAGE_TOKEN_SECRET = \"baton page token v1\"\n      }\n    }\n    GPU = {",
+			"Schedules: BATON_PAGE_TOKEN_SECRET = \"batonpagetokenv1\" must be an input variable"},
+		{"page token secret not sensitive", "secrets", "variables.tf",
+			"  type        = string\n  sensitive   = true\n", "  type        = string\n",
+			"GPU: variable \"page_token_secret\" holds BATON_PAGE_TOKEN_SECRET and must be sensitive = true"},
+		{"page token secret short", "secrets", "variables.tf",
+			"length(var.page_token_secret) >= 32", "length(var.page_token_secret) >= 8",
+			"its validation must require length(var.page_token_secret)>=32"},
+		{"page token secret with a default", "secrets", "variables.tf",
+			"  sensitive   = true\n", "  sensitive   = true\n  default     = \"0123456789abcdef0123456789abcdef\"\n",
+			"must have no default"},
 		{"build env at runtime", "env", "main.tf",
 			"        BATON_LOG_LEVEL = var.log_level\n      }\n    }\n  }\n",
 			"        BATON_LOG_LEVEL = var.log_level\n        GOOGLE_FUNCTION_SOURCE = \"functions\"\n      }\n    }\n  }\n",

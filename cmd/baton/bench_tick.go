@@ -8,7 +8,6 @@ import (
 	"maps"
 	"math"
 	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -25,6 +24,7 @@ import (
 	"github.com/baton-cron/baton/emulator/tasks"
 	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/catalog"
+	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
@@ -534,7 +534,9 @@ func (b *tickBench) timeHandOff(ctx context.Context, n int, now time.Time, targe
 		_ = ln.Close()
 		return nil, fmt.Errorf("bench tick: %w", err)
 	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// No Write timeout: the mux serves Run, which holds its request while
+	// the run executes.
+	hs := httpapi.NewServer(mux, httpapi.DefaultTimeouts)
 	go func() { _ = hs.Serve(ln) }()
 	defer hs.Close()
 

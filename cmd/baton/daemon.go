@@ -15,6 +15,7 @@ import (
 	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/gpu"
+	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/logging"
 	"github.com/baton-cron/baton/shared/scheduler"
@@ -166,7 +167,8 @@ func startHealth(addr string, d daemonState) (stop func(), bound string, err err
 	if err != nil {
 		return nil, "", err
 	}
-	srv := &http.Server{Handler: healthHandler(d), ReadHeaderTimeout: 5 * time.Second}
+	// Only /healthz is served, which answers at once.
+	srv := httpapi.NewServer(healthHandler(d), httpapi.DefaultTimeouts.WithWrite(httpapi.QuickWriteTimeout))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/gpu/worker"
+	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/logging"
 )
 
@@ -59,7 +60,10 @@ func run() error {
 		cfg.Bucket = sc.Bucket(b)
 	}
 	ws := worker.New(cfg)
-	srv := &http.Server{Addr: ":" + config.Get(config.EnvPort), Handler: ws, ReadHeaderTimeout: 10 * time.Second}
+	// The worker accepts a job and runs it in the background (POST /run
+	// answers 202 at once), so a Write timeout cuts off only a stuck client.
+	srv := httpapi.NewServer(ws, httpapi.DefaultTimeouts.WithWrite(httpapi.QuickWriteTimeout))
+	srv.Addr = ":" + config.Get(config.EnvPort)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.ListenAndServe() }()
 	log.Info("gpu-worker: listening", "addr", srv.Addr, "command", argv, "control", control)

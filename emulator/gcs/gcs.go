@@ -12,6 +12,8 @@ import (
 	"cloud.google.com/go/storage"
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"google.golang.org/api/option"
+
+	"github.com/baton-cron/baton/shared/httpapi"
 )
 
 // Options configures Start.
@@ -68,10 +70,8 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		return nil, fmt.Errorf("gcs emulator: start fake-gcs-server: %w", err)
 	}
 	s := &Server{fake: fake, ln: ln, host: host, log: log, done: make(chan struct{})}
-	s.srv = &http.Server{
-		Handler:           newFront(fake, log),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	// No Write timeout: a download of a large job output may take a while.
+	s.srv = httpapi.NewServer(newFront(fake, log), httpapi.DefaultTimeouts)
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

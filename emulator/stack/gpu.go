@@ -7,11 +7,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"time"
 
 	"cloud.google.com/go/storage"
 
 	"github.com/baton-cron/baton/shared/gpu/worker"
+	"github.com/baton-cron/baton/shared/httpapi"
 )
 
 // DefaultGPUCommand is what a local GPU worker runs for each job: the
@@ -51,13 +51,15 @@ func (g *gpuWorkers) closeListeners() {
 	}
 }
 
-func (g *gpuWorkers) serve(s *Stack, bucket *storage.BucketHandle, command []string) {
+func (g *gpuWorkers) serve(s *Stack, bucket *storage.BucketHandle, command []string, timeouts httpapi.Timeouts) {
 	for _, ln := range g.lns {
 		w := worker.New(worker.Config{
 			Command: command, ControlURL: s.URL + "/GPU", Token: s.Token,
 			Bucket: bucket, Logger: s.Logger,
 		})
-		srv := &http.Server{Handler: w, ReadHeaderTimeout: 10 * time.Second}
+		// A worker accepts a job and runs it in the background, so every
+		// answer is quick and a Write timeout is safe, as in cmd/gpu-worker.
+		srv := httpapi.NewServer(w, timeouts.WithWrite(httpapi.QuickWriteTimeout))
 		done := make(chan error, 1)
 		go func(ln net.Listener) { done <- srv.Serve(ln) }(ln)
 		g.workers = append(g.workers, w)

@@ -25,6 +25,7 @@ import (
 	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/gpu"
+	"github.com/baton-cron/baton/shared/httpapi"
 	tick "github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store"
 	"github.com/baton-cron/baton/shared/taskqueue"
@@ -98,6 +99,12 @@ type Config struct {
 	GPUWorkers int
 	// GPUCommand is the workers' command; nil means DefaultGPUCommand.
 	GPUCommand []string
+	// ServerTimeouts bound the functions' and the GPU workers' HTTP
+	// connections; the zero value means httpapi.DefaultTimeouts. Tests
+	// shorten them to see a slow client cut off. The functions' server
+	// never gets a Write timeout, whatever this says: /Run and /Tick
+	// execute targets for up to 30 minutes.
+	ServerTimeouts httpapi.Timeouts
 }
 
 // Stack is a running local stack.
@@ -186,7 +193,16 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if s.storage, err = s.gcs.Client(ctx); err != nil {
 		return nil, fmt.Errorf("stack: storage client: %w", err)
 	}
-	if s.store, err = store.Open(ctx, s.MongoURI, store.Options{Database: cfg.Database}); err != nil {
+	// The stack is one process serving every page, so an unset secret is
+	// fine: the store draws a random one (crypto/rand) at each start, and a
+	// token from a previous run is refused with 400, which costs a client
+	// one restart of its listing. Only the CLI holds tokens, and it only
+	// hands back what the stack gave it, so nothing else needs the secret.
+	pageSecret, err := config.PageSecret()
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	if s.store, err = store.Open(ctx, s.MongoURI, store.Options{Database: cfg.Database, PageKey: pageSecret}); err != nil {
 		return nil, fmt.Errorf("stack: open store: %w", err)
 	}
 	// In the cloud Terraform declares these; locally the stack creates them.
@@ -210,6 +226,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	deps := &functions.Deps{
 		Store: s.store, Storage: s.storage, Bucket: cfg.Bucket, Token: cfg.Token, Logger: cfg.Logger,
+		PageSecret: pageSecret,
 		// Local targets live on this machine; nothing else is allowed.
 		AllowedTargets: []string{"127.0.0.1", "localhost", "::1"},
 		GPUPool:        pool,
@@ -240,7 +257,10 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		_ = ln.Close()
 		return nil, fmt.Errorf("stack: %w", err)
 	}
-	s.http = &http.Server{Handler: accessLog(cfg.Logger, mux), ReadHeaderTimeout: 10 * time.Second}
+	// No Write timeout: /Run holds its request while the run executes (up
+	// to Cloud Tasks' 30-minute dispatch deadline), and a Tick that
+	// executes runs itself waits for the slowest target.
+	s.http = httpapi.NewServer(accessLog(cfg.Logger, mux), cfg.ServerTimeouts.WithWrite(0))
 	s.served = make(chan error, 1)
 	go func() { s.served <- s.http.Serve(ln) }()
 
@@ -249,7 +269,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		if len(cmd) == 0 {
 			cmd = DefaultGPUCommand
 		}
-		s.gpu.serve(s, s.storage.Bucket(cfg.Bucket), cmd)
+		s.gpu.serve(s, s.storage.Bucket(cfg.Bucket), cmd, cfg.ServerTimeouts)
 	}
 
 	for i, h := range cfg.Hooks {
@@ -274,6 +294,9 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 }
 
 func withDefaults(cfg Config) Config {
+	if cfg.ServerTimeouts == (httpapi.Timeouts{}) {
+		cfg.ServerTimeouts = httpapi.DefaultTimeouts
+	}
 	if cfg.Addr == "" {
 		cfg.Addr = DefaultAddr
 	}

@@ -123,6 +123,9 @@ locals {
         # Seconds-level crons fire only where something ticks every second;
         # without the daemon they are refused rather than fired once a minute.
         BATON_SUBMINUTE = length(google_cloud_run_v2_service.daemon) > 0 ? "true" : "false"
+        # Signs the schedule and run lists' page tokens; every instance must
+        # share it, so it is one secret per deployment.
+        BATON_PAGE_TOKEN_SECRET = var.page_token_secret
       }
     }
     GPU = {
@@ -139,6 +142,8 @@ locals {
         BATON_GPU_POOL   = local.gpu_pool
         BATON_CLOCK_SKEW = var.clock_skew
         BATON_LOG_LEVEL  = var.log_level
+        # Signs the job list's page tokens (as on Schedules).
+        BATON_PAGE_TOKEN_SECRET = var.page_token_secret
       }
     }
     Rent = {

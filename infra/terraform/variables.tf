@@ -386,3 +386,17 @@ variable "daemon_poll" {
     error_message = "daemon_poll must be a Go duration such as 200ms, 1s or 5s."
   }
 }
+
+# Required, with no default: Terraform has no built-in source of secrets
+# that CI can validate offline (the hashicorp/random provider is not in the
+# provider cache scripts/tf-check.sh builds), and a default would be public.
+variable "page_token_secret" {
+  description = "Secret that signs the list endpoints' page tokens (BATON_PAGE_TOKEN_SECRET of Schedules and GPU), at least 32 bytes: generate one with `openssl rand -base64 48` and keep it (e.g. export TF_VAR_page_token_secret). Changing it only makes outstanding nextPageTokens a 400."
+  type        = string
+  sensitive   = true
+
+  validation {
+    condition     = length(var.page_token_secret) >= 32
+    error_message = "page_token_secret must be at least 32 bytes (openssl rand -base64 48 makes 64)."
+  }
+}

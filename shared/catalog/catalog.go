@@ -189,7 +189,8 @@ func pageQuery(o ListOptions) (store.PageQuery, error) {
 	case o.PageSize < 0 || o.PageSize > MaxPageSize:
 		return store.PageQuery{}, &schedule.FieldError{Field: "pageSize", Reason: fmt.Sprintf("must be between 1 and %d, not %d", MaxPageSize, o.PageSize)}
 	}
-	return store.PageQuery{Limit: o.PageSize, Token: o.PageToken}, nil
+	// Every id is a string: a token carrying anything else was not ours.
+	return store.PageQuery{Limit: o.PageSize, Token: o.PageToken, IDType: bson.TypeString}, nil
 }
 
 func pageError(op string, err error) error {
@@ -228,7 +229,7 @@ func (s *Service) ListRuns(ctx context.Context, scheduleID string, o ListOptions
 		return nil, err
 	}
 	q.Filter = bson.D{{Key: "scheduleId", Value: scheduleID}}
-	q.SortField, q.Desc = "fireTime", true
+	q.SortField, q.SortType, q.Desc = "fireTime", bson.TypeDateTime, true
 	out := &RunPage{Runs: []schedule.Run{}}
 	p, err := s.runs.Page(ctx, q, &out.Runs)
 	if err != nil {

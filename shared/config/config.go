@@ -55,7 +55,12 @@ const (
 	EnvTasksAccount   = "BATON_TASKS_SERVICE_ACCOUNT"
 	EnvTasksEmu       = "CLOUD_TASKS_EMULATOR_HOST"
 	EnvSubMinute      = "BATON_SUBMINUTE"
+	EnvPageSecret     = "BATON_PAGE_TOKEN_SECRET"
 )
+
+// MinPageSecretLen is the shortest BATON_PAGE_TOKEN_SECRET accepted, in
+// bytes (store.MinPageKeyLen, which this package cannot import).
+const MinPageSecretLen = 32
 
 var functions = []string{FnTick, FnSchedules, FnGPU, FnRun}
 
@@ -82,6 +87,7 @@ var Vars = []Var{
 	{EnvRunURL, []string{FnTick, FnSchedules, FnRun}, "", "URL of the Run function: every task's HTTP target and the audience of its OIDC token."},
 	{EnvTasksAccount, []string{FnTick, FnSchedules, FnRun}, "", "Service account whose OIDC token each task carries to Run (Terraform's `baton-tasks`). The enqueuer needs `iam.serviceAccounts.actAs` on it."},
 	{EnvTasksEmu, nil, "", "host:port of a Cloud Tasks emulator (set by `baton local`); unset in the cloud."},
+	{EnvPageSecret, []string{FnSchedules, FnGPU}, "", "Secret (at least 32 bytes; `openssl rand -base64 48`) that signs the list endpoints' `nextPageToken`s, so that a made-up or edited token is refused with 400. Every instance must share it (Terraform passes `page_token_secret`). Required in the cloud; locally (and under `baton local`) unset draws a random one per process."},
 	{EnvSubMinute, []string{FnSchedules}, "false", "`true` when something ticks at second granularity (`baton daemon`, deployed by Terraform with `daemon_image`). Otherwise a seconds-level cron is refused with 400 instead of being fired once a minute."},
 }
 
@@ -119,4 +125,25 @@ func List(name string) []string {
 		}
 	}
 	return out
+}
+
+// InCloud reports whether this process runs on Cloud Run (as Cloud
+// Functions do), which sets K_SERVICE. There, several instances serve one
+// deployment, so per-process defaults that must agree between requests are
+// refused.
+func InCloud() bool { return os.Getenv("K_SERVICE") != "" }
+
+// PageSecret returns BATON_PAGE_TOKEN_SECRET, or nil when it is unset. A
+// secret shorter than MinPageSecretLen bytes is an error naming the
+// variable: a short secret can be guessed, and then anyone can sign a page
+// token.
+func PageSecret() ([]byte, error) {
+	s := Get(EnvPageSecret)
+	if s == "" {
+		return nil, nil
+	}
+	if len(s) < MinPageSecretLen {
+		return nil, fmt.Errorf("config: %s is %d bytes, want at least %d (generate one with openssl rand -base64 48)", EnvPageSecret, len(s), MinPageSecretLen)
+	}
+	return []byte(s), nil
 }

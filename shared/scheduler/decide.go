@@ -80,6 +80,8 @@ func (e *Engine) decide(ctx context.Context, l *lease.Lease, now time.Time, c *c
 			{Key: "nextRunAt", Value: bson.D{{Key: "$lte", Value: now}}},
 		},
 		SortField: "nextRunAt",
+		SortType:  bson.TypeDateTime,
+		IDType:    bson.TypeString,
 		Limit:     e.cfg.PageSize,
 	}
 	var work []*scheduleWork

@@ -24,6 +24,15 @@ type PageQuery struct {
 	// The field must hold one BSON type (missing or null is fine): MongoDB
 	// range operators do not compare across types.
 	SortField string
+	// SortType is the BSON type the sort field holds (bson.TypeDateTime,
+	// bson.TypeString, ...). A token whose sort value has another type is
+	// refused, so that even a validly signed token can only ever carry a
+	// value the list could have produced. Zero accepts any scalar type;
+	// null (a missing key) is always accepted.
+	SortType bson.Type
+	// IDType is the BSON type of _id, checked the same way; zero accepts
+	// any scalar type.
+	IDType bson.Type
 	// Desc sorts newest (largest) first.
 	Desc bool
 	// Limit is the page size, 1..1000; default 50.
@@ -124,7 +133,45 @@ func (c *Collection) decodeToken(q PageQuery) (*pageToken, error) {
 	if t.ID.Type == 0 || (q.SortField != "" && t.Sort.Type == 0) {
 		return nil, fmt.Errorf("%w: incomplete position", ErrBadPageToken)
 	}
+	// The values go into the filter as operands ({$gt: value}): a document
+	// there would be read as operators ($where, $expr...), an array as a
+	// set. The MAC says who made the token, not that it is harmless, so
+	// the type is checked too, in case the key ever leaks.
+	if err := checkTokenValue("_id", t.ID, q.IDType, false); err != nil {
+		return nil, err
+	}
+	if q.SortField != "" {
+		if err := checkTokenValue(q.SortField, t.Sort, q.SortType, true); err != nil {
+			return nil, err
+		}
+	}
 	return &t, nil
+}
+
+// scalarTypes are the BSON types a token may carry when the query does not
+// name one: plain comparable values, never a document, an array, code or a
+// regular expression, which a filter would interpret rather than compare.
+var scalarTypes = map[bson.Type]bool{
+	bson.TypeString: true, bson.TypeDateTime: true, bson.TypeInt32: true, bson.TypeInt64: true,
+	bson.TypeDouble: true, bson.TypeDecimal128: true, bson.TypeObjectID: true, bson.TypeBoolean: true,
+	bson.TypeTimestamp: true,
+}
+
+// checkTokenValue refuses a token value that is not a scalar, or not of
+// type want when the query names one; null only where nullOK (a sort key
+// may be missing, an _id may not). A want that is itself not a scalar
+// type admits nothing, so a mistaken SortType fails closed.
+func checkTokenValue(field string, v bson.RawValue, want bson.Type, nullOK bool) error {
+	if v.Type == bson.TypeNull && nullOK {
+		return nil
+	}
+	if !scalarTypes[v.Type] || want != 0 && v.Type != want {
+		return fmt.Errorf("%w: %s holds a %v", ErrBadPageToken, field, v.Type)
+	}
+	if err := v.Validate(); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrBadPageToken, field, err)
+	}
+	return nil
 }
 
 // Page reads one page into out (a pointer to a slice) with a keyset cursor:

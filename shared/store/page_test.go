@@ -305,7 +305,7 @@ func TestPageTokenErrors(t *testing.T) {
 	}
 
 	// A token signed with another key is refused too.
-	s2, err := store.Open(ctx, emutest.MongoURI(t), store.Options{Database: s.Database().Name(), PageKey: []byte("another key")})
+	s2, err := store.Open(ctx, emutest.MongoURI(t), store.Options{Database: s.Database().Name(), PageKey: []byte("another deployment's secret, 32+ bytes")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/url"
@@ -16,15 +18,24 @@ import (
 // DefaultDatabase is used when neither the URI path nor Options name one.
 const DefaultDatabase = "baton"
 
+// MinPageKeyLen is the shortest Options.PageKey accepted: 32 bytes (256
+// bits, SHA-256's output size), past any guessing.
+const MinPageKeyLen = 32
+
 // Options configures Open.
 type Options struct {
 	// Database overrides the database named in the URI path.
 	Database string
 	// Meter receives read and write counts; nil makes a new one.
 	Meter *Meter
-	// PageKey signs page tokens. Empty uses a built-in key: tokens are
-	// tamper-evident (an edited token is refused, never misread) but grant no
-	// authority, because the caller could list the same data anyway.
+	// PageKey signs page tokens, so that a token the caller edits or makes
+	// up is refused rather than read into a query. It must be secret, and
+	// at least MinPageKeyLen bytes: a public key (as baton once had) lets
+	// anyone sign a token. Every instance that serves one list must share
+	// it (BATON_PAGE_TOKEN_SECRET). Empty draws a random key, which only
+	// this Store knows: right for a single process (baton local, baton
+	// daemon, tests), wrong behind a load balancer, where the next page
+	// may be asked of another instance.
 	PageKey []byte
 	// ConnectTimeout bounds the initial ping; default 10s.
 	ConnectTimeout time.Duration
@@ -137,6 +148,10 @@ func Open(ctx context.Context, uri string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	key, err := pageKey(o.PageKey)
+	if err != nil {
+		return nil, err
+	}
 	copts := options.Client().ApplyURI(norm).SetRetryWrites(false).SetRetryReads(true)
 	client, err := mongo.Connect(copts)
 	if err != nil {
@@ -164,11 +179,22 @@ func Open(ctx context.Context, uri string, o Options) (*Store, error) {
 	if m == nil {
 		m = NewMeter()
 	}
-	key := o.PageKey
-	if len(key) == 0 {
-		key = []byte("baton page token v1")
-	}
 	return &Store{client: client, db: client.Database(name), meter: m, pageKey: key}, nil
+}
+
+// pageKey checks Options.PageKey, or draws a random one when it is empty.
+func pageKey(k []byte) ([]byte, error) {
+	if len(k) == 0 {
+		k = make([]byte, MinPageKeyLen)
+		if _, err := rand.Read(k); err != nil {
+			return nil, fmt.Errorf("store: open: draw a page token key: %w", err)
+		}
+		return k, nil
+	}
+	if len(k) < MinPageKeyLen {
+		return nil, fmt.Errorf("store: open: page token key is %d bytes, want at least %d", len(k), MinPageKeyLen)
+	}
+	return bytes.Clone(k), nil
 }
 
 // Close disconnects.

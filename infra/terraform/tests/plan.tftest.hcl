@@ -43,6 +43,8 @@ variables {
   worker_image     = "us-central1-docker.pkg.dev/baton-test/baton/gpu-worker:v1"
   operator_members = ["user:ops@example.com"]
   source_zip       = "tests/fixture.zip"
+  # A test value only, never a deployment's.
+  page_token_secret = "tftest page token secret, 32+ bytes long"
 }
 
 run "plan" {
@@ -51,6 +53,12 @@ run "plan" {
   assert {
     condition     = length(google_cloudfunctions2_function.fn) == 5
     error_message = "expected five functions: Tick, Run, Schedules, GPU, Rent"
+  }
+  assert {
+    condition = alltrue([for k, f in google_cloudfunctions2_function.fn :
+      lookup(nonsensitive(f.service_config[0].environment_variables), "BATON_PAGE_TOKEN_SECRET", "") == (contains(["Schedules", "GPU"], k) ? "tftest page token secret, 32+ bytes long" : "")
+    ])
+    error_message = "page_token_secret must reach Schedules and GPU, the functions that hand out page tokens, and no other"
   }
   assert {
     condition = alltrue([for k in ["Tick", "Schedules", "Run"] :
@@ -212,4 +220,12 @@ run "public_operator_refused" {
     operator_members = ["allUsers"]
   }
   expect_failures = [var.operator_members]
+}
+
+run "short_page_token_secret_refused" {
+  command = plan
+  variables {
+    page_token_secret = "baton page token v1"
+  }
+  expect_failures = [var.page_token_secret]
 }
