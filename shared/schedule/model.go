@@ -155,6 +155,11 @@ type HTTPTarget struct {
 	Headers map[string]string `bson:"headers,omitempty" json:"headers,omitempty"`
 	Body    string            `bson:"body,omitempty" json:"body,omitempty"`
 	Timeout Duration          `bson:"timeout" json:"timeout"`
+	// ErrorExcerpt keeps a short, redacted excerpt of a failing answer's
+	// body in the run's error. Off, the error holds the status line only:
+	// the run is returned by the API and logged, and a body can carry a
+	// token or internals.
+	ErrorExcerpt bool `bson:"errorExcerpt,omitempty" json:"errorExcerpt,omitempty"`
 }
 
 // GPUTarget enqueues a job on the GPU pool.

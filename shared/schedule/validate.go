@@ -435,7 +435,11 @@ func unwrapURLError(err error) error {
 //     without a port uses 80 for http and 443 for https);
 //   - "*.example.com" allows every subdomain of example.com, at any depth,
 //     but not example.com itself; "*.example.com:443" adds a port;
-//   - an IP literal ("10.0.0.7", "[::1]:8080") allows exactly that address.
+//   - an IP literal ("10.0.0.7", "[::1]:8080") allows exactly that address;
+//   - any of these after PrivatePrefix ("private:*.corp.internal") allows
+//     the same hosts, and also lets their names resolve to private, CGNAT,
+//     NAT64 and ULA addresses (AllowsPrivate), which an http target may not
+//     reach otherwise.
 //
 // Host names compare case-insensitively and without a trailing dot. An IP
 // literal in the URL is only allowed by an entry naming that same address:
@@ -455,9 +459,42 @@ func IsAllowedHost(u *url.URL, allowed []string) bool {
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
+	return matchEntries(host, port, allowed, false)
+}
+
+// PrivatePrefix marks an allowlist entry whose hosts may resolve to private
+// networks: a deployment opts in per host, not for every allowed name.
+const PrivatePrefix = "private:"
+
+// AllowsPrivate reports whether an entry with PrivatePrefix allows u's host
+// (and port): only such a host may resolve to a private, CGNAT, NAT64 or
+// ULA address.
+func AllowsPrivate(u *url.URL, allowed []string) bool {
+	if u == nil {
+		return false
+	}
+	host, ok := hostKey(u.Hostname())
+	if !ok {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return matchEntries(host, port, allowed, true)
+}
+
+// matchEntries matches a normalised host and port against the allowlist;
+// privateOnly looks at PrivatePrefix entries alone.
+func matchEntries(host, port string, allowed []string, privateOnly bool) bool {
 	isIP := net.ParseIP(host) != nil
 	for _, entry := range allowed {
-		eh, ep, ok := splitEntry(strings.TrimSpace(entry))
+		entry = strings.TrimSpace(entry)
+		rest, private := strings.CutPrefix(entry, PrivatePrefix)
+		if privateOnly && !private {
+			continue
+		}
+		eh, ep, ok := splitEntry(rest)
 		if !ok || (ep != "" && ep != port) {
 			continue
 		}
@@ -479,6 +516,7 @@ func IsAllowedHost(u *url.URL, allowed []string) bool {
 // typo instead of silently refusing that target.
 func CheckAllowlist(entries []string) error {
 	for _, e := range entries {
+		e = strings.TrimPrefix(strings.TrimSpace(e), PrivatePrefix)
 		if _, _, ok := splitEntry(strings.TrimSpace(e)); !ok {
 			return fmt.Errorf("allowlist entry %q: want host, host:port, *.domain, *.domain:port or an IP address ([v6]:port)", e)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -70,6 +71,10 @@ type Config struct {
 	// HTTPClient calls http targets; nil means a client without a global
 	// timeout (each target has its own).
 	HTTPClient *http.Client
+	// LookupIP resolves http target host names before the address check;
+	// nil means net.DefaultResolver. Tests set it: DNS has no emulator, so
+	// a hostile record is played at this edge.
+	LookupIP func(ctx context.Context, host string) ([]net.IPAddr, error)
 	// IDToken makes http targets carry a Google-signed OIDC ID token whose
 	// audience is the target URL (in the cloud; not locally, where there
 	// are no Google credentials).
@@ -180,7 +185,7 @@ func New(cfg Config) (*Engine, error) {
 	if e.http == nil {
 		e.http = &http.Client{}
 	}
-	e.http = guardClient(e.http, cfg.AllowedTargets)
+	e.http = guardClient(e.http, cfg.AllowedTargets, cfg.LookupIP)
 	return e, nil
 }
 

@@ -36,7 +36,7 @@ func TestIDTokenNotSentOnRedirectToAnotherHost(t *testing.T) {
 	}))
 	defer target.Close()
 	e := &Engine{cfg: Config{AllowedTargets: []string{"127.0.0.1", "localhost"}}}
-	base := guardClient(&http.Client{}, e.cfg.AllowedTargets)
+	base := guardClient(&http.Client{}, e.cfg.AllowedTargets, nil)
 	ts := oauth2.StaticTokenSource(&oauth2.Token{AccessToken: "id-token-for-target", TokenType: "Bearer"})
 	c := e.withRedirectCheck(idTokenClient(base, target.URL+"/run", ts))
 	resp, err := c.Get(target.URL + "/run")

@@ -15,18 +15,17 @@ import (
 
 // TestHTTPTargetNameResolvingToLoopback: an allowlisted name (here under a
 // wildcard) whose DNS points at a loopback address must not reach it. DNS
-// has no emulator, so the transport's dialer plays the resolver (the edge
-// double): every name resolves to the test server on 127.0.0.1, as a
+// has no emulator, so Config.LookupIP plays the resolver (the edge double):
+// every name resolves to 127.0.0.1, where the test server listens, as a
 // hostile record for "metadata.example.com" would to 169.254.169.254.
 func TestHTTPTargetNameResolvingToLoopback(t *testing.T) {
 	hit := make(chan string, 4)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hit <- r.Host }))
 	defer srv.Close()
-	srvAddr := srv.Listener.Addr().String()
-	_, port, _ := net.SplitHostPort(srvAddr)
-	resolveAll := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, network, srvAddr)
-	}}
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	toLoopback := func(context.Context, string) ([]net.IPAddr, error) {
+		return []net.IPAddr{{IP: net.IPv4(127, 0, 0, 1)}}, nil
+	}
 
 	for _, tc := range []struct {
 		name    string
@@ -39,7 +38,7 @@ func TestHTTPTargetNameResolvingToLoopback(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := setup(t, func(c *scheduler.Config) {
 				c.AllowedTargets = tc.allowed
-				c.HTTPClient = &http.Client{Transport: resolveAll}
+				c.LookupIP = toLoopback
 			})
 			s := schedule.Schedule{ID: "dns", Cron: "* * * * *", Target: schedule.Target{Type: schedule.TargetHTTP,
 				HTTP: &schedule.HTTPTarget{URL: "http://metadata.example.com:" + port + "/computeMetadata/v1/"}}}

@@ -8,7 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
+	"regexp"
 	"strings"
 	"time"
 
@@ -118,9 +118,40 @@ func (e *Engine) callHTTP(ctx context.Context, r *schedule.Run, h *schedule.HTTP
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	out := fmt.Sprintf("HTTP %d", resp.StatusCode)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return out, fmt.Errorf("http target answered %d: %s", resp.StatusCode, strings.TrimSpace(string(snippet)))
+		// The run's error is returned by the API and logged, so by default
+		// it holds the status line only: a failing answer's body can carry
+		// a token or a stack trace. errorExcerpt opts in to a short,
+		// redacted excerpt.
+		msg := fmt.Sprintf("http target answered %s", resp.Status)
+		if h.ErrorExcerpt {
+			if ex := excerpt(snippet); ex != "" {
+				msg += ": " + ex
+			}
+		}
+		return out, errors.New(msg)
 	}
 	return out, nil
+}
+
+// maxExcerpt bounds the excerpt of a failing answer's body kept on a run.
+const maxExcerpt = 200
+
+// secretLike matches what a failing answer's body must not leak into a
+// run: bearer and OAuth tokens, JWTs, and key=value or "key": "value"
+// pairs whose key names a credential.
+var secretLike = regexp.MustCompile(`(?i)(bearer\s+\S+|ya29\.[\w.-]+|eyJ[\w-]+\.[\w-]+\.[\w-]*|AIza[\w-]{20,}|` +
+	`["']?(authorization|api[-_]?key|access[-_]?token|refresh[-_]?token|id[-_]?token|token|secret|password|passwd|client[-_]?secret)["']?\s*[:=]\s*("[^"]*"|'[^']*'|[^\s,;&}]+))`)
+
+// excerpt is the start of a failing answer's body, with anything that looks
+// like a credential replaced, invalid UTF-8 dropped, and cut to maxExcerpt.
+func excerpt(body []byte) string {
+	s := strings.ToValidUTF8(strings.TrimSpace(string(body)), "")
+	s = secretLike.ReplaceAllString(s, "[redacted]")
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > maxExcerpt {
+		s = strings.ToValidUTF8(s[:maxExcerpt], "") + "…"
+	}
+	return s
 }
 
 // clientFor returns the client for a target URL: the configured one, or
@@ -173,21 +204,27 @@ func (a audienceOnly) RoundTrip(r *http.Request) (*http.Response, error) {
 	return a.plain.RoundTrip(r)
 }
 
-// ErrTargetAddress: an http target's host name resolved to a loopback,
-// link-local (the metadata server, 169.254.169.254), unspecified or
-// multicast address that BATON_ALLOWED_TARGETS does not list itself.
-var ErrTargetAddress = errors.New("scheduler: target host resolves to a loopback, link-local or unspecified address that BATON_ALLOWED_TARGETS does not list")
+// ErrTargetAddress: an http target's host name resolved only to addresses
+// an http target may not reach: loopback, link-local (the metadata server,
+// 169.254.169.254), unspecified or multicast ones that BATON_ALLOWED_TARGETS
+// does not name itself, or private, CGNAT, NAT64 and ULA ones whose host the
+// allowlist does not mark with schedule.PrivatePrefix.
+var ErrTargetAddress = errors.New("scheduler: target host resolves only to addresses that BATON_ALLOWED_TARGETS does not open to http targets (loopback, link-local, private, CGNAT, NAT64, ULA)")
 
-// guardClient returns a copy of c whose transport checks, at dial time, the
-// address actually connected to: the allowlist is checked on host names, and
-// a name it allows (any subdomain under a wildcard, or a name whose DNS is
-// changed later) must not reach the metadata server or the host's own
-// loopback services. Such an address passes only when the allowlist names
-// that IP itself, or (loopback only) when the URL's host is a listed
-// "localhost". Checking the dialled connection, not a prior lookup, leaves
-// no window for DNS rebinding. A transport that is not an *http.Transport
-// cannot be hooked and is used as it is.
-func guardClient(c *http.Client, allowed []string) *http.Client {
+// guardClient returns a copy of c whose transport checks, before it
+// connects, the address it is about to connect to: the allowlist is checked
+// on host names, and a name it allows (any subdomain under a wildcard, or a
+// name whose DNS is changed later) must not reach the metadata server, the
+// host's own loopback services or a private network. The dialer resolves
+// the name itself, checks each address, and connects to a checked address
+// only, so a DNS answer that changes between a check and the connect (DNS
+// rebinding) gets nowhere, and a refused address is never connected to: the
+// run's error cannot tell an open port from a closed one. A transport that
+// is not an *http.Transport cannot be hooked and is used as it is.
+func guardClient(c *http.Client, allowed []string, lookup func(ctx context.Context, host string) ([]net.IPAddr, error)) *http.Client {
+	if lookup == nil {
+		lookup = net.DefaultResolver.LookupIPAddr
+	}
 	rt := c.Transport
 	if rt == nil {
 		rt = http.DefaultTransport
@@ -206,40 +243,92 @@ func guardClient(c *http.Client, allowed []string) *http.Client {
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
 	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		conn, err := dial(ctx, network, addr)
+		host, port, err := net.SplitHostPort(addr)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("dial %s: %w", addr, err)
 		}
-		if err := checkDialed(addr, conn.RemoteAddr(), allowed); err != nil {
-			_ = conn.Close()
-			return nil, err
+		var ips []net.IP
+		if ip := net.ParseIP(host); ip != nil {
+			ips = []net.IP{ip}
+		} else {
+			addrs, err := lookup(ctx, host)
+			if err != nil {
+				return nil, fmt.Errorf("dial %s: %w", addr, err)
+			}
+			for _, a := range addrs {
+				ips = append(ips, a.IP)
+			}
 		}
-		return conn, nil
+		var firstErr error
+		for _, ip := range ips {
+			if err := checkAddress(host, ip, port, allowed); err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+			conn, err := dial(ctx, network, net.JoinHostPort(ip.String(), port))
+			if err == nil {
+				return conn, nil
+			}
+			firstErr = err
+		}
+		if firstErr == nil {
+			firstErr = fmt.Errorf("dial %s: no address", addr)
+		}
+		return nil, firstErr
 	}
 	cp := *c
 	cp.Transport = t
 	return &cp
 }
 
-// checkDialed applies guardClient's rule to one connection: addr is what
-// was dialled (host:port, before resolution), remote where it went.
-func checkDialed(addr string, remote net.Addr, allowed []string) error {
-	tcp, ok := remote.(*net.TCPAddr)
-	if !ok {
+// cgnat and nat64 are ranges net.IP has no method for.
+var (
+	cgnat = mustCIDR("100.64.0.0/10")
+	nat64 = []*net.IPNet{mustCIDR("64:ff9b::/96"), mustCIDR("64:ff9b:1::/48")}
+)
+
+func mustCIDR(s string) *net.IPNet {
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// privateAddress reports whether ip is on a network that is not the
+// public internet's, beyond the host-local ranges: RFC 1918, CGNAT, NAT64
+// and ULA (fc00::/7).
+func privateAddress(ip net.IP) bool {
+	if ip.IsPrivate() || cgnat.Contains(ip) {
+		return true
+	}
+	for _, n := range nat64 {
+		if n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAddress applies guardClient's rule to one address that host (as
+// dialled, before resolution) resolved to, before connecting to it.
+func checkAddress(host string, ip net.IP, port string, allowed []string) error {
+	named := schedule.IsAllowedHost(&url.URL{Scheme: "http", Host: net.JoinHostPort(ip.String(), port)}, allowed)
+	switch {
+	case ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast():
+		if named || ip.IsLoopback() && strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+			return nil // the URL's host passed IsAllowedHost, so localhost is listed
+		}
+	case privateAddress(ip):
+		if named || schedule.AllowsPrivate(&url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}, allowed) {
+			return nil
+		}
+	default:
 		return nil
 	}
-	ip := tcp.IP
-	if !ip.IsLoopback() && !ip.IsLinkLocalUnicast() && !ip.IsLinkLocalMulticast() && !ip.IsUnspecified() && !ip.IsMulticast() {
-		return nil
-	}
-	host, _, _ := net.SplitHostPort(addr)
-	if ip.IsLoopback() && strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
-		return nil // the URL's host passed IsAllowedHost, so localhost is listed
-	}
-	if schedule.IsAllowedHost(&url.URL{Scheme: "http", Host: net.JoinHostPort(ip.String(), strconv.Itoa(tcp.Port))}, allowed) {
-		return nil
-	}
-	return fmt.Errorf("dial %s: connected to %s: %w", addr, ip, ErrTargetAddress)
+	return fmt.Errorf("dial %s: refused %s before connecting: %w", net.JoinHostPort(host, port), ip, ErrTargetAddress)
 }
 
 func (e *Engine) withRedirectCheck(c *http.Client) *http.Client {
@@ -248,6 +337,18 @@ func (e *Engine) withRedirectCheck(c *http.Client) *http.Client {
 	cp.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if !schedule.IsAllowedHost(req.URL, allowed) {
 			return fmt.Errorf("redirect to %s: %w", req.URL.Host, ErrTargetNotAllowed)
+		}
+		if !strings.EqualFold(req.URL.Host, via[0].URL.Host) {
+			// The schedule's headers (API keys, say) were meant for the
+			// target's host: another host gets baton's own headers only.
+			// (net/http drops Authorization and Cookie itself, not these.)
+			keep := http.Header{}
+			for _, k := range []string{HeaderRunID, HeaderFireTime, fence.Header, "User-Agent"} {
+				if v := req.Header.Values(k); len(v) > 0 {
+					keep[k] = v
+				}
+			}
+			req.Header = keep
 		}
 		if len(via) >= 10 {
 			return errors.New("stopped after 10 redirects")
