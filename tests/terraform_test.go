@@ -474,6 +474,11 @@ func checkPublic(m *tfModule) []string {
 				}
 				if isGrant && strings.Contains(target, `fn["Rent"]`) {
 					rentPublic++
+					// Organisations with domain-restricted sharing refuse
+					// allUsers: the grant must be one they can turn off.
+					if c := b.Body.Attributes["count"]; c == nil || !strings.Contains(m.text(c.Expr), "var.rent_public?1:0") {
+						problems = append(problems, fmt.Sprintf("%s: allUsers on Rent must follow var.rent_public (count = var.rent_public ? 1 : 0)", where))
+					}
 					return
 				}
 				problems = append(problems, fmt.Sprintf("%s: %s is granted outside the Rent function (only Rent is public)", where, mm[1]))
@@ -1128,7 +1133,8 @@ func checkTasksIAM(m *tfModule) []string {
 			problems = append(problems, fmt.Sprintf("function_invokers %s: grants baton-tasks run.invoker on %s; baton-tasks invokes Run only", where, fn))
 		}
 	}
-	for _, arg := range call.Args {
+	var visit func(arg hclsyntax.Expression)
+	visit = func(arg hclsyntax.Expression) {
 		switch a := arg.(type) {
 		case *hclsyntax.ObjectConsExpr:
 			for _, it := range a.Items {
@@ -1136,9 +1142,16 @@ func checkTasksIAM(m *tfModule) []string {
 			}
 		case *hclsyntax.ForExpr:
 			check(m.text(a), a.ValExpr)
+		case *hclsyntax.ConditionalExpr:
+			// cond ? {…} : {…}: either side may be applied.
+			visit(a.TrueResult)
+			visit(a.FalseResult)
 		default:
 			problems = append(problems, fmt.Sprintf("function_invokers: cannot read %s", m.text(arg)))
 		}
+	}
+	for _, arg := range call.Args {
+		visit(arg)
 	}
 	if runTasks != 1 {
 		problems = append(problems, fmt.Sprintf("function_invokers: baton-tasks must invoke Run exactly once, found %d (tasks could not reach Run)", runTasks))
@@ -1478,6 +1491,14 @@ func TestTerraformRulesFail(t *testing.T) {
 			`{ "Run/tasks" = { fn = "Run", member = google_service_account.tasks.member } },
     { for m in var.operator_members : "Run/${m}" => { fn = "Run", member = m } },`,
 			"grants run.invoker on Run to m; Run may be invoked only by baton-tasks"},
+		{"run.invoker on Run through the private-Rent branch", "tasksIAM", "iam.tf",
+			`"Rent/${m}" => { fn = "Rent", member = m }`,
+			`"Run/${m}" => { fn = "Run", member = m }`,
+			"grants run.invoker on Run to m; Run may be invoked only by baton-tasks"},
+		{"allUsers on Rent even when rent_public is false", "public", "iam.tf",
+			`count = var.rent_public ? 1 : 0`,
+			`count = 1`,
+			"allUsers on Rent must follow var.rent_public"},
 		{"run.invoker on Run for another account", "tasksIAM", "iam.tf",
 			`"Run/tasks" = { fn = "Run", member = google_service_account.tasks.member }`,
 			`"Run/tasks" = { fn = "Run", member = google_service_account.scheduler.member }`,

@@ -7,6 +7,7 @@ resource "google_firestore_database" "baton" {
   database_edition                    = "ENTERPRISE"
   mongodb_compatible_data_access_mode = "DATA_ACCESS_MODE_ENABLED"
   delete_protection_state             = var.deletion_protection ? "DELETE_PROTECTION_ENABLED" : "DELETE_PROTECTION_DISABLED"
+  point_in_time_recovery_enablement   = var.point_in_time_recovery ? "POINT_IN_TIME_RECOVERY_ENABLED" : "POINT_IN_TIME_RECOVERY_DISABLED"
   # Provider 8 abandons a database on destroy unless told to delete it.
   deletion_policy = var.deletion_protection ? "ABANDON" : "DELETE"
 

@@ -104,6 +104,8 @@ locals {
     { "Run/tasks" = { fn = "Run", member = google_service_account.tasks.member } },
     { for m in var.operator_members : "Schedules/${m}" => { fn = "Schedules", member = m } },
     { for m in var.operator_members : "GPU/${m}" => { fn = "GPU", member = m } },
+    # Rent kept private (rent_public = false): the operators may call it.
+    var.rent_public ? {} : { for m in var.operator_members : "Rent/${m}" => { fn = "Rent", member = m } },
   )
 }
 
@@ -120,7 +122,12 @@ resource "google_cloud_run_v2_service_iam_member" "function_invoker" {
 }
 
 # Rent is the only public endpoint: a calculator with no data behind it.
+# An organisation with domain-restricted sharing
+# (constraints/iam.allowedPolicyMemberDomains) refuses allUsers, and the
+# apply would stop half done: set rent_public = false there.
 resource "google_cloud_run_v2_service_iam_member" "rent_public" {
+  count = var.rent_public ? 1 : 0
+
   project  = var.project
   location = var.region
   name     = google_cloudfunctions2_function.fn["Rent"].service_config[0].service

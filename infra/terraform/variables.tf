@@ -400,3 +400,15 @@ variable "page_token_secret" {
     error_message = "page_token_secret must be at least 32 bytes (openssl rand -base64 48 makes 64)."
   }
 }
+
+variable "rent_public" {
+  description = "Grant roles/run.invoker on the Rent function to allUsers (a public calculator with no data behind it). Set false where the organisation's domain-restricted sharing policy refuses allUsers; operator_members can then call it with an ID token."
+  type        = bool
+  default     = true
+}
+
+variable "point_in_time_recovery" {
+  description = "Keep Firestore point-in-time recovery on (7 days of versions, billed as storage), so a bad edit or a bug's writes can be read back and undone."
+  type        = bool
+  default     = true
+}

@@ -118,6 +118,31 @@ run "plan" {
     condition     = [for k, v in local.function_invokers : k if v.fn == "Run"] == ["Run/tasks"]
     error_message = "only baton-tasks may invoke Run"
   }
+  assert {
+    condition     = length(google_cloud_run_v2_service_iam_member.rent_public) == 1 && google_cloud_run_v2_service_iam_member.rent_public[0].member == "allUsers"
+    error_message = "Rent is public by default"
+  }
+  assert {
+    condition     = google_firestore_database.baton.point_in_time_recovery_enablement == "POINT_IN_TIME_RECOVERY_ENABLED"
+    error_message = "point-in-time recovery must be on by default"
+  }
+}
+
+# An organisation whose domain-restricted sharing refuses allUsers: Rent
+# stays private, and the operators may call it.
+run "rent_private" {
+  command = plan
+  variables {
+    rent_public = false
+  }
+  assert {
+    condition     = length(google_cloud_run_v2_service_iam_member.rent_public) == 0
+    error_message = "rent_public = false must grant nothing to allUsers"
+  }
+  assert {
+    condition     = [for k, v in local.function_invokers : k if v.fn == "Rent"] == ["Rent/user:ops@example.com"]
+    error_message = "with Rent private, exactly the operators may invoke it"
+  }
 }
 
 run "daemon" {
