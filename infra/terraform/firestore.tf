@@ -72,3 +72,20 @@ resource "google_firestore_index" "baton" {
     }
   }
 }
+
+# The change stream that lets `baton daemon` watch schedule edits instead of
+# polling for them (Firestore's change streams are a preview, created before
+# any client can open one). Scoped to the schedules collection, the only one
+# the daemon watches; a day of retention covers a daemon restart.
+resource "google_firestore_change_stream" "schedules" {
+  count = var.change_stream ? 1 : 0
+
+  project          = var.project
+  database         = google_firestore_database.baton.name
+  name             = "baton-schedules"
+  retention_period = "86400s"
+
+  collection_group_scope {
+    collection_group_id = "schedules"
+  }
+}

@@ -412,3 +412,9 @@ variable "point_in_time_recovery" {
   type        = bool
   default     = true
 }
+
+variable "change_stream" {
+  description = "Create the Firestore change stream on the schedules collection, so that baton daemon watches edits instead of polling for them. Change streams are a Firestore preview; set false where it cannot be created, and the daemon polls."
+  type        = bool
+  default     = true
+}

@@ -126,6 +126,10 @@ run "plan" {
     condition     = google_firestore_database.baton.point_in_time_recovery_enablement == "POINT_IN_TIME_RECOVERY_ENABLED"
     error_message = "point-in-time recovery must be on by default"
   }
+  assert {
+    condition     = length(google_firestore_change_stream.schedules) == 1 && google_firestore_change_stream.schedules[0].collection_group_scope[0].collection_group_id == "schedules"
+    error_message = "the change stream the daemon watches must cover the schedules collection"
+  }
 }
 
 # An organisation whose domain-restricted sharing refuses allUsers: Rent
