@@ -9,6 +9,15 @@ resource "google_cloud_run_v2_service" "gpu_worker" {
   ingress             = "INGRESS_TRAFFIC_ALL" # Tick and GPU call it without a VPC; IAM decides who may.
   deletion_protection = var.deletion_protection
 
+  # Combinations the Cloud Run API refuses, refused at plan instead of
+  # halfway through an apply.
+  lifecycle {
+    precondition {
+      condition     = local.worker_shape_ok
+      error_message = local.worker_shape_rule
+    }
+  }
+
   template {
     service_account                  = google_service_account.gpu_worker.email
     max_instance_request_concurrency = 1
@@ -52,3 +61,17 @@ resource "google_cloud_run_v2_service" "gpu_worker" {
 
 # The worker calls the GPU function back (heartbeat, complete) with an ID
 # token for its own service account; see function_invoker in iam.tf.
+
+locals {
+  worker_cpu_n    = tonumber(var.worker_cpu)
+  worker_memory_n = tonumber(trimsuffix(var.worker_memory, "Gi"))
+  # nvidia-rtx-pro-6000 needs 20 vCPUs and at least 80 GiB; nvidia-l4 takes
+  # at most 8 vCPUs and 32 GiB, and Cloud Run asks for 6 vCPUs above 16 GiB
+  # and 8 above 24 GiB.
+  worker_shape_ok = (var.gpu_accelerator == "nvidia-rtx-pro-6000" ?
+    local.worker_cpu_n >= 20 && local.worker_memory_n >= 80 :
+    local.worker_cpu_n <= 8 && local.worker_memory_n <= 32 &&
+    (local.worker_memory_n <= 16 || local.worker_cpu_n >= 6) &&
+  (local.worker_memory_n <= 24 || local.worker_cpu_n >= 8))
+  worker_shape_rule = "worker_cpu/worker_memory do not fit gpu_accelerator: nvidia-rtx-pro-6000 needs worker_cpu = 20 and worker_memory >= 80Gi; nvidia-l4 takes worker_cpu <= 8 and worker_memory <= 32Gi, with worker_cpu >= 6 above 16Gi and 8 above 24Gi."
+}

@@ -258,3 +258,41 @@ run "short_page_token_secret_refused" {
   }
   expect_failures = [var.page_token_secret]
 }
+
+# GPU shapes the Cloud Run API refuses fail the plan, not the apply.
+run "rtx_too_small_refused" {
+  command = plan
+  variables {
+    gpu_accelerator = "nvidia-rtx-pro-6000"
+    worker_cpu      = "8"
+    worker_memory   = "32Gi"
+  }
+  expect_failures = [google_cloud_run_v2_service.gpu_worker]
+}
+
+run "l4_too_big_refused" {
+  command = plan
+  variables {
+    worker_cpu    = "20"
+    worker_memory = "80Gi"
+  }
+  expect_failures = [google_cloud_run_v2_service.gpu_worker]
+}
+
+run "l4_memory_without_cpu_refused" {
+  command = plan
+  variables {
+    worker_cpu    = "4"
+    worker_memory = "24Gi"
+  }
+  expect_failures = [google_cloud_run_v2_service.gpu_worker]
+}
+
+run "rtx_shape_accepted" {
+  command = plan
+  variables {
+    gpu_accelerator = "nvidia-rtx-pro-6000"
+    worker_cpu      = "20"
+    worker_memory   = "80Gi"
+  }
+}
