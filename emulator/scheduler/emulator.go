@@ -89,7 +89,11 @@ func New(opts Options) *Emulator {
 		opts.Clock = RealClock{}
 	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{}
+		// A transport of its own: httptest.Server.Close calls
+		// CloseIdleConnections on http.DefaultTransport, which broke an
+		// attempt of another emulator sharing it ("transport connection
+		// broken: CloseIdleConnections called", seen in CI).
+		opts.Client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
