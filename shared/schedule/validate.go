@@ -451,15 +451,22 @@ func IsAllowedHost(u *url.URL, allowed []string) bool {
 	if u == nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
 		return false
 	}
-	host, ok := hostKey(u.Hostname())
+	host, port, ok := hostPort(u)
+	return ok && matchEntries(host, port, allowed, false)
+}
+
+// hostPort is u's normalised host and its port, the scheme's default when
+// u names none.
+func hostPort(u *url.URL) (host, port string, ok bool) {
+	host, ok = hostKey(u.Hostname())
 	if !ok {
-		return false
+		return "", "", false
 	}
-	port := u.Port()
+	port = u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	return matchEntries(host, port, allowed, false)
+	return host, port, true
 }
 
 // PrivatePrefix marks an allowlist entry whose hosts may resolve to private
@@ -473,15 +480,8 @@ func AllowsPrivate(u *url.URL, allowed []string) bool {
 	if u == nil {
 		return false
 	}
-	host, ok := hostKey(u.Hostname())
-	if !ok {
-		return false
-	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	return matchEntries(host, port, allowed, true)
+	host, port, ok := hostPort(u)
+	return ok && matchEntries(host, port, allowed, true)
 }
 
 // matchEntries matches a normalised host and port against the allowlist;
@@ -517,10 +517,11 @@ func matchEntries(host, port string, allowed []string, privateOnly bool) bool {
 func CheckAllowlist(entries []string) error {
 	for _, e := range entries {
 		e = strings.TrimPrefix(strings.TrimSpace(e), PrivatePrefix)
-		if _, _, ok := splitEntry(strings.TrimSpace(e)); !ok {
-			return fmt.Errorf("allowlist entry %q: want host, host:port, *.domain, *.domain:port or an IP address ([v6]:port)", e)
+		_, p, ok := splitEntry(e)
+		if !ok {
+			return fmt.Errorf("allowlist entry %q: want host, host:port, *.domain, *.domain:port or an IP address ([v6]:port), optionally after %q", e, PrivatePrefix)
 		}
-		if _, p, _ := splitEntry(strings.TrimSpace(e)); p != "" {
+		if p != "" {
 			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
 				return fmt.Errorf("allowlist entry %q: port %q is not a number from 1 to 65535", e, p)
 			}

@@ -213,11 +213,7 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 	if busy, err := e.gpuBusy(ctx, s, r.ID); busy != nil || err != nil {
 		// The previous run's GPU job is still in the pool: it holds no
 		// job lease, but it is the earlier run r overlaps.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTTL(s))
-		if rerr := l.Release(rctx); rerr != nil {
-			e.log.Warn("job lease release failed", "lease", l.Name(), "err", rerr)
-		}
-		cancel()
+		e.release(ctx, s, l)
 		if err != nil {
 			// Unknown: no policy applies to an overlap nobody saw. Left
 			// pending for the queue or the sweep.
@@ -820,11 +816,7 @@ func (e *Engine) releaseJob(ctx context.Context, s *schedule.Schedule, l *lease.
 		e.beforeRelease(s.ID)
 	}
 	for round := 1; ; round++ {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTTL(s))
-		if err := l.Release(rctx); err != nil && !errors.Is(err, lease.ErrNotHeld) {
-			e.log.Warn("job lease release failed", "lease", l.Name(), "err", err)
-		}
-		cancel()
+		e.release(ctx, s, l)
 		if s.Overlap != schedule.OverlapBufferOne || ctx.Err() != nil {
 			return
 		}
@@ -840,6 +832,17 @@ func (e *Engine) releaseJob(ctx context.Context, s *schedule.Schedule, l *lease.
 			return
 		}
 		e.misfireLoop(ctx, s, l, c)
+	}
+}
+
+// release releases the job lease l, even when ctx has ended (a held lease
+// would block the schedule's next run until it expires), within one TTL. A
+// lease already lost needs no release.
+func (e *Engine) release(ctx context.Context, s *schedule.Schedule, l *lease.Lease) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTTL(s))
+	defer cancel()
+	if err := l.Release(rctx); err != nil && !errors.Is(err, lease.ErrNotHeld) {
+		e.log.Warn("job lease release failed", "lease", l.Name(), "err", err)
 	}
 }
 

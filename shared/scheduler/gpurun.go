@@ -49,7 +49,7 @@ const enqueueTries = 3
 // run failed. Any other failure leaves the run running, and the sweep
 // enqueues the job once the job lease is free.
 func (e *Engine) handToGPU(ctx context.Context, s *schedule.Schedule, r *runDoc, write func(context.Context, bson.D) error, c *counters) error {
-	jobID := schedule.GPUJobID(r.ID)
+	jobID := r.GPUJob // recorded by the claim
 	var err error
 	wait := 100 * time.Millisecond
 	for try := 1; ; try++ {

@@ -291,11 +291,7 @@ func (e *Engine) strandedMisfires(ctx context.Context, c *counters) []*scheduleW
 			continue // held: its holder checks the flag before releasing
 		}
 		rd, ok := e.takeMisfire(ctx, s, l, c)
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseTTL(s))
-		if err := l.Release(rctx); err != nil {
-			e.log.Warn("job lease release after a stranded misfire failed", "lease", l.Name(), "err", err)
-		}
-		cancel()
+		e.release(ctx, s, l)
 		if ok {
 			e.log.Warn("misfire flag set with no holder (it died mid-run); its misfire run recorded", "schedule", s.ID, "run", rd.ID)
 			c.recovered.Add(1)
