@@ -71,6 +71,10 @@ type Dispatcher struct {
 
 	initMu sync.Mutex
 	inited bool
+
+	// testHookEmptyFill, when set by a test, runs when fill has found no
+	// queued job and still holds the slot: the window a late enqueue hits.
+	testHookEmptyFill func()
 }
 
 // New returns a dispatcher. Slot documents and indexes are created on
@@ -215,12 +219,19 @@ func (d *Dispatcher) Dispatch(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	refused := map[string]bool{}
-	n := 0
+	n, late := 0, 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return n, err
 		}
 		slot, job, secret, err := d.claim(ctx, refused)
+		if errors.Is(err, errLateJob) && late < maxLateJobs {
+			late++
+			continue
+		}
+		if errors.Is(err, errLateJob) {
+			return n, nil // still queued: the next completion or sweep takes it
+		}
 		if err != nil || job == nil {
 			return n, err
 		}
@@ -294,11 +305,20 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error)
 		}}},
 		&job, options.FindOneAndUpdate().SetSort(bson.D{{Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}))
 	if err != nil {
-		d.freeSlot(ctx, slot.ID, slot.Epoch, time.Unix(0, 0).UTC())
-		if errors.Is(err, store.ErrConflict) {
-			return nil, "", nil
+		if errors.Is(err, store.ErrConflict) && d.testHookEmptyFill != nil {
+			d.testHookEmptyFill()
 		}
-		return nil, "", fmt.Errorf("gpu: claim job: %w", err)
+		d.freeSlot(ctx, slot.ID, slot.Epoch, time.Unix(0, 0).UTC())
+		if !errors.Is(err, store.ErrConflict) {
+			return nil, "", fmt.Errorf("gpu: claim job: %w", err)
+		}
+		// A job enqueued between the query above and the free found
+		// the slot still held, so its own Dispatch gave up: look once
+		// more now that the slot is free, or it waits for the next sweep.
+		if d.queued(ctx) {
+			return nil, "", errLateJob
+		}
+		return nil, "", nil
 	}
 	// Step 3: link the slot to the job, under the fence. The slot keeps the
 	// hash too: a completion re-claims the slot before it touches the job
@@ -519,6 +539,22 @@ func (d *Dispatcher) requeueUnharmed(ctx context.Context, job *Job) {
 		// Its lease will run out and Sweep will requeue it.
 		d.cfg.Logger.Warn("gpu: requeue refused job", "job", job.ID, "error", err.Error())
 	}
+}
+
+// errLateJob: fill found no queued job, freed its slot, and then saw a job
+// that arrived meanwhile. The caller dispatches again.
+var errLateJob = errors.New("gpu: a job was queued while the slot was being freed")
+
+// maxLateJobs bounds how often one Dispatch goes round again for errLateJob,
+// so a stream of enqueues racing the free cannot keep it looping.
+const maxLateJobs = 3
+
+// queued reports whether any job is queued. An error counts as yes: one
+// more dispatch attempt is cheaper than a job left waiting for a sweep.
+func (d *Dispatcher) queued(ctx context.Context) bool {
+	var j bson.Raw
+	err := d.jobs.FindOne(ctx, bson.D{{Key: "status", Value: StatusQueued}}, &j, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	return !errors.Is(err, store.ErrNotFound)
 }
 
 // freeSlot releases a slot held at epoch, making it claimable at
