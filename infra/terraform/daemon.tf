@@ -124,11 +124,14 @@ resource "google_cloud_run_v2_service" "daemon" {
   }
 
   # The daemon takes the lease and reads the database as soon as it starts;
-  # without its grants in place its first instance would crash-loop.
+  # without its grants in place (and propagated: terraform_data.iam_ready)
+  # its first instance would crash-loop. Its invoker grant on the worker
+  # follows the functions, so it is made first but not waited for.
   depends_on = [
     terraform_data.apis_ready,
     terraform_data.iam_ready,
     google_project_iam_member.daemon_datastore,
     google_storage_bucket_iam_member.daemon_bucket,
+    google_cloud_run_v2_service_iam_member.daemon_worker_invoker,
   ]
 }
