@@ -2,14 +2,16 @@
 # (build_config.docker_repository) instead of the shared gcf-artifacts
 # repository, so the build account can be given write on this repository
 # alone, and old images are deleted rather than kept (and billed) forever.
-# The GPU worker's and the daemon's images may be pushed here too (docs/
-# deploy.md): the same cleanup policy then applies to them, so keep
-# image_keep_count above the number of versions pushed between two deploys.
+# It is not the `baton` repository docs/deploy.md has you create by hand for
+# the GPU worker's and the daemon's images: those must exist before this
+# configuration deploys them, and a cleanup policy here could delete an
+# image a service still runs (docs/deploy.md shows the same policy for that
+# repository, with gcloud).
 resource "google_artifact_registry_repository" "functions" {
   project       = var.project
   location      = var.region
-  repository_id = "baton"
-  description   = "baton images: the functions (built by Cloud Build), and optionally the GPU worker and the daemon"
+  repository_id = "baton-functions"
+  description   = "baton function images, built by Cloud Build from the source zip"
   format        = "DOCKER"
 
   # KEEP wins over DELETE (Artifact Registry cleanup policies): the

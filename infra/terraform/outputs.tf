@@ -29,7 +29,7 @@ output "rent_url" {
 }
 
 output "image_repository" {
-  description = "Artifact Registry repository of the functions' images (REGION-docker.pkg.dev/PROJECT/baton), where the GPU worker's and the daemon's images may be pushed too."
+  description = "Artifact Registry repository of the functions' images (REGION-docker.pkg.dev/PROJECT/baton-functions), with its cleanup policy."
   value       = google_artifact_registry_repository.functions.registry_uri
 }
 

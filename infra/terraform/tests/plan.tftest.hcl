@@ -30,8 +30,8 @@ mock_provider "google" {
   mock_resource "google_artifact_registry_repository" {
     override_during = plan
     defaults = {
-      id           = "projects/baton-test/locations/us-central1/repositories/baton"
-      registry_uri = "us-central1-docker.pkg.dev/baton-test/baton"
+      id           = "projects/baton-test/locations/us-central1/repositories/baton-functions"
+      registry_uri = "us-central1-docker.pkg.dev/baton-test/baton-functions"
     }
   }
   mock_resource "google_service_account" {
@@ -84,14 +84,15 @@ run "plan" {
     error_message = "the worker must call back GPUCallback (BATON_CONTROL_URL)"
   }
   assert {
-    condition     = alltrue([for f in google_cloudfunctions2_function.fn : f.build_config[0].docker_repository == "projects/baton-test/locations/us-central1/repositories/baton"])
+    condition     = alltrue([for f in google_cloudfunctions2_function.fn : f.build_config[0].docker_repository == "projects/baton-test/locations/us-central1/repositories/baton-functions"])
     error_message = "every function's image goes to baton's own Artifact Registry repository"
   }
   assert {
     condition = (google_artifact_registry_repository.functions.format == "DOCKER" && !google_artifact_registry_repository.functions.cleanup_policy_dry_run &&
+      google_artifact_registry_repository.functions.repository_id != "baton" &&
       one([for p in google_artifact_registry_repository.functions.cleanup_policies : p.most_recent_versions[0].keep_count if p.action == "KEEP"]) == 10 &&
     one([for p in google_artifact_registry_repository.functions.cleanup_policies : p.condition[0].older_than if p.action == "DELETE"]) == "2592000s")
-    error_message = "the image repository keeps the 10 most recent versions and deletes the rest after 30 days, for real (no dry run)"
+    error_message = "the image repository keeps the 10 most recent versions and deletes the rest after 30 days, for real (no dry run), and is not the hand-made worker repository baton (docs/deploy.md step 2), which the apply would collide with"
   }
   assert {
     condition = (google_storage_bucket_iam_member.worker_bucket.condition[0].expression == "resource.name.startsWith(\"projects/_/buckets/baton-test-bucket/objects/outputs/\")" &&
