@@ -37,7 +37,10 @@ resource "google_project_service" "api" {
 #
 # Why terraform_data and sleep rather than time_sleep: the hashicorp/time
 # provider cannot be fetched where CI validates this directory (only the
-# Go module proxy is reachable, and it serves no Terraform providers), while
+# Go module proxy is reachable, and it serves no Terraform providers), and
+# terraform test's mock_provider does not help: it still needs the provider
+# installed for its schema ("Missing required provider
+# registry.terraform.io/hashicorp/time", tried with Terraform 1.11).
 # terraform_data is built into Terraform. The provisioner runs only when
 # this resource is created or replaced (the API list changes), never on a
 # plain apply. The 8.0.0 google provider has no
