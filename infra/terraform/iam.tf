@@ -1,10 +1,12 @@
 # One service account per deployable, each granted only what it uses.
 # Storage roles are on the bucket, each narrowed by an IAM condition to the
 # one prefix its holder uses, and invoker grants are on the exact Cloud Run
-# service. The only project-level grants are those IAM grants nowhere else:
-# roles/datastore.user (a condition narrows it to baton's database) and the
-# build account's roles/logging.logWriter and its read of the Cloud
-# Functions source bucket (a condition narrows it to that bucket).
+# service. The only project-level grants are those that cannot be made
+# lower: roles/datastore.user (IAM grants it only there; a condition narrows
+# it to baton's database), the build account's roles/logging.logWriter
+# (likewise) and its read of the Cloud Functions source bucket, which does
+# not exist before the first deploy (a condition narrows it to that
+# bucket), and the opt-in Cloud Tasks agent role (tasks.tf).
 
 resource "google_service_account" "function" {
   for_each = local.functions
@@ -77,7 +79,10 @@ resource "google_project_iam_member" "build_sources" {
 }
 
 # - And read of the uploaded zip itself in baton's bucket, under source/
-#   only: never the leases or the job output.
+#   only: never the leases or the job output. The copy above is made by the
+#   Cloud Functions service agent, so a build may never read the original;
+#   this grant is kept for a build that does (one read of the zip), since it
+#   could not be checked against a live project here.
 resource "google_storage_bucket_iam_member" "build_source" {
   bucket = google_storage_bucket.baton.name
   role   = "roles/storage.objectViewer"
