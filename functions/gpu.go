@@ -12,12 +12,17 @@ import (
 
 func init() {
 	register(config.FnGPU, buildGPU)
+	register(config.FnGPUCallback, buildGPUCallback)
 }
 
-// buildGPU serves the GPU queue's REST API and the workers' callbacks
-// (routes in gpu.NewHandler). Workers are called with the shared bearer
-// token locally and with a Google ID token in the cloud, where BATON_TOKEN
-// is unset and IAM guards both sides.
+// buildGPU serves the operators' GPU API (gpu.OperatorRoutes: enqueue,
+// list, read, cancel, pool) and refuses the workers' callbacks with 404:
+// those are GPUCallback's. In the cloud operators hold invoker on GPU and
+// workers on GPUCallback only, so neither reaches the other's routes, and
+// locally the same split holds on one server (/GPU and /GPUCallback).
+// Workers are called with the shared bearer token locally and with a
+// Google ID token in the cloud, where BATON_TOKEN is unset and IAM guards
+// both sides.
 func buildGPU(d *Deps) (http.Handler, error) {
 	if err := d.NeedStore(); err != nil {
 		// Other functions still serve; this one explains what is missing,
@@ -31,7 +36,23 @@ func buildGPU(d *Deps) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.RequireToken(d.Token, gpu.NewHandler(dis)), nil
+	return httpapi.RequireToken(d.Token, gpu.NewRoutesHandler(dis, gpu.OperatorRoutes)), nil
+}
+
+// buildGPUCallback serves only the workers' :heartbeat and :complete
+// (gpu.CallbackRoutes), each still checked against the dispatch's secret.
+// A completion hands the slot to the next queued job, so this function
+// dispatches to the pool too and needs the database and BATON_GPU_POOL;
+// it lists nothing, so it needs no page token secret.
+func buildGPUCallback(d *Deps) (http.Handler, error) {
+	if err := d.NeedStore(); err != nil {
+		return httpapi.RequireToken(d.Token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { httpapi.WriteError(w, r, err) })), nil
+	}
+	dis, err := NewGPUDispatcher(d)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.RequireToken(d.Token, gpu.NewRoutesHandler(dis, gpu.CallbackRoutes)), nil
 }
 
 // NewGPUDispatcher builds the dispatcher from Deps. The Tick function's

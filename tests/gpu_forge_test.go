@@ -16,7 +16,7 @@ import (
 
 // TestForgedGPUCompletionRefused: a job's slot and epoch (its fence) are
 // public in GET /gpu/jobs/{id}, and every worker in the cloud may call the
-// GPU function, so code running in one job could post another job's
+// GPUCallback function, so code running in one job could post another job's
 // :complete with that fence and a made-up outcome. Before the dispatch
 // secret, that marked the running job succeeded with "forged" stdout and
 // took its slot away. Now the forgery is refused (403, or 409 if the fence
@@ -36,7 +36,7 @@ func TestForgedGPUCompletionRefused(t *testing.T) {
 	}()
 	do := func(method, path, body string, header http.Header, out any) int {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, method, s.URL+"/GPU"+path, strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, method, s.URL+path, strings.NewReader(body))
 		for k, v := range header {
 			req.Header[k] = v
 		}
@@ -60,7 +60,7 @@ func TestForgedGPUCompletionRefused(t *testing.T) {
 	get := func(id string) job {
 		t.Helper()
 		var j job
-		if code := do("GET", "/gpu/jobs/"+id, "", nil, &j); code != http.StatusOK {
+		if code := do("GET", "/GPU/gpu/jobs/"+id, "", nil, &j); code != http.StatusOK {
 			t.Fatalf("get %s: HTTP %d", id, code)
 		}
 		return j
@@ -84,7 +84,7 @@ func TestForgedGPUCompletionRefused(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "go")
 	payload := fmt.Sprintf("echo real output; while [ ! -e %q ]; do sleep 0.02; done", gate)
 	body, _ := json.Marshal(map[string]string{"id": "victim", "payload": payload})
-	if code := do("POST", "/gpu/jobs", string(body), nil, nil); code != http.StatusCreated {
+	if code := do("POST", "/GPU/gpu/jobs", string(body), nil, nil); code != http.StatusCreated {
 		t.Fatalf("enqueue victim: HTTP %d", code)
 	}
 	running := waitStatus("victim", "running")
@@ -92,17 +92,22 @@ func TestForgedGPUCompletionRefused(t *testing.T) {
 		t.Fatalf("running job shows no fence: %+v", running)
 	}
 
-	// The forger knows everything GET shows, but not the secret.
+	// The forger knows everything GET shows, but not the secret. It posts
+	// to GPUCallback, the function workers may invoke; the operators' GPU
+	// function does not serve callbacks at all.
 	forged := fmt.Sprintf(`{"slot":%q,"epoch":%d,"exitCode":0,"stdout":"forged"}`, running.Slot, running.Epoch)
-	if code := do("POST", "/gpu/jobs/victim:complete", forged, nil, nil); code != http.StatusForbidden && code != http.StatusConflict {
+	if code := do("POST", "/GPU/gpu/jobs/victim:complete", forged, nil, nil); code != http.StatusNotFound {
+		t.Errorf(":complete on the operators' GPU function: HTTP %d, want 404 (callbacks are GPUCallback's)", code)
+	}
+	if code := do("POST", "/GPUCallback/gpu/jobs/victim:complete", forged, nil, nil); code != http.StatusForbidden && code != http.StatusConflict {
 		t.Errorf("forged :complete without the secret: HTTP %d, want 403 or 409", code)
 	}
 	guess := http.Header{"Baton-Dispatch-Secret": {"guessed"}}
-	if code := do("POST", "/gpu/jobs/victim:complete", forged, guess, nil); code != http.StatusForbidden && code != http.StatusConflict {
+	if code := do("POST", "/GPUCallback/gpu/jobs/victim:complete", forged, guess, nil); code != http.StatusForbidden && code != http.StatusConflict {
 		t.Errorf("forged :complete with a guessed secret: HTTP %d, want 403 or 409", code)
 	}
 	beat := fmt.Sprintf(`{"slot":%q,"epoch":%d}`, running.Slot, running.Epoch)
-	if code := do("POST", "/gpu/jobs/victim:heartbeat", beat, guess, nil); code != http.StatusForbidden && code != http.StatusConflict {
+	if code := do("POST", "/GPUCallback/gpu/jobs/victim:heartbeat", beat, guess, nil); code != http.StatusForbidden && code != http.StatusConflict {
 		t.Errorf("forged :heartbeat with a guessed secret: HTTP %d, want 403 or 409", code)
 	}
 	if j := get("victim"); j.Status != "running" || j.Stdout != "" {
@@ -112,7 +117,7 @@ func TestForgedGPUCompletionRefused(t *testing.T) {
 	// A second job runs on the one worker only after the victim's real
 	// completion has been handled, so once it succeeded the victim's
 	// recorded outcome is final.
-	if code := do("POST", "/gpu/jobs", `{"id":"after","payload":"true"}`, nil, nil); code != http.StatusCreated {
+	if code := do("POST", "/GPU/gpu/jobs", `{"id":"after","payload":"true"}`, nil, nil); code != http.StatusCreated {
 		t.Fatalf("enqueue after: HTTP %d", code)
 	}
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {

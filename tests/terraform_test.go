@@ -51,15 +51,27 @@ var buildEnv = map[string]string{"GOOGLE_FUNCTION_SOURCE": "functions"}
 
 // projectRoles are the only roles granted on the whole project: Firestore
 // access is only grantable there (and is narrowed by a condition), the
-// build account needs the Cloud Build builder role, and a project that
-// enabled Cloud Tasks before 19 March 2019 must give its Cloud Tasks service
-// agent the agent role (opt-in, and to that agent only).
-var projectRoles = []string{"roles/datastore.user", "roles/cloudbuild.builds.builder", tasksAgentRole}
+// build account writes build logs (grantable only there) and reads the
+// Cloud Functions source bucket, which the service creates on the first
+// deploy (a condition names it), and a project that enabled Cloud Tasks
+// before 19 March 2019 must give its Cloud Tasks service agent the agent
+// role (opt-in, and to that agent only). The Cloud Build builder role, which
+// writes to every bucket and repository of the project, is not among them.
+var projectRoles = []string{"roles/datastore.user", buildLogsRole, buildSourcesRole, tasksAgentRole}
+
+const (
+	buildLogsRole    = "roles/logging.logWriter"
+	buildSourcesRole = "roles/storage.objectViewer"
+	// buildSourcesCondition is the only condition the project-level read
+	// of objects may carry: the Cloud Functions source bucket of this
+	// project and region (text with spaces removed, as m.text gives it).
+	buildSourcesCondition = `"resource.name.startsWith(\"projects/_/buckets/gcf-v2-sources-${data.google_project.this.number}-${var.region}/\")"`
+)
 
 const tasksAgentRole = "roles/cloudtasks.serviceAgent"
 
 // deployed are the deployables Terraform runs, by config name.
-var deployed = []string{config.FnTick, config.FnSchedules, config.FnGPU, config.FnRent, config.FnRun, config.SvcWorker}
+var deployed = []string{config.FnTick, config.FnSchedules, config.FnGPU, config.FnGPUCallback, config.FnRent, config.FnRun, config.SvcWorker}
 
 // tfModule is infra/terraform parsed as HCL syntax.
 type tfModule struct {
@@ -428,6 +440,20 @@ func checkServiceAccounts(m *tfModule) []string {
 		}
 		if role == "roles/datastore.user" && block(b.Body, "condition") == nil {
 			problems = append(problems, fmt.Sprintf("%s: roles/datastore.user needs a condition naming baton's database", name))
+		}
+		if role == buildLogsRole || role == buildSourcesRole {
+			if mem := m.text(attrOrEmpty(b, "member")); mem != "google_service_account.build.member" {
+				problems = append(problems, fmt.Sprintf("%s: %s on the project is for the build account only, not %s", name, role, mem))
+			}
+		}
+		if role == buildSourcesRole {
+			var cond string
+			if c := block(b.Body, "condition"); c != nil {
+				cond = m.text(attrOrEmpty(c, "expression"))
+			}
+			if cond != buildSourcesCondition {
+				problems = append(problems, fmt.Sprintf("%s: %s on the project must carry the condition %s (the Cloud Functions source bucket only), got %q: without it the build reads every bucket of the project", name, role, buildSourcesCondition, cond))
+			}
 		}
 		if role == tasksAgentRole {
 			if !strings.Contains(m.text(attrOrEmpty(b, "member")), "@gcp-sa-cloudtasks.iam.gserviceaccount.com") {
@@ -887,7 +913,7 @@ func usersOf(name string) []string {
 		if v.Name == name {
 			var out []string
 			for _, u := range v.Users {
-				if slices.Contains([]string{config.FnTick, config.FnSchedules, config.FnGPU, config.FnRent, config.FnRun}, u) {
+				if slices.Contains([]string{config.FnTick, config.FnSchedules, config.FnGPU, config.FnGPUCallback, config.FnRent, config.FnRun}, u) {
 					out = append(out, u)
 				}
 			}
@@ -1392,9 +1418,7 @@ func TestTerraformRules(t *testing.T) {
 // longer matches the files fails the test too, so these cases follow the
 // configuration as it changes.
 func TestTerraformRulesFail(t *testing.T) {
-	cases := []struct {
-		name, check, file, old, new, want string
-	}{
+	checkMutations(t, []tfMutation{
 		{"env missing", "env", "main.tf",
 			"        BATON_GPU_POOL              = local.gpu_pool\n        BATON_TICK_LEASE_TTL", "        BATON_TICK_LEASE_TTL",
 			"Tick: BATON_GPU_POOL is read by Tick (config.Vars) but not set"},
@@ -1406,20 +1430,20 @@ func TestTerraformRulesFail(t *testing.T) {
 			"        BATON_LOG_LEVEL = var.log_level\n        BATON_LOG_LEVLE = \"debug\"\n      }\n    }\n  }\n",
 			"Rent: BATON_LOG_LEVLE is set but unknown"},
 		{"env token in cloud", "env", "main.tf",
-			"        BATON_PAGE_TOKEN_SECRET = var.page_token_secret\n      }\n    }\n    GPU = {",
-			"        BATON_PAGE_TOKEN_SECRET = var.page_token_secret\n        BATON_TOKEN = \"s3cret\"\n      }\n    }\n    GPU = {",
+			"        BATON_PAGE_TOKEN_SECRET = var.page_token_secret\n      }\n    }\n    # The operators' GPU API.",
+			"        BATON_PAGE_TOKEN_SECRET = var.page_token_secret\n        BATON_TOKEN = \"s3cret\"\n      }\n    }\n    # The operators' GPU API.",
 			"Schedules: BATON_TOKEN must not be set in the cloud"},
 		{"env emulator in cloud", "env", "main.tf",
 			"    BATON_LOG_LEVEL      = var.log_level\n",
 			"    BATON_LOG_LEVEL      = var.log_level\n    STORAGE_EMULATOR_HOST = \"localhost:4443\"\n",
 			"gpu-worker: STORAGE_EMULATOR_HOST must not be set in the cloud"},
 		{"env on a deployable that does not read it", "env", "main.tf",
-			"        BATON_PAGE_TOKEN_SECRET = var.page_token_secret\n      }\n    }\n    GPU = {",
-			"        BATON_PAGE_TOKEN_SECRET = var.page_token_secret\n        BATON_TICK_LEASE_TTL = var.tick_lease_ttl\n      }\n    }\n    GPU = {",
+			"        BATON_PAGE_TOKEN_SECRET = var.page_token_secret\n      }\n    }\n    # The operators' GPU API.",
+			"        BATON_PAGE_TOKEN_SECRET = var.page_token_secret\n        BATON_TICK_LEASE_TTL = var.tick_lease_ttl\n      }\n    }\n    # The operators' GPU API.",
 			"Schedules: BATON_TICK_LEASE_TTL is set on Schedules, which does not read it"},
 		{"page token secret as a literal", "secrets", "main.tf",
-			"        BATON_PAGE_TOKEN_SECRET = var.page_token_secret\n      }\n    }\n    GPU = {",
-			"        BATON_PAGE_TOKEN_SECRET = \"baton page token v1\"\n      }\n    }\n    GPU = {",
+			"        BATON_PAGE_TOKEN_SECRET = var.page_token_secret\n      }\n    }\n    # The operators' GPU API.",
+			"        BATON_PAGE_TOKEN_SECRET = \"baton page token v1\"\n      }\n    }\n    # The operators' GPU API.",
 			"Schedules: BATON_PAGE_TOKEN_SECRET = \"batonpagetokenv1\" must be an input variable"},
 		{"page token secret not sensitive", "secrets", "variables.tf",
 			"  type        = string\n  sensitive   = true\n", "  type        = string\n",
@@ -1448,8 +1472,19 @@ func TestTerraformRulesFail(t *testing.T) {
 			"service_account                  = google_service_account.scheduler.email",
 			"google_service_account.scheduler is shared by google_cloud_scheduler_job.tick and gpu-worker"},
 		{"project-wide role", "serviceAccounts", "iam.tf",
-			`role    = "roles/cloudbuild.builds.builder"`, `role    = "roles/editor"`,
-			`google_project_iam_member.build grants "roles/editor" on the whole project`},
+			`role    = "roles/logging.logWriter"`, `role    = "roles/editor"`,
+			`google_project_iam_member.build_logs grants "roles/editor" on the whole project`},
+		{"build account back on the Cloud Build builder role", "serviceAccounts", "iam.tf",
+			`role    = "roles/logging.logWriter"`, `role    = "roles/cloudbuild.builds.builder"`,
+			`google_project_iam_member.build_logs grants "roles/cloudbuild.builds.builder" on the whole project`},
+		{"build account reads every bucket", "serviceAccounts", "iam.tf",
+			"    title      = \"Cloud Functions source bucket only\"\n    expression = \"resource.name.startsWith(\\\"projects/_/buckets/gcf-v2-sources-${data.google_project.this.number}-${var.region}/\\\")\"",
+			"    title      = \"Cloud Functions source bucket only\"\n    expression = \"resource.name.startsWith(\\\"projects/_/buckets/\\\")\"",
+			"google_project_iam_member.build_sources: roles/storage.objectViewer on the project must carry the condition"},
+		{"log writer for a runtime account", "serviceAccounts", "iam.tf",
+			"  role    = \"roles/logging.logWriter\"\n  member  = google_service_account.build.member",
+			"  role    = \"roles/logging.logWriter\"\n  member  = google_service_account.gpu_worker.member",
+			"roles/logging.logWriter on the project is for the build account only"},
 		{"allUsers outside Rent", "public", "iam.tf",
 			"  name     = google_cloudfunctions2_function.fn[\"Rent\"].service_config[0].service\n  role     = \"roles/run.invoker\"\n  member   = \"allUsers\"",
 			"  name     = google_cloudfunctions2_function.fn[\"GPU\"].service_config[0].service\n  role     = \"roles/run.invoker\"\n  member   = \"allUsers\"",
@@ -1508,15 +1543,15 @@ func TestTerraformRulesFail(t *testing.T) {
 			`"Run/tasks" = { fn = "Tick", member = google_service_account.tasks.member }`,
 			"grants baton-tasks run.invoker on Tick; baton-tasks invokes Run only"},
 		{"enqueuer on the project", "tasksIAM", "iam.tf",
-			`role    = "roles/cloudbuild.builds.builder"`, `role    = "roles/cloudtasks.enqueuer"`,
-			"google_project_iam_member.build grants roles/cloudtasks.enqueuer on more than the queue"},
+			`role    = "roles/logging.logWriter"`, `role    = "roles/cloudtasks.enqueuer"`,
+			"google_project_iam_member.build_logs grants roles/cloudtasks.enqueuer on more than the queue"},
 		{"enqueuer for every function", "tasksIAM", "tasks.tf",
 			"resource \"google_cloud_tasks_queue_iam_member\" \"enqueuer\" {\n  for_each = local.tasks_functions",
 			"resource \"google_cloud_tasks_queue_iam_member\" \"enqueuer\" {\n  for_each = toset(keys(local.functions))",
-			"roles/cloudtasks.enqueuer is granted to [GPU Rent Run Schedules Tick], want exactly the functions that read BATON_TASKS_QUEUE"},
+			"roles/cloudtasks.enqueuer is granted to [GPU GPUCallback Rent Run Schedules Tick], want exactly the functions that read BATON_TASKS_QUEUE"},
 		{"enqueuers chosen by the wrong variable", "tasksIAM", "tasks.tf",
 			`contains(keys(f.env), "BATON_TASKS_QUEUE")`, `contains(keys(f.env), "BATON_MONGO_URI")`,
-			"is granted to [GPU Run Schedules Tick], want exactly the functions that read BATON_TASKS_QUEUE"},
+			"is granted to [GPU GPUCallback Run Schedules Tick], want exactly the functions that read BATON_TASKS_QUEUE"},
 		{"actAs on another account", "tasksIAM", "tasks.tf",
 			"service_account_id = google_service_account.tasks.name", "service_account_id = google_service_account.scheduler.name",
 			"roles/iam.serviceAccountUser is only granted on baton-tasks"},
@@ -1601,7 +1636,7 @@ func TestTerraformRulesFail(t *testing.T) {
 			`args  = ["daemon", "--poll=${var.daemon_poll}"]`, `args  = ["local"]`,
 			"daemon: template.containers.args must run baton daemon"},
 		{"sub-minute without the daemon", "daemon", "main.tf",
-			`BATON_SUBMINUTE = length(google_cloud_run_v2_service.daemon) > 0 ? "true" : "false"`, `BATON_SUBMINUTE = "true"`,
+			`BATON_SUBMINUTE = var.daemon_image != "" ? "true" : "false"`, `BATON_SUBMINUTE = "true"`,
 			`Schedules: BATON_SUBMINUTE = "true" must follow the daemon`},
 		{"daemon shares an account", "serviceAccounts", "daemon.tf",
 			"service_account = google_service_account.daemon[0].email", "service_account = google_service_account.gpu_worker.email",
@@ -1609,7 +1644,19 @@ func TestTerraformRulesFail(t *testing.T) {
 		{"variable without validation", "validations", "variables.tf",
 			"  validation {\n    condition     = contains([\"debug\", \"info\", \"warn\", \"error\"], var.log_level)\n    error_message = \"log_level must be debug, info, warn or error.\"\n  }\n", "",
 			`variable "log_level" has no validation block`},
-	}
+	})
+}
+
+// tfMutation breaks one rule: old (exactly once in file) becomes new, and
+// check must then report a problem containing want.
+type tfMutation struct {
+	name, check, file, old, new, want string
+}
+
+// checkMutations applies each mutation to the real configuration in memory
+// and expects its check to report it.
+func checkMutations(t *testing.T, cases []tfMutation) {
+	t.Helper()
 	orig := readTerraform(t)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

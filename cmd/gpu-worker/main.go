@@ -38,11 +38,11 @@ func run() error {
 	}
 	control := config.Get(config.EnvControlURL)
 	if control == "" {
-		return fmt.Errorf("%s is required: the GPU function's URL, for heartbeats and completions", config.EnvControlURL)
+		return fmt.Errorf("%s is required: the GPUCallback function's URL, for heartbeats and completions", config.EnvControlURL)
 	}
 	cfg := worker.Config{Command: argv, ControlURL: control, Token: config.Get(config.EnvToken), Logger: log}
 	if cfg.Token == "" {
-		// In the cloud the GPU function is private: call it with a Google
+		// In the cloud GPUCallback is private: call it with a Google
 		// ID token for its URL, from the service's own identity.
 		c, err := idtoken.NewClient(ctx, control)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"cloud.google.com/go/storage"
 
+	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/gpu/worker"
 	"github.com/baton-cron/baton/shared/httpapi"
 )
@@ -54,7 +55,7 @@ func (g *gpuWorkers) closeListeners() {
 func (g *gpuWorkers) serve(s *Stack, bucket *storage.BucketHandle, command []string, timeouts httpapi.Timeouts) {
 	for _, ln := range g.lns {
 		w := worker.New(worker.Config{
-			Command: command, ControlURL: s.URL + "/GPU", Token: s.Token,
+			Command: command, ControlURL: s.URL + "/" + config.FnGPUCallback, Token: s.Token,
 			Bucket: bucket, Logger: s.Logger,
 		})
 		// A worker accepts a job and runs it in the background, so every

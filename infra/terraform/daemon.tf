@@ -31,7 +31,7 @@ resource "google_service_account" "daemon" {
   project      = var.project
   account_id   = "baton-daemon"
   display_name = "baton daemon (Cloud Run, sub-minute schedules)"
-  depends_on   = [google_project_service.api]
+  depends_on   = [terraform_data.apis_ready]
 }
 
 # The daemon reads and writes what Tick does: the database and the leases.
@@ -54,6 +54,12 @@ resource "google_storage_bucket_iam_member" "daemon_bucket" {
   bucket = google_storage_bucket.baton.name
   role   = "roles/storage.objectUser"
   member = google_service_account.daemon[0].member
+
+  # The leases only, as for the functions (iam.tf).
+  condition {
+    title      = "leases only"
+    expression = "resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.lease_prefix}\")"
+  }
 }
 
 # gpu targets and the GPU sweep dispatch to the worker, as Tick does.
@@ -118,10 +124,14 @@ resource "google_cloud_run_v2_service" "daemon" {
   }
 
   # The daemon takes the lease and reads the database as soon as it starts;
-  # without its grants in place its first instance would crash-loop.
+  # without its grants in place (and propagated: terraform_data.iam_ready)
+  # its first instance would crash-loop. Its invoker grant on the worker
+  # follows the functions, so it is made first but not waited for.
   depends_on = [
-    google_project_service.api,
+    terraform_data.apis_ready,
+    terraform_data.iam_ready,
     google_project_iam_member.daemon_datastore,
     google_storage_bucket_iam_member.daemon_bucket,
+    google_cloud_run_v2_service_iam_member.daemon_worker_invoker,
   ]
 }

@@ -11,7 +11,7 @@ resource "google_firestore_database" "baton" {
   # Provider 8 abandons a database on destroy unless told to delete it.
   deletion_policy = var.deletion_protection ? "ABANDON" : "DELETE"
 
-  depends_on = [google_project_service.api]
+  depends_on = [terraform_data.apis_ready]
 }
 
 locals {

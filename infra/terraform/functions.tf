@@ -32,6 +32,9 @@ resource "google_cloudfunctions2_function" "fn" {
       GOOGLE_FUNCTION_SOURCE = "functions"
     }
     service_account = google_service_account.build.id
+    # Images go to baton's own repository, where the build account may
+    # write (iam.tf) and old images are cleaned up (artifacts.tf).
+    docker_repository = google_artifact_registry_repository.functions.id
 
     source {
       storage_source {
@@ -52,9 +55,10 @@ resource "google_cloudfunctions2_function" "fn" {
     all_traffic_on_latest_revision = true
   }
 
+  # The build account's grants and the runtime accounts' grants are in
+  # place and propagated (terraform_data.iam_ready) before the first build.
   depends_on = [
-    google_project_service.api,
-    google_project_iam_member.build,
-    google_storage_bucket_iam_member.build_source,
+    terraform_data.apis_ready,
+    terraform_data.iam_ready,
   ]
 }

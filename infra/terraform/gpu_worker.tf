@@ -56,11 +56,23 @@ resource "google_cloud_run_v2_service" "gpu_worker" {
     }
   }
 
-  depends_on = [google_project_service.api]
+  # Its output grant is propagated before it is deployed, and its invoker
+  # grant on GPUCallback is made first (that grant needs the function, so
+  # it cannot be waited for by terraform_data.iam_ready; the worker only
+  # calls back once a job is dispatched, and retries).
+  depends_on = [
+    terraform_data.apis_ready,
+    terraform_data.iam_ready,
+    google_storage_bucket_iam_member.worker_bucket,
+    google_cloud_run_v2_service_iam_member.function_invoker,
+  ]
 }
 
-# The worker calls the GPU function back (heartbeat, complete) with an ID
-# token for its own service account; see function_invoker in iam.tf.
+# The worker calls GPUCallback back (heartbeat, complete) with an ID token
+# for its own service account; see function_invoker in iam.tf. It is told
+# that URL in its own environment (BATON_CONTROL_URL), not by the
+# dispatcher, so nothing that can call /run can send its ID tokens and
+# dispatch secrets elsewhere.
 
 locals {
   worker_cpu_n    = tonumber(var.worker_cpu)

@@ -1,8 +1,12 @@
 # One service account per deployable, each granted only what it uses.
-# Storage roles are on the bucket and invoker grants on the exact Cloud Run
-# service. The only project-level grants are roles/datastore.user, which IAM
-# only grants at project level (a condition narrows it to baton's database),
-# and the build account's roles/cloudbuild.builds.builder.
+# Storage roles are on the bucket, each narrowed by an IAM condition to the
+# one prefix its holder uses, and invoker grants are on the exact Cloud Run
+# service. The only project-level grants are those that cannot be made
+# lower: roles/datastore.user (IAM grants it only there; a condition narrows
+# it to baton's database), the build account's roles/logging.logWriter
+# (likewise) and its read of the Cloud Functions source bucket, which does
+# not exist before the first deploy (a condition narrows it to that
+# bucket), and the opt-in Cloud Tasks agent role (tasks.tf).
 
 resource "google_service_account" "function" {
   for_each = local.functions
@@ -10,21 +14,21 @@ resource "google_service_account" "function" {
   project      = var.project
   account_id   = each.value.name
   display_name = "baton ${each.key} function runtime"
-  depends_on   = [google_project_service.api]
+  depends_on   = [terraform_data.apis_ready]
 }
 
 resource "google_service_account" "scheduler" {
   project      = var.project
   account_id   = "baton-scheduler"
   display_name = "baton Cloud Scheduler invoker of Tick"
-  depends_on   = [google_project_service.api]
+  depends_on   = [terraform_data.apis_ready]
 }
 
 resource "google_service_account" "gpu_worker" {
   project      = var.project
   account_id   = "baton-gpu-worker"
   display_name = "baton GPU worker (Cloud Run)"
-  depends_on   = [google_project_service.api]
+  depends_on   = [terraform_data.apis_ready]
 }
 
 # Cloud Build runs the function builds as this account instead of the
@@ -33,19 +37,61 @@ resource "google_service_account" "build" {
   project      = var.project
   account_id   = "baton-build"
   display_name = "baton function builds"
-  depends_on   = [google_project_service.api]
+  depends_on   = [terraform_data.apis_ready]
 }
 
-resource "google_project_iam_member" "build" {
+# What a Cloud Functions gen2 build needs of its account (functions docs,
+# "Custom service account for Cloud Build"), and nothing more: the Cloud
+# Build role roles/cloudbuild.builds.builder it had before also writes to
+# every bucket and repository of the project.
+# - Build logs: roles/logging.logWriter, which IAM grants on the project.
+resource "google_project_iam_member" "build_logs" {
   project = var.project
-  role    = "roles/cloudbuild.builds.builder"
+  role    = "roles/logging.logWriter"
   member  = google_service_account.build.member
 }
 
+# - The image: push to baton's own repository (build_config.docker_repository)
+#   only, not to gcf-artifacts or any other repository.
+resource "google_artifact_registry_repository_iam_member" "build_writer" {
+  project    = var.project
+  location   = google_artifact_registry_repository.functions.location
+  repository = google_artifact_registry_repository.functions.name
+  role       = "roles/artifactregistry.writer"
+  member     = google_service_account.build.member
+}
+
+# - The source: Cloud Functions copies storage_source into its own bucket,
+#   gcf-v2-sources-PROJECT_NUMBER-REGION, and the build's fetch step reads
+#   it from there ("Access to bucket gcf-v2-sources-… denied. You must grant
+#   Storage Object Viewer permission to <build account>" otherwise). That
+#   bucket is created by the service on the first deploy, so the grant is
+#   made on the project, before it exists, with a condition naming it.
+resource "google_project_iam_member" "build_sources" {
+  project = var.project
+  role    = "roles/storage.objectViewer"
+  member  = google_service_account.build.member
+
+  condition {
+    title      = "Cloud Functions source bucket only"
+    expression = "resource.name.startsWith(\"projects/_/buckets/gcf-v2-sources-${data.google_project.this.number}-${var.region}/\")"
+  }
+}
+
+# - And read of the uploaded zip itself in baton's bucket, under source/
+#   only: never the leases or the job output. The copy above is made by the
+#   Cloud Functions service agent, so a build may never read the original;
+#   this grant is kept for a build that does (one read of the zip), since it
+#   could not be checked against a live project here.
 resource "google_storage_bucket_iam_member" "build_source" {
   bucket = google_storage_bucket.baton.name
   role   = "roles/storage.objectViewer"
   member = google_service_account.build.member
+
+  condition {
+    title      = "function source only"
+    expression = "resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.source_prefix}\")"
+  }
 }
 
 locals {
@@ -68,18 +114,48 @@ resource "google_project_iam_member" "function_datastore" {
   }
 }
 
+# Object access narrowed by IAM conditions on the object name, which Cloud
+# Storage evaluates only on buckets with uniform bucket-level access (the
+# bucket has it: storage.tf). Object names in a condition have the form
+# projects/_/buckets/BUCKET/objects/NAME (IAM docs, resource attributes).
+# storage.objects.list is checked against the bucket, never an object, so
+# these grants do not allow listing: nothing baton deploys lists (the lease
+# code reads, writes and compares generations of named objects; only the
+# `baton lease list` CLI lists, as an operator). What each one touches:
+# - the functions (Tick, Run, Schedules: the scheduler engine): leases/
+#   (functions.LeasePrefix), read and overwritten under generation
+#   preconditions, which needs get, create and delete: objectUser;
+# - the GPU worker: outputs/<job>/<attempt>/stdout and stderr, which a
+#   repeated dispatch of one attempt overwrites (create and delete);
+# - neither may touch source/, the zip the functions are built from.
+locals {
+  lease_prefix  = "leases/"
+  output_prefix = "outputs/"
+  source_prefix = "source/"
+}
+
 resource "google_storage_bucket_iam_member" "function_bucket" {
   for_each = local.bucket_functions
 
   bucket = google_storage_bucket.baton.name
   role   = "roles/storage.objectUser"
   member = google_service_account.function[each.key].member
+
+  condition {
+    title      = "leases only"
+    expression = "resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.lease_prefix}\")"
+  }
 }
 
 resource "google_storage_bucket_iam_member" "worker_bucket" {
   bucket = google_storage_bucket.baton.name
   role   = "roles/storage.objectUser"
   member = google_service_account.gpu_worker.member
+
+  condition {
+    title      = "job output only"
+    expression = "resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.output_prefix}\")"
+  }
 }
 
 # Every function told the pool dispatches jobs to the worker with an ID token.
@@ -93,14 +169,18 @@ resource "google_cloud_run_v2_service_iam_member" "worker_invoker" {
   member   = google_service_account.function[each.key].member
 }
 
-# Who may call each function: the scheduler calls Tick, the worker calls GPU
-# back, operators call Schedules and GPU, and Cloud Tasks calls Run as
-# baton-tasks. Nobody else calls Run, operators included: a run must go
-# through the queue, where it is named after the run and so deduplicated.
+# Who may call each function: the scheduler calls Tick, the worker calls
+# GPUCallback (heartbeat and complete, the only routes it serves), operators
+# call Schedules and GPU (which refuses the callback routes), and Cloud
+# Tasks calls Run as baton-tasks. Nobody else calls Run, operators
+# included: a run must go through the queue, where it is named after the
+# run and so deduplicated. The worker holds invoker on GPUCallback only, so
+# code running in a job cannot enqueue, cancel or list jobs, and nobody but
+# the worker reaches the callbacks.
 locals {
   function_invokers = merge(
     { "Tick/scheduler" = { fn = "Tick", member = google_service_account.scheduler.member } },
-    { "GPU/worker" = { fn = "GPU", member = google_service_account.gpu_worker.member } },
+    { "GPUCallback/worker" = { fn = "GPUCallback", member = google_service_account.gpu_worker.member } },
     { "Run/tasks" = { fn = "Run", member = google_service_account.tasks.member } },
     { for m in var.operator_members : "Schedules/${m}" => { fn = "Schedules", member = m } },
     { for m in var.operator_members : "GPU/${m}" => { fn = "GPU", member = m } },
@@ -133,4 +213,37 @@ resource "google_cloud_run_v2_service_iam_member" "rent_public" {
   name     = google_cloudfunctions2_function.fn["Rent"].service_config[0].service
   role     = "roles/run.invoker"
   member   = "allUsers"
+}
+
+# IAM changes take effect in seconds but may take minutes to reach every
+# check (IAM docs, "Access change propagation"). The grants that a build or
+# a starting service needs are made first, then this waits, then the
+# functions are built and the daemon and the worker deployed: a build whose
+# account cannot yet write the image fails, and a daemon that cannot yet
+# read the database crash-loops. Grants that need the deployable itself
+# (invoker on a function, the functions' invoker on the worker) cannot come
+# before it; their first calls are retried (Cloud Tasks, the dispatcher, the
+# scheduler job). The same sleep as terraform_data.apis_ready (apis.tf says
+# why it is not time_sleep); it runs again whenever one of these grants is
+# replaced.
+resource "terraform_data" "iam_ready" {
+  triggers_replace = concat(
+    [
+      google_project_iam_member.build_logs.id,
+      google_project_iam_member.build_sources.id,
+      google_artifact_registry_repository_iam_member.build_writer.id,
+      google_storage_bucket_iam_member.build_source.id,
+      google_storage_bucket_iam_member.worker_bucket.id,
+    ],
+    [for g in google_project_iam_member.function_datastore : g.id],
+    [for g in google_storage_bucket_iam_member.function_bucket : g.id],
+    [for g in google_cloud_tasks_queue_iam_member.enqueuer : g.id],
+    [for g in google_service_account_iam_member.tasks_actas : g.id],
+    google_project_iam_member.daemon_datastore[*].id,
+    google_storage_bucket_iam_member.daemon_bucket[*].id,
+  )
+
+  provisioner "local-exec" {
+    command = "sleep ${var.propagation_wait_seconds}"
+  }
 }

@@ -122,15 +122,39 @@ locals {
         BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
         # Seconds-level crons fire only where something ticks every second;
         # without the daemon they are refused rather than fired once a minute.
-        BATON_SUBMINUTE = length(google_cloud_run_v2_service.daemon) > 0 ? "true" : "false"
+        # The daemon is deployed exactly when daemon_image is set; naming its
+        # resource here would be a cycle (it waits for the functions' grants
+        # in terraform_data.iam_ready).
+        BATON_SUBMINUTE = var.daemon_image != "" ? "true" : "false"
         # Signs the schedule and run lists' page tokens; every instance must
         # share it, so it is one secret per deployment.
         BATON_PAGE_TOKEN_SECRET = var.page_token_secret
       }
     }
+    # The operators' GPU API. It refuses the workers' callbacks (404): those
+    # are GPUCallback's, so the two have different invokers (iam.tf).
     GPU = {
       name          = "baton-gpu"
-      description   = "baton GPU control plane: enqueue, queue view, worker heartbeat and completion callbacks"
+      description   = "baton GPU control plane for operators: enqueue, list, read, cancel, pool view"
+      ingress       = "ALLOW_ALL" # operators and the CLI; IAM decides who may call.
+      timeout       = 60
+      memory        = "256Mi"
+      max_instances = 10
+      env = {
+        BATON_MONGO_URI  = local.mongo_uri
+        BATON_DATABASE   = var.database_name
+        BATON_GPU_POOL   = local.gpu_pool
+        BATON_CLOCK_SKEW = var.clock_skew
+        BATON_LOG_LEVEL  = var.log_level
+        # Signs the job list's page tokens (as on Schedules).
+        BATON_PAGE_TOKEN_SECRET = var.page_token_secret
+      }
+    }
+    # The workers' callbacks, :heartbeat and :complete, and nothing else. A
+    # completion dispatches the next queued job, hence the pool.
+    GPUCallback = {
+      name          = "baton-gpu-callback"
+      description   = "baton GPU worker callbacks: heartbeat and completion only (called by the GPU worker)"
       ingress       = "ALLOW_ALL" # the worker calls back over the internet; IAM decides who may call.
       timeout       = 60
       memory        = "256Mi"
@@ -138,12 +162,9 @@ locals {
       env = {
         BATON_MONGO_URI  = local.mongo_uri
         BATON_DATABASE   = var.database_name
-        BATON_BUCKET     = google_storage_bucket.baton.name
         BATON_GPU_POOL   = local.gpu_pool
         BATON_CLOCK_SKEW = var.clock_skew
         BATON_LOG_LEVEL  = var.log_level
-        # Signs the job list's page tokens (as on Schedules).
-        BATON_PAGE_TOKEN_SECRET = var.page_token_secret
       }
     }
     Rent = {
@@ -162,7 +183,7 @@ locals {
   # Environment of the GPU worker service (cmd/gpu-worker).
   worker_env = {
     BATON_BUCKET         = google_storage_bucket.baton.name
-    BATON_CONTROL_URL    = google_cloudfunctions2_function.fn["GPU"].service_config[0].uri
+    BATON_CONTROL_URL    = google_cloudfunctions2_function.fn["GPUCallback"].service_config[0].uri
     BATON_WORKER_COMMAND = jsonencode(var.worker_command)
     BATON_LOG_LEVEL      = var.log_level
   }

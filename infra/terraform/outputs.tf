@@ -28,6 +28,11 @@ output "rent_url" {
   value       = google_cloudfunctions2_function.fn["Rent"].service_config[0].uri
 }
 
+output "image_repository" {
+  description = "Artifact Registry repository of the functions' images (REGION-docker.pkg.dev/PROJECT/baton-functions), with its cleanup policy."
+  value       = google_artifact_registry_repository.functions.registry_uri
+}
+
 output "bucket" {
   description = "Bucket for leases, job output and the function source."
   value       = google_storage_bucket.baton.name

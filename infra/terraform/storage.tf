@@ -18,7 +18,7 @@ resource "google_storage_bucket" "baton" {
     }
   }
 
-  depends_on = [google_project_service.api]
+  depends_on = [terraform_data.apis_ready]
 }
 
 # The function source, built by `make package` (scripts/package.sh). The
@@ -26,6 +26,6 @@ resource "google_storage_bucket" "baton" {
 # functions, and no archive provider is needed.
 resource "google_storage_bucket_object" "source" {
   bucket = google_storage_bucket.baton.name
-  name   = "source/functions-${filemd5(var.source_zip)}.zip"
+  name   = "${local.source_prefix}functions-${filemd5(var.source_zip)}.zip"
   source = var.source_zip
 }

@@ -44,7 +44,7 @@ resource "google_cloud_tasks_queue" "runs" {
     }
   }
 
-  depends_on = [google_project_service.api]
+  depends_on = [terraform_data.apis_ready]
 }
 
 # The identity of every task's OIDC token. It only ever invokes Run, so a
@@ -53,7 +53,7 @@ resource "google_service_account" "tasks" {
   project      = var.project
   account_id   = "baton-tasks"
   display_name = "baton Cloud Tasks dispatcher (OIDC identity of tasks calling Run)"
-  depends_on   = [google_project_service.api]
+  depends_on   = [terraform_data.apis_ready]
 }
 
 locals {
@@ -97,5 +97,5 @@ resource "google_project_iam_member" "tasks_service_agent" {
   role    = "roles/cloudtasks.serviceAgent"
   member  = "serviceAccount:service-${data.google_project.this.number}@gcp-sa-cloudtasks.iam.gserviceaccount.com"
 
-  depends_on = [google_project_service.api]
+  depends_on = [terraform_data.apis_ready]
 }

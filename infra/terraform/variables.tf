@@ -418,3 +418,36 @@ variable "change_stream" {
   type        = bool
   default     = true
 }
+
+variable "propagation_wait_seconds" {
+  description = "Seconds to wait after enabling the APIs and again after the IAM grants that builds and services need at start, before using them (a local-exec sleep on the machine running terraform, only when those resources are created or changed). Google documents that enabled APIs and IAM changes take minutes to propagate; 0 skips the waits (a project whose APIs and grants already exist, or a runner without sleep), and a failure then is fixed by applying again."
+  type        = number
+  default     = 120
+
+  validation {
+    condition     = var.propagation_wait_seconds >= 0 && var.propagation_wait_seconds <= 900 && floor(var.propagation_wait_seconds) == var.propagation_wait_seconds
+    error_message = "propagation_wait_seconds must be a whole number from 0 to 900."
+  }
+}
+
+variable "image_keep_count" {
+  description = "Versions of each function image that the Artifact Registry cleanup policy always keeps (the most recent ones), whatever their age: enough to roll a function back."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.image_keep_count >= 1 && var.image_keep_count <= 100 && floor(var.image_keep_count) == var.image_keep_count
+    error_message = "image_keep_count must be a whole number from 1 to 100: at least the image each function runs must be kept."
+  }
+}
+
+variable "image_max_age_days" {
+  description = "Function image versions older than this many days are deleted by the Artifact Registry cleanup policy, except the image_keep_count most recent of each image."
+  type        = number
+  default     = 30
+
+  validation {
+    condition     = var.image_max_age_days >= 1 && floor(var.image_max_age_days) == var.image_max_age_days
+    error_message = "image_max_age_days must be a whole number of days, at least 1."
+  }
+}

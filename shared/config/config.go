@@ -12,7 +12,8 @@ type Var struct {
 	// Name is the variable's name.
 	Name string
 	// Users lists the deployables that read it: "Tick", "Schedules", "GPU",
-	// "Rent" (Cloud Functions), "gpu-worker" (Cloud Run) or "cli".
+	// "GPUCallback", "Rent", "Run" (Cloud Functions), "gpu-worker" (Cloud
+	// Run) or "cli".
 	Users []string
 	// Default is used when the variable is unset or empty.
 	Default string
@@ -25,10 +26,14 @@ const (
 	FnTick      = "Tick"
 	FnSchedules = "Schedules"
 	FnGPU       = "GPU"
-	FnRent      = "Rent"
-	FnRun       = "Run"
-	SvcWorker   = "gpu-worker"
-	CLI         = "cli"
+	// FnGPUCallback serves only the workers' :heartbeat and :complete, so
+	// that the workers' invoker grant reaches nothing else and operators'
+	// grants on GPU do not reach the callbacks.
+	FnGPUCallback = "GPUCallback"
+	FnRent        = "Rent"
+	FnRun         = "Run"
+	SvcWorker     = "gpu-worker"
+	CLI           = "cli"
 )
 
 // Variable names.
@@ -62,24 +67,26 @@ const (
 // bytes (store.MinPageKeyLen, which this package cannot import).
 const MinPageSecretLen = 32
 
-var functions = []string{FnTick, FnSchedules, FnGPU, FnRun}
+var functions = []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun}
 
 // Vars lists every environment variable baton reads.
 var Vars = []Var{
 	{EnvMongoURI, append(functions, CLI), "", "Firestore (MongoDB compatibility) connection string. `retryWrites=false` is added when absent and `retryWrites=true` is refused."},
 	{EnvDatabase, append(functions, CLI), "baton", "Database name, when the URI has no path."},
-	{EnvBucket, append(functions, SvcWorker, CLI), "", "Cloud Storage bucket for leases and job output."},
+	// The GPU functions never touch the bucket (the worker writes the
+	// output), so they are not given it, nor any grant on it.
+	{EnvBucket, []string{FnTick, FnSchedules, FnRun, SvcWorker, CLI}, "", "Cloud Storage bucket for leases (`leases/`, the functions) and job output (`outputs/`, the GPU worker)."},
 	{EnvStorageEmu, nil, "", "host:port of a GCS emulator (set by `baton local`); unset in the cloud."},
 	{EnvToken, append(functions, SvcWorker, CLI), "", "Bearer token required by the API when set (local use). In the cloud, IAM invoker checks authenticate callers."},
 	{EnvAllowedTargets, []string{FnTick, FnSchedules, FnRun}, "", "Comma-separated host allowlist for `http` targets (`host`, `host:port`, `*.example.com`). Empty refuses every http target."},
-	{EnvGPUPool, []string{FnTick, FnSchedules, FnGPU, FnRun, CLI}, "", "GPU worker pool: comma-separated `URL=slots` entries."},
+	{EnvGPUPool, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU worker pool: comma-separated `URL=slots` entries."},
 	{EnvTickLeaseTTL, []string{FnTick}, "30s", "TTL of the tick lease."},
-	{EnvClockSkew, []string{FnTick, FnSchedules, FnGPU, FnRun, CLI}, "2s", "Clock-skew allowance added to every lease expiry."},
+	{EnvClockSkew, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "2s", "Clock-skew allowance added to every lease expiry."},
 	{EnvURL, []string{CLI}, "http://127.0.0.1:8080", "Base URL of the functions for the CLI (`/Schedules`, `/GPU` are appended)."},
 	{EnvSchedulesURL, []string{CLI}, "", "URL of the Schedules function for the CLI, when each function has its own URL (the cloud). Empty means `$BATON_URL/Schedules`."},
 	{EnvGPUURL, []string{CLI}, "", "URL of the GPU function for the CLI, when each function has its own URL (the cloud). Empty means `$BATON_URL/GPU`."},
 	{EnvPort, []string{SvcWorker}, "8080", "Port the GPU worker listens on (Cloud Run sets it)."},
-	{EnvControlURL, []string{SvcWorker}, "", "URL of the GPU function, which the worker calls back (heartbeat, complete)."},
+	{EnvControlURL, []string{SvcWorker}, "", "URL of the GPUCallback function, which the worker calls back (`…/gpu/jobs/{id}:heartbeat`, `:complete`); locally `$BATON_URL/GPUCallback`. The operators' GPU function refuses these routes with 404. It is the worker's own setting, not sent by the dispatcher, so that nothing that can call the worker can redirect its ID tokens and dispatch secrets elsewhere."},
 	{EnvWorkerCommand, []string{SvcWorker}, `["sh","-c","cat"]`, "The command a GPU worker runs for each job, as a JSON argv list."},
 	{EnvLogLevel, nil, "info", "debug, info, warn or error."},
 	{EnvTargetIDToken, []string{FnTick, FnSchedules, FnRun, CLI}, "false", "`true` makes `http` targets carry a Google-signed OIDC ID token (audience: the target URL), as in the cloud, where Terraform sets it. Locally there are no Google credentials: leave it `false`."},

@@ -21,6 +21,24 @@ const maxBody = 4 * MaxPayloadBytes
 // PERMISSION_DENIED, as the other codes follow theirs.
 const CodePermissionDenied = "permission_denied"
 
+// Routes selects which of the GPU API's routes a handler serves, so that
+// the operators' API and the workers' callbacks can be deployed as two
+// functions, each with its own invoker grants: in the cloud every worker
+// holds invoker on the callback function, and nobody else does.
+type Routes int
+
+const (
+	// AllRoutes serves every route on one handler (tests, benchmarks).
+	AllRoutes Routes = iota
+	// OperatorRoutes serves enqueue, list, read, cancel and the pool view,
+	// and refuses the worker callbacks with 404: the GPU function.
+	OperatorRoutes
+	// CallbackRoutes serves only POST /gpu/jobs/{id}:heartbeat and
+	// :complete, and refuses everything else with 404: the GPUCallback
+	// function, the only one workers may invoke.
+	CallbackRoutes
+)
+
 // NewHandler serves the GPU REST API (the GPU function):
 //
 //	POST /gpu/jobs                      enqueue (201; 200 when the id existed)
@@ -35,12 +53,44 @@ const CodePermissionDenied = "permission_denied"
 // the cloud). Authorisation of the two worker callbacks is this handler's:
 // they must carry the dispatch's secret in SecretHeader, or get 403 when
 // their fence holds (409 when it is stale either way).
-func NewHandler(d *Dispatcher) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := route(d, w, r); err != nil {
-			httpapi.WriteError(w, r, toHTTP(err))
+func NewHandler(d *Dispatcher) http.Handler { return NewRoutesHandler(d, AllRoutes) }
+
+// NewRoutesHandler is NewHandler serving only the routes of r; a route of
+// the other kind gets a JSON 404 that names the function serving it, so a
+// worker pointed at the wrong URL learns why.
+func NewRoutesHandler(d *Dispatcher, r Routes) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if err := allowed(r, req); err != nil {
+			httpapi.WriteError(w, req, err)
+			return
+		}
+		if err := route(d, w, req); err != nil {
+			httpapi.WriteError(w, req, toHTTP(err))
 		}
 	})
+}
+
+// IsCallback reports whether path is a worker callback route
+// (/gpu/jobs/{id}:heartbeat or :complete), whatever the method.
+func IsCallback(path string) bool {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if len(parts) != 3 || parts[0] != "gpu" || parts[1] != "jobs" {
+		return false
+	}
+	_, action, _ := strings.Cut(parts[2], ":")
+	return action == "heartbeat" || action == "complete"
+}
+
+// allowed refuses the routes r does not serve, before any body is read.
+func allowed(r Routes, req *http.Request) error {
+	cb := IsCallback(req.URL.Path)
+	switch {
+	case r == OperatorRoutes && cb:
+		return httpapi.NotFound("%s is a worker callback, served by the GPU callback function (the worker's BATON_CONTROL_URL), not by the operators' GPU API", req.URL.Path)
+	case r == CallbackRoutes && !cb:
+		return httpapi.NotFound("no route for %s here: this function serves only the worker callbacks POST /gpu/jobs/{id}:heartbeat and :complete", req.URL.Path)
+	}
+	return nil
 }
 
 // route dispatches by hand: ServeMux wildcards cannot express "{id}:cancel".

@@ -42,6 +42,11 @@
 // it back in SecretHeader. A fence that holds without that secret gets
 // ErrForbidden (HTTP 403) and changes nothing.
 //
+// The callbacks are also their own routes (CallbackRoutes), deployed as
+// the GPUCallback function apart from the operators' API
+// (OperatorRoutes), so that the workers' invoker grant does not reach
+// enqueue or cancel, and operators' grants do not reach the callbacks.
+//
 // # Events instead of keyspace notifications
 //
 // A completion callback frees the slot and dispatches the next job before

@@ -27,6 +27,13 @@ mock_provider "google" {
       id = "projects/baton-test/locations/us-central1/queues/baton-runs"
     }
   }
+  mock_resource "google_artifact_registry_repository" {
+    override_during = plan
+    defaults = {
+      id           = "projects/baton-test/locations/us-central1/repositories/baton-functions"
+      registry_uri = "us-central1-docker.pkg.dev/baton-test/baton-functions"
+    }
+  }
   mock_resource "google_service_account" {
     override_during = plan
     defaults = {
@@ -34,6 +41,16 @@ mock_provider "google" {
       member = "serviceAccount:sa-mock@baton-test.iam.gserviceaccount.com"
       name   = "projects/baton-test/serviceAccounts/sa-mock@baton-test.iam.gserviceaccount.com"
     }
+  }
+}
+
+# GPUCallback's URL, known at plan, so that the worker's BATON_CONTROL_URL
+# can be checked against it (and not against another function's).
+override_resource {
+  target          = google_cloudfunctions2_function.fn["GPUCallback"]
+  override_during = plan
+  values = {
+    service_config = { uri = "https://baton-gpu-callback-mock-uc.a.run.app", service = "projects/baton-test/locations/us-central1/services/baton-gpu-callback" }
   }
 }
 
@@ -51,8 +68,49 @@ run "plan" {
   command = plan
 
   assert {
-    condition     = length(google_cloudfunctions2_function.fn) == 5
-    error_message = "expected five functions: Tick, Run, Schedules, GPU, Rent"
+    condition     = length(google_cloudfunctions2_function.fn) == 6
+    error_message = "expected six functions: Tick, Run, Schedules, GPU, GPUCallback, Rent"
+  }
+  assert {
+    condition     = [for k, v in local.function_invokers : k if v.fn == "GPUCallback"] == ["GPUCallback/worker"] && [for k, v in local.function_invokers : v.fn if v.member == google_service_account.gpu_worker.member && k == "GPUCallback/worker"] == ["GPUCallback"]
+    error_message = "only the worker may invoke GPUCallback"
+  }
+  assert {
+    condition     = [for k, v in local.function_invokers : k if v.fn == "GPU"] == ["GPU/user:ops@example.com"]
+    error_message = "only the operators may invoke the operators' GPU function"
+  }
+  assert {
+    condition     = one([for e in google_cloud_run_v2_service.gpu_worker.template[0].containers[0].env : e.value if e.name == "BATON_CONTROL_URL"]) == "https://baton-gpu-callback-mock-uc.a.run.app"
+    error_message = "the worker must call back GPUCallback (BATON_CONTROL_URL)"
+  }
+  assert {
+    condition     = alltrue([for f in google_cloudfunctions2_function.fn : f.build_config[0].docker_repository == "projects/baton-test/locations/us-central1/repositories/baton-functions"])
+    error_message = "every function's image goes to baton's own Artifact Registry repository"
+  }
+  assert {
+    condition = (google_artifact_registry_repository.functions.format == "DOCKER" && !google_artifact_registry_repository.functions.cleanup_policy_dry_run &&
+      google_artifact_registry_repository.functions.repository_id != "baton" &&
+      one([for p in google_artifact_registry_repository.functions.cleanup_policies : p.most_recent_versions[0].keep_count if p.action == "KEEP"]) == 10 &&
+    one([for p in google_artifact_registry_repository.functions.cleanup_policies : p.condition[0].older_than if p.action == "DELETE"]) == "2592000s")
+    error_message = "the image repository keeps the 10 most recent versions and deletes the rest after 30 days, for real (no dry run), and is not the hand-made worker repository baton (docs/deploy.md step 2), which the apply would collide with"
+  }
+  assert {
+    condition = (google_storage_bucket_iam_member.worker_bucket.condition[0].expression == "resource.name.startsWith(\"projects/_/buckets/baton-test-bucket/objects/outputs/\")" &&
+      alltrue([for g in google_storage_bucket_iam_member.function_bucket : g.condition[0].expression == "resource.name.startsWith(\"projects/_/buckets/baton-test-bucket/objects/leases/\")"]) &&
+    google_storage_bucket_iam_member.build_source.condition[0].expression == "resource.name.startsWith(\"projects/_/buckets/baton-test-bucket/objects/source/\")")
+    error_message = "bucket grants are narrowed to outputs/ (worker), leases/ (functions) and source/ (build)"
+  }
+  assert {
+    condition     = startswith(google_storage_bucket_object.source.name, "source/") && keys(google_storage_bucket_iam_member.function_bucket) == ["Run", "Schedules", "Tick"]
+    error_message = "the source zip lives under source/, and only the functions that take leases get the bucket"
+  }
+  assert {
+    condition     = google_project_iam_member.build_sources.condition[0].expression == "resource.name.startsWith(\"projects/_/buckets/gcf-v2-sources-123456789012-us-central1/\")" && google_project_iam_member.build_logs.role == "roles/logging.logWriter"
+    error_message = "the build account reads only the Cloud Functions source bucket of this project and region, and writes logs"
+  }
+  assert {
+    condition     = google_artifact_registry_repository_iam_member.build_writer.role == "roles/artifactregistry.writer" && google_artifact_registry_repository_iam_member.build_writer.repository == google_artifact_registry_repository.functions.name
+    error_message = "the build account writes to baton's image repository only"
   }
   assert {
     condition = alltrue([for k, f in google_cloudfunctions2_function.fn :
@@ -286,6 +344,22 @@ run "l4_memory_without_cpu_refused" {
     worker_memory = "24Gi"
   }
   expect_failures = [google_cloud_run_v2_service.gpu_worker]
+}
+
+run "image_keep_zero_refused" {
+  command = plan
+  variables {
+    image_keep_count = 0
+  }
+  expect_failures = [var.image_keep_count]
+}
+
+run "negative_wait_refused" {
+  command = plan
+  variables {
+    propagation_wait_seconds = -1
+  }
+  expect_failures = [var.propagation_wait_seconds]
 }
 
 run "rtx_shape_accepted" {

@@ -28,7 +28,8 @@ import (
 type Config struct {
 	// Command is the argv run for each job. Required.
 	Command []string
-	// ControlURL is the GPU function's base URL (…/GPU); callbacks go to
+	// ControlURL is the GPUCallback function's base URL (…/GPUCallback);
+	// the operators' GPU function refuses callbacks. Callbacks go to
 	// ControlURL/gpu/jobs/{id}:heartbeat and :complete. Empty sends no
 	// callbacks (only the round-robin benchmark baseline does that).
 	ControlURL string
