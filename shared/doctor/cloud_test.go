@@ -13,6 +13,7 @@ import (
 	"cloud.google.com/go/firestore/apiv1/admin/adminpb"
 	"cloud.google.com/go/scheduler/apiv1/schedulerpb"
 	"cloud.google.com/go/storage"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -208,6 +209,12 @@ func newWorld() *world {
 
 func (w *world) run(t *testing.T) *Report {
 	t.Helper()
+	return w.runWith(t, func(*CloudConfig) {})
+}
+
+// runWith runs Cloud after edit has changed its config.
+func (w *world) runWith(t *testing.T, edit func(*CloudConfig)) *Report {
+	t.Helper()
 	cfg := CloudConfig{
 		Project: testProject, Database: testDB, Location: testRegion, Bucket: "baton-bucket", Region: testRegion,
 		Job: "baton-tick", TickURL: testTickURL,
@@ -215,6 +222,7 @@ func (w *world) run(t *testing.T) *Report {
 		SchedulerOptions: serveGRPC(t, func(s *grpc.Server) { schedulerpb.RegisterCloudSchedulerServer(s, w.sched) }),
 		StorageOptions:   bucketAttrsDouble(t, "baton-bucket", w.bucket),
 	}
+	edit(&cfg)
 	rep, err := Cloud(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +278,10 @@ func TestCloudMissingIndexFailsNamingIt(t *testing.T) {
 			kept = append(kept, ix)
 		}
 	}
-	w.admin.indexes["runs"] = kept
+	// A near miss stays: the same shape and orders, another field. It is
+	// not the index the history query needs.
+	near := firestoreIndex(store.Index{Collection: "runs", Name: "near", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}}, adminpb.Index_READY)
+	w.admin.indexes["runs"] = append(kept, near)
 	rep := w.run(t)
 	if rep.OK {
 		t.Fatalf("a missing index passed:\n%s", table(rep))
@@ -380,10 +391,23 @@ func TestCloudSchedulerJob(t *testing.T) {
 	})
 	t.Run("another target", func(t *testing.T) {
 		w := newWorld()
-		w.sched.job.GetHttpTarget().Uri = "https://baton-run-123456.europe-west4.run.app"
+		// A coherent mistake: the Run function's URL, as target and audience.
+		ht := w.sched.job.GetHttpTarget()
+		ht.Uri = "https://baton-run-123456.europe-west4.run.app"
+		ht.GetOidcToken().Audience = ht.Uri
 		rep := w.run(t)
-		if got := row(t, rep, "scheduler: target"); rep.OK || got.Status != Fail {
+		if got := row(t, rep, "scheduler: target"); rep.OK || got.Status != Fail || !strings.Contains(got.Detail, "not the Tick function") {
 			t.Fatalf("wrong target: %+v", got)
+		}
+	})
+	t.Run("another host without --tick-url", func(t *testing.T) {
+		w := newWorld()
+		ht := w.sched.job.GetHttpTarget()
+		ht.Uri = "https://baton-run-123456.europe-west4.run.app"
+		ht.GetOidcToken().Audience = ht.Uri
+		rep := w.runWith(t, func(c *CloudConfig) { c.TickURL = "" })
+		if got := row(t, rep, "scheduler: target"); rep.OK || got.Status != Fail || !strings.Contains(got.Detail, "host is not the baton-tick function's") {
+			t.Fatalf("wrong host: %+v", got)
 		}
 	})
 	t.Run("no OIDC token", func(t *testing.T) {
