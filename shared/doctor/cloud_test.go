@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -523,5 +524,24 @@ func TestCloudChangeStreamFailsWhereNoneOpens(t *testing.T) {
 	// Failing to connect would fail too: insist that the open itself failed.
 	if got.Status != Fail || !strings.Contains(got.Detail, "open a change stream on schedules") || !strings.Contains(got.Fix, "change_stream = true") {
 		t.Fatalf("%+v", got)
+	}
+}
+
+// TestNamesMatchTerraform: the names doctor looks for are the ones
+// infra/terraform gives the Tick function, its Scheduler job and the change
+// stream.
+func TestNamesMatchTerraform(t *testing.T) {
+	for file, want := range map[string]string{
+		"main.tf":      `name        = "` + TickFunction + `"`,
+		"scheduler.tf": `name             = "baton-tick"`,
+		"firestore.tf": `name             = "baton-schedules"`,
+	} {
+		b, err := os.ReadFile("../../infra/terraform/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), want) {
+			t.Errorf("infra/terraform/%s has no %s", file, want)
+		}
 	}
 }
