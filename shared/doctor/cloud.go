@@ -183,6 +183,11 @@ func cloudIndexes(ctx context.Context, cl *admin.FirestoreAdminClient, c CloudCo
 		switch {
 		case found == nil:
 			r.fail(name, "missing: no MongoDB-compatible index on "+ix.Collection+" "+keysText(ix)+"; its queries are billed scans", createIndexFix(c.Project, c.Database, ix))
+		case found.GetState() == adminpb.Index_READY && found.GetDensity() != adminpb.Index_DENSE && found.GetDensity() != adminpb.Index_DENSITY_UNSPECIFIED:
+			// A sparse index leaves out documents that lack a field, which a
+			// MongoDB index (and Terraform's DENSE one) keeps.
+			r.warn(name, keysText(ix)+" READY but "+found.GetDensity().String()+", not DENSE as Terraform declares it",
+				"recreate it: terraform apply -replace='"+terraformAddress(ix)+"' (infra/terraform)")
 		case found.GetState() == adminpb.Index_READY:
 			r.pass(name, keysText(ix)+" READY")
 		case found.GetState() == adminpb.Index_CREATING:

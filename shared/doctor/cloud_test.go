@@ -320,6 +320,16 @@ func TestCloudCreatingIndexFails(t *testing.T) {
 	}
 }
 
+func TestCloudSparseIndexWarns(t *testing.T) {
+	w := newWorld()
+	w.admin.indexes["gpu_slots"][0].Density = adminpb.Index_SPARSE_ANY
+	rep := w.run(t)
+	got := row(t, rep, "index gpu_slots.claim")
+	if !rep.OK || got.Status != Warn || !strings.Contains(got.Fix, "-replace=") {
+		t.Fatalf("a sparse index: ok=%v %+v", rep.OK, got)
+	}
+}
+
 func TestCloudIndexOfAnotherAPIScopeIsMissing(t *testing.T) {
 	w := newWorld()
 	w.admin.indexes["gpu_slots"][0].ApiScope = adminpb.Index_ANY_API
