@@ -61,6 +61,8 @@ const (
 	EnvTasksEmu       = "CLOUD_TASKS_EMULATOR_HOST"
 	EnvSubMinute      = "BATON_SUBMINUTE"
 	EnvPageSecret     = "BATON_PAGE_TOKEN_SECRET"
+	EnvProject        = "BATON_PROJECT"
+	EnvRegion         = "BATON_REGION"
 )
 
 // MinPageSecretLen is the shortest BATON_PAGE_TOKEN_SECRET accepted, in
@@ -95,6 +97,8 @@ var Vars = []Var{
 	{EnvTasksAccount, []string{FnTick, FnSchedules, FnRun}, "", "Service account whose OIDC token each task carries to Run (Terraform's `baton-tasks`). The enqueuer needs `iam.serviceAccounts.actAs` on it."},
 	{EnvTasksEmu, nil, "", "host:port of a Cloud Tasks emulator (set by `baton local`); unset in the cloud."},
 	{EnvPageSecret, []string{FnSchedules, FnGPU}, "", "Secret (at least 32 bytes; `openssl rand -base64 48`) that signs the list endpoints' `nextPageToken`s, so that a made-up or edited token is refused with 400. Every instance must share it (Terraform passes `page_token_secret`). Required in the cloud; locally (and under `baton local`) unset draws a random one per process."},
+	{EnvProject, []string{CLI}, "", "Google Cloud project ID of the deployment, for `baton doctor` (Terraform's `project`)."},
+	{EnvRegion, []string{CLI}, "us-central1", "Region of the deployment (Terraform's `region`), for `baton doctor`: where the Scheduler job is, and the database's expected location unless `--location` says otherwise."},
 	{EnvSubMinute, []string{FnSchedules}, "false", "`true` when something ticks at second granularity (`baton daemon`, deployed by Terraform with `daemon_image`). Otherwise a seconds-level cron is refused with 400 instead of being fired once a minute."},
 }
 

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/doctor"
+)
+
+func init() { rootCmd.AddCommand(newDoctorCmd()) }
+
+// newDoctorCmd builds `baton doctor`.
+func newDoctorCmd() *cobra.Command {
+	var (
+		asJSON, local, cloud bool
+		cc                   doctor.CloudConfig
+		timeout              time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check a deployment (or baton local) and say how to fix what is wrong",
+		Long: `Check that a deployment is fit to run, and print one line per check:
+status (PASS, FAIL, WARN or SKIP), what was checked, what was found and,
+when it failed, the terraform or gcloud command that fixes it.
+
+In the cloud (run it after terraform apply, with application-default
+credentials) it reads, through the Google APIs, and changes nothing:
+  - the Firestore database: Enterprise edition, MongoDB-compatible access on,
+    the expected location (--location, default --region), point-in-time recovery on;
+  - every index the code needs, present and READY (CREATING fails: wait);
+  - the change stream on schedules, opened through BATON_MONGO_URI when it is set
+    (the Go admin client has no change stream API; otherwise SKIP);
+  - the bucket: uniform bucket-level access on, versioning off, no lifecycle
+    rule that could delete leases/;
+  - the Cloud Scheduler job (--job): present, enabled, POSTing to Tick with OIDC.
+
+Locally (against baton local: run . DATA_DIR/env first) it checks the
+emulators: the MongoDB API answers and holds every index, the bucket exists,
+the Cloud Tasks queue is served, and BATON_URL/healthz answers 200.
+
+The local checks run when --local is given, or when STORAGE_EMULATOR_HOST or
+CLOUD_TASKS_EMULATOR_HOST is set (baton local's env file sets both); the cloud
+checks otherwise, or with --cloud.
+
+Exit status: 0 when no check failed (WARN and SKIP allowed), 1 when one did,
+2 on bad flags.`,
+		Example: `  . .baton/env && baton doctor
+  baton doctor --project my-proj --region europe-west4 --bucket my-baton-bucket
+  baton doctor --json --tick-url "$(terraform -chdir=infra/terraform output -json function_urls | jq -r .Tick)"`,
+		Args: cobra.NoArgs,
+		// As under the root command: a failed check is a report, not a
+		// usage mistake (and tests run this command alone).
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if local && cloud {
+				return usageError("doctor: --local and --cloud: give one")
+			}
+			if timeout <= 0 {
+				return usageError("doctor: --timeout %s: want a positive duration", timeout)
+			}
+			if !local && !cloud {
+				local = config.Get(config.EnvStorageEmu) != "" || config.Get(config.EnvTasksEmu) != ""
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			var rep *doctor.Report
+			if local {
+				rep = doctor.Local(ctx, doctor.LocalConfig{
+					MongoURI: config.Get(config.EnvMongoURI),
+					// The URI of baton local names its database; only an
+					// explicit flag overrides it.
+					Database:    flagIf(cmd, "database", cc.Database),
+					StorageHost: config.Get(config.EnvStorageEmu),
+					Bucket:      cc.Bucket,
+					TasksHost:   config.Get(config.EnvTasksEmu),
+					TasksQueue:  config.Get(config.EnvTasksQueue),
+					URL:         config.Get(config.EnvURL),
+					Token:       config.Get(config.EnvToken),
+				})
+			} else {
+				if cc.Location == "" {
+					cc.Location = cc.Region
+				}
+				cc.MongoURI = config.Get(config.EnvMongoURI)
+				if err := cc.Check(); err != nil {
+					return usageError("%v (flags --project, --database, --bucket, --region, or BATON_PROJECT, BATON_DATABASE, BATON_BUCKET, BATON_REGION)", err)
+				}
+				var err error
+				if rep, err = doctor.Cloud(ctx, cc); err != nil {
+					return usageError("%v", err)
+				}
+			}
+			out := cmd.OutOrStdout()
+			var err error
+			if asJSON {
+				err = rep.WriteJSON(out)
+			} else {
+				err = rep.WriteTable(out)
+			}
+			if err != nil {
+				return err
+			}
+			if !rep.OK {
+				return &exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return usageError("doctor: %v", err)
+	})
+	f := cmd.Flags()
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON instead of a table")
+	f.BoolVar(&local, "local", false, "check baton local's emulators (the default when STORAGE_EMULATOR_HOST or CLOUD_TASKS_EMULATOR_HOST is set)")
+	f.BoolVar(&cloud, "cloud", false, "check the cloud deployment even when emulator hosts are set")
+	f.StringVar(&cc.Project, "project", config.Get(config.EnvProject), "Google Cloud project (BATON_PROJECT)")
+	f.StringVar(&cc.Database, "database", config.Get(config.EnvDatabase), "Firestore database ID (BATON_DATABASE; Terraform's database_name)")
+	f.StringVar(&cc.Bucket, "bucket", config.Get(config.EnvBucket), "baton's bucket (BATON_BUCKET; terraform output bucket)")
+	f.StringVar(&cc.Region, "region", config.Get(config.EnvRegion), "region of the Scheduler job (BATON_REGION; Terraform's region)")
+	f.StringVar(&cc.Location, "location", "", "the database's expected location (Terraform's firestore_location); default --region")
+	f.StringVar(&cc.Job, "job", "baton-tick", "the Cloud Scheduler job that calls Tick; empty skips the Scheduler checks")
+	f.StringVar(&cc.TickURL, "tick-url", "", "the Tick function's URL (terraform output function_urls); empty checks only that the job's host is baton-tick's")
+	f.DurationVar(&timeout, "timeout", time.Minute, "bound on all the checks together")
+	return cmd
+}
+
+// flagIf is the flag's value when it was given on the command line, and ""
+// otherwise.
+func flagIf(cmd *cobra.Command, name, v string) string {
+	if cmd.Flags().Changed(name) {
+		return v
+	}
+	return ""
+}

@@ -1,0 +1,37 @@
+// Package doctor checks that a baton deployment is fit to run: that the
+// things Terraform (or `baton local`) should have made exist, are set up the
+// way the code assumes, and are reachable. `baton doctor` prints its Report.
+//
+// # Cloud
+//
+// Cloud reads, and never changes:
+//
+//   - the Firestore database, through the Firestore admin API
+//     (cloud.google.com/go/firestore/apiv1/admin): Enterprise edition, the
+//     MongoDB-compatible data access mode on, the expected location, and
+//     point-in-time recovery on;
+//   - every index the code declares (Needed: scheduler.Indexes and
+//     gpu.Indexes, the same list infra/terraform/firestore.tf declares),
+//     present with the MongoDB-compatible API scope and READY. A CREATING
+//     index fails too: until it is READY, its queries are billed scans;
+//   - the change stream on schedules. The admin client this module pins has
+//     no change stream API, so the check opens one through the MongoDB API
+//     (as `baton daemon` does) when a connection string is given, and is
+//     SKIP otherwise, saying why;
+//   - the bucket: uniform bucket-level access on (leases compare-and-swap
+//     on generations and IAM is the only permission model), versioning off
+//     (a deleted lease would otherwise linger as a noncurrent version), and
+//     no lifecycle rule that could delete objects under leases/;
+//   - the Cloud Scheduler job that calls Tick: present, enabled, a POST to
+//     the Tick function with an OIDC token for it.
+//
+// # Local
+//
+// Local checks what `baton local` starts: the MongoDB API emulator answers
+// and holds every needed index (listed through the driver), the bucket
+// exists in the GCS emulator, the Cloud Tasks emulator serves the queue, and
+// the functions' /healthz answers 200.
+//
+// Each Result names its check, and a failing one says what to do: the
+// terraform or gcloud command that fixes it.
+package doctor
