@@ -56,6 +56,8 @@ output "cli_env" {
     "export BATON_GPU_URL=${google_cloudfunctions2_function.fn["GPU"].service_config[0].uri}",
     "export BATON_BUCKET=${google_storage_bucket.baton.name}",
     "export BATON_DATABASE=${google_firestore_database.baton.name}",
+    "export BATON_PROJECT=${var.project}",
+    "export BATON_REGION=${var.region}",
     "export BATON_TOKEN=\"$(gcloud auth print-identity-token)\"",
     "",
   ])
