@@ -138,6 +138,17 @@ func TestClaimWhoseAnswerWasLost(t *testing.T) {
 		{"landed, answered an error", func(t *testing.T, st *store.Store) {
 			emutest.FailCommandAfterWrite(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")
 		}, false},
+		// Firestore's shape of the lost answer: DeadlineExceeded for a
+		// claim that committed. The store does not retry it (the retry
+		// would miss its own condition and say "conflict"), and the
+		// executor reads the claim back.
+		{"landed, answered DeadlineExceeded", func(t *testing.T, st *store.Store) {
+			emutest.FailCommandCodeAfterRun(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, 262, "update")
+		}, false},
+		// Aborted: not applied; the store retries it and the claim lands.
+		{"Aborted, retried", func(t *testing.T, st *store.Store) {
+			emutest.FailCommandCode(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, 112, "update")
+		}, false},
 		{"dropped connection, not applied", func(t *testing.T, st *store.Store) {
 			emutest.FailCommandDrop(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")
 		}, true},
