@@ -15,7 +15,10 @@
 //
 // Firestore has no retryable writes, so every write here is idempotent or
 // conditional (DESIGN.md §5). Create inserts with the schedule id as _id, so
-// a duplicate is ErrExists, never a second document. Update and Delete are
+// a duplicate is ErrExists, never a second document; since the store also
+// answers "already there" for an insert of ours whose answer was lost,
+// Create compares the stored schedule with its own and answers success
+// when they are the same. Update and Delete are
 // conditional on the stored version: with an explicit precondition
 // (If-Match) a changed version is ErrVersionMismatch; without one, Update
 // re-reads and re-applies the patch, because a merge patch means "these
