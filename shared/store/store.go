@@ -546,7 +546,13 @@ type Index struct {
 // EnsureIndexes creates the indexes if they do not exist.
 func (s *Store) EnsureIndexes(ctx context.Context, idx ...Index) error {
 	for _, ix := range idx {
-		m := mongo.IndexModel{Keys: ix.Keys, Options: options.Index().SetName(ix.Name).SetUnique(ix.Unique)}
+		o := options.Index().SetName(ix.Name)
+		if ix.Unique {
+			// Only when asked: an index on _id alone refuses even
+			// unique: false (InvalidIndexSpecificationOption).
+			o.SetUnique(true)
+		}
+		m := mongo.IndexModel{Keys: ix.Keys, Options: o}
 		if _, err := s.db.Collection(ix.Collection).Indexes().CreateOne(ctx, m); err != nil {
 			return fmt.Errorf("store: create index %s.%s: %w", ix.Collection, ix.Name, err)
 		}
