@@ -31,7 +31,11 @@ func (f chaosFault) data(db string) bson.D {
 	d := bson.D{{Key: "failCommands", Value: bson.A{f.cmd}}, {Key: "namespace", Value: db + "." + f.coll}}
 	switch f.kind {
 	case "conflict":
-		return append(d, bson.E{Key: "errorCode", Value: 112}) // WriteConflict
+		return append(d, bson.E{Key: "errorCode", Value: 112}) // WriteConflict, which the store retries
+	case "deadline":
+		// Firestore's lost answer: the write commits, and the answer is
+		// DeadlineExceeded, which the store retries only for inserts.
+		return append(d, bson.E{Key: "errorCodeAfterRun", Value: 262})
 	case "drop":
 		return append(d, bson.E{Key: "closeConnection", Value: true})
 	default: // landed: the write applies, and its answer is an error
@@ -50,8 +54,9 @@ type chaosCall struct {
 // catch-up all), ticked every 2 s, run through Tick → Cloud Tasks emulator → Run for a minute
 // while the Mongo emulator's failCommand fail point is armed on each write
 // of the run path in turn: inserts, updates and findAndModify on runs and on
-// schedules, each as a WriteConflict, a dropped connection, and a write that
-// lands but answers an error. Some targets outlast the cadence (so skip and
+// schedules, each as a WriteConflict, a write that lands and answers
+// DeadlineExceeded, a dropped connection, and a write that lands but answers
+// a write concern error. Some targets outlast the cadence (so skip and
 // buffer_one overlap) and fail some first attempts (so retries happen).
 // Then the faults stop, ticks go on, and once the sweep has settled:
 //   - no fire time reached its target again after a 2xx;
@@ -146,7 +151,7 @@ func TestChaosRunPath(t *testing.T) {
 			if coll == schedule.SchedulesCollection && cmd == "insert" || coll == schedule.RunsCollection && cmd == "findAndModify" {
 				continue // not a command of the run path
 			}
-			for _, kind := range []string{"conflict", "drop", "landed"} {
+			for _, kind := range []string{"conflict", "deadline", "drop", "landed"} {
 				faults = append(faults, chaosFault{coll, cmd, kind})
 			}
 		}

@@ -72,9 +72,28 @@ func Store(t testing.TB) *store.Store {
 // emulator, so tests that use it must not run in parallel with each other.
 func FailCommand(t testing.TB, st *store.Store, coll string, mode any, commands ...string) {
 	t.Helper()
-	// 112 is WriteConflict: an error that a driver neither retries here
-	// (retryWrites=false) nor treats as the server going away.
-	failCommand(t, st, coll, mode, bson.D{{Key: "errorCode", Value: 112}}, commands)
+	// 1 is InternalError: a refusal that nothing retries (the driver runs
+	// with retryWrites=false; the store retries only 112, and 262 on
+	// inserts) and that no one takes for the server going away. A test of
+	// the store's retries injects those codes with FailCommandCode.
+	FailCommandCode(t, st, coll, mode, 1, commands...)
+}
+
+// FailCommandCode is FailCommand with the error code chosen: 112 for
+// Firestore's Aborted (WriteConflict), 262 for its DeadlineExceeded
+// (ExceededTimeLimit). The command does not run.
+func FailCommandCode(t testing.TB, st *store.Store, coll string, mode any, code int32, commands ...string) {
+	t.Helper()
+	failCommand(t, st, coll, mode, bson.D{{Key: "errorCode", Value: code}}, commands)
+}
+
+// FailCommandCodeAfterRun is the lost answer in Firestore's shape: matching
+// commands run, and their reply is then replaced by a top-level error with
+// code (the emulator's data.errorCodeAfterRun), e.g. 262 for a write that
+// committed while its deadline expired.
+func FailCommandCodeAfterRun(t testing.TB, st *store.Store, coll string, mode any, code int32, commands ...string) {
+	t.Helper()
+	failCommand(t, st, coll, mode, bson.D{{Key: "errorCodeAfterRun", Value: code}}, commands)
 }
 
 // FailCommandAfterWrite is FailCommand for the other half of a lost answer:

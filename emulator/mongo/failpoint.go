@@ -25,6 +25,12 @@ const codeFailPoint = 1
 // data.namespace ("db.collection") is baton's addition: it limits the fail
 // point to one collection, so tests sharing the emulator do not see each
 // other's faults, and a test can fail one write among several.
+// data.errorCodeAfterRun (an integer) is baton's addition too: the command
+// runs, and its reply is then replaced by a top-level error with that code
+// ({ok: 0, code}). mongod has no such option; it stands for Firestore
+// answering DeadlineExceeded (262) for a write that committed, the lost
+// answer a write concern error cannot model, since a driver reads a write
+// concern error as "applied" and a top-level error as "maybe not".
 type failPoint struct {
 	mu        sync.Mutex
 	on        bool
@@ -35,6 +41,7 @@ type failPoint struct {
 	code      int32
 	close     bool
 	wce       bson.Raw // data.writeConcernError: run the command, then report this
+	afterRun  int32    // data.errorCodeAfterRun: run the command, then answer this code
 	entered   int64
 }
 
@@ -106,13 +113,20 @@ func (fp *failPoint) configure(body bson.Raw) bson.D {
 			}
 			next.wce = append(bson.Raw(nil), d...)
 		}
+		if v, err := data.LookupErr("errorCodeAfterRun"); err == nil {
+			n, ok := v.AsInt64OK()
+			if !ok || n == 0 {
+				return fail("configureFailPoint: data.errorCodeAfterRun must be a non-zero integer")
+			}
+			next.afterRun = int32(n)
+		}
 		next.namespace, _ = data.Lookup("namespace").StringValueOK()
 	}
 	fp.mu.Lock()
 	defer fp.mu.Unlock()
 	count := fp.entered
 	next.entered = count
-	fp.on, fp.times, fp.skip, fp.commands, fp.namespace, fp.code, fp.close, fp.wce = next.on, next.times, next.skip, next.commands, next.namespace, next.code, next.close, next.wce
+	fp.on, fp.times, fp.skip, fp.commands, fp.namespace, fp.code, fp.close, fp.wce, fp.afterRun = next.on, next.times, next.skip, next.commands, next.namespace, next.code, next.close, next.wce, next.afterRun
 	return bson.D{{Key: "count", Value: count}, {Key: "ok", Value: 1.0}}
 }
 
@@ -121,12 +135,13 @@ var errCloseConnection = errors.New("failCommand fail point: closeConnection")
 
 // failAction is what the fail point does to one command: nothing (zero),
 // refuse it, cut the connection, or run it and report a write concern
-// error (the write lands, yet the client sees an error: the "applied, but
-// the answer says otherwise" case).
+// error or answer a top-level error (the write lands, yet the client sees
+// an error: the "applied, but the answer says otherwise" case).
 type failAction struct {
-	refuse *refusal
-	close  bool
-	wce    bson.Raw
+	refuse   *refusal
+	close    bool
+	wce      bson.Raw
+	afterRun *refusal
 }
 
 // check decides what the fail point does to cmd.
@@ -152,6 +167,8 @@ func (fp *failPoint) check(cmd command) failAction {
 		return failAction{close: true}
 	case fp.wce != nil:
 		return failAction{wce: fp.wce}
+	case fp.afterRun != 0:
+		return failAction{afterRun: &refusal{fp.afterRun, "", fmt.Sprintf("Failing command %s after it ran, via 'failCommand' failpoint (errorCodeAfterRun)", cmd.name)}}
 	}
 	return failAction{refuse: &refusal{fp.code, "", fmt.Sprintf("Failing command %s via 'failCommand' failpoint", cmd.name)}}
 }

@@ -92,6 +92,24 @@ func TestFailCommand(t *testing.T) {
 			t.Errorf("%d documents, want 1: the write must land", n)
 		}
 	})
+	t.Run("errorCodeAfterRun: the write lands, the answer is a top-level error", func(t *testing.T) {
+		failCommand(t, db, bson.D{{Key: "times", Value: 1}}, bson.D{
+			{Key: "failCommands", Value: bson.A{"update"}}, {Key: "namespace", Value: db.Name() + ".target"},
+			{Key: "errorCodeAfterRun", Value: 262}})
+		_, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 9}}, bson.D{{Key: "$set", Value: bson.D{{Key: "after", Value: "ran"}}}})
+		var ce mdriver.CommandError
+		if !errors.As(err, &ce) || ce.Code != 262 {
+			t.Fatalf("update: err=%v, want command error 262", err)
+		}
+		var doc bson.M
+		if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: 9}}).Decode(&doc); err != nil || doc["after"] != "ran" {
+			t.Fatalf("after the error: doc %v err %v, want the update applied", doc, err)
+		}
+		// times: 1 is used up: the next update answers normally.
+		if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: 9}}, bson.D{{Key: "$set", Value: bson.D{{Key: "after", Value: "again"}}}}); err != nil {
+			t.Fatalf("second update: %v", err)
+		}
+	})
 	t.Run("bad configuration", func(t *testing.T) {
 		err := db.Client().Database("admin").RunCommand(ctx, bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "sometimes"}}).Err()
 		var ce mdriver.CommandError

@@ -236,7 +236,11 @@ func (f *front) handle(req message, client, backend net.Conn, br *bufio.Reader) 
 			unlock() // the write is done; do not wait on a slow client
 		}
 		raw := reply.raw
-		if act.wce != nil && reply.opCode == opMsg {
+		if act.afterRun != nil && reply.opCode == opMsg {
+			if raw, err = replyTo(req, act.afterRun.doc()); err != nil {
+				return err
+			}
+		} else if act.wce != nil && reply.opCode == opMsg {
 			if raw, err = withWriteConcernError(req, reply, act.wce); err != nil {
 				return err
 			}

@@ -19,13 +19,21 @@ locals {
   # declares (scheduler.Indexes, gpu.Indexes), which
   # tests/terraform_test.go compares with this list. In the Enterprise
   # edition a query without its index still runs, as a scan billed for every
-  # document it reads. `_id` is the keyset tie-breaker; it was checked
-  # against the provider schema and validate, not a live database (there is
-  # no cloud access here): should Firestore refuse `_id` as an index field,
-  # drop it, since Firestore orders by the document name last anyway.
+  # document it reads, and no index exists until one is declared: not even
+  # on `_id`, which Firestore with MongoDB compatibility keeps unique but
+  # does not index ("Behavior differences", Indexes). `_id` is the keyset
+  # tie-breaker below and the whole key of the schedule list. It is given as
+  # the field path `_id`, the name the MongoDB API's createIndex uses; the
+  # admin API documents `__name__` (the document name, from which Query
+  # Explain computes `_id`) as the implicit last field of every index. This
+  # was checked against the provider schema and validate, not a live
+  # database (there is no cloud access here): should Firestore refuse `_id`
+  # as an index field path, use `__name__` in its place.
   firestore_indexes = [
     # scheduler: due schedules, keyset on (nextRunAt, _id).
     { collection = "schedules", fields = [{ path = "enabled", order = "ASCENDING" }, { path = "nextRunAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
+    # catalog.List: the schedule list, keyset on _id alone.
+    { collection = "schedules", fields = [{ path = "_id", order = "ASCENDING" }] },
     # scheduler: the daemon's edit poll, keyset on (updatedAt, _id).
     { collection = "schedules", fields = [{ path = "updatedAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # scheduler: run history of a schedule, newest first.

@@ -165,9 +165,34 @@ func (s *Service) Create(ctx context.Context, sc *schedule.Schedule) (*schedule.
 		return nil, fmt.Errorf("catalog: create %s: %w", out.ID, err)
 	}
 	if !inserted {
+		// "It is there" is all the store can say: a lost answer to this
+		// very insert looks like a taken id. The stored document tells
+		// them apart: ours, byte for byte (down to createdAt, which is
+		// this call's clock), is a create that succeeded.
+		if s.isOurs(ctx, &out) {
+			return &out, nil
+		}
 		return nil, fmt.Errorf("catalog: create %s: %w", out.ID, ErrExists)
 	}
 	return &out, nil
+}
+
+// isOurs reports whether the stored schedule with sc's id is sc exactly, as
+// Create would have written it. Both sides go through the Go type and back
+// to BSON, so that the comparison does not depend on the order in which
+// the database keeps fields. Any difference, or a failed read, is "not
+// ours": answering ErrExists for our own create is the safe mistake.
+func (s *Service) isOurs(ctx context.Context, sc *schedule.Schedule) bool {
+	want, err := bson.Marshal(sc)
+	if err != nil {
+		return false
+	}
+	var stored schedule.Schedule
+	if err := s.schedules.Get(ctx, sc.ID, &stored); err != nil {
+		return false
+	}
+	got, err := bson.Marshal(&stored)
+	return err == nil && bytes.Equal(want, got)
 }
 
 // Get reads one schedule, or returns ErrNotFound.

@@ -15,7 +15,10 @@
 //
 // Firestore has no retryable writes, so every write here is idempotent or
 // conditional (DESIGN.md §5). Create inserts with the schedule id as _id, so
-// a duplicate is ErrExists, never a second document. Update and Delete are
+// a duplicate is ErrExists, never a second document; since the store also
+// answers "already there" for an insert of ours whose answer was lost,
+// Create compares the stored schedule with its own and answers success
+// when they are the same. Update and Delete are
 // conditional on the stored version: with an explicit precondition
 // (If-Match) a changed version is ErrVersionMismatch; without one, Update
 // re-reads and re-applies the patch, because a merge patch means "these
@@ -26,5 +29,7 @@
 // Schedules are listed by _id, and runs newest first by (fireTime, _id),
 // both with store.Page's keyset cursor, never skip: a page of n costs n
 // document reads however deep it is. Page tokens are opaque to callers.
-// The runs query is served by the "history" index in scheduler.Indexes.
+// The runs query is served by the "history" index in scheduler.Indexes,
+// and the schedule list by its "list" index on _id: Firestore indexes
+// nothing, not even _id, unless told to.
 package catalog

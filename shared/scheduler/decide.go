@@ -279,6 +279,13 @@ func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Sche
 			}
 		} else if err := e.adopt(ctx, rd.ID, f.Epoch); err != nil {
 			return nil, fmt.Errorf("schedule %s: adopt run %s: %w", s.ID, rd.ID, err)
+		} else {
+			// Found there: an earlier tick's run, now adopted, or this
+			// tick's own insert whose answer was lost (the store cannot
+			// tell them apart). Either now carries this epoch, so a
+			// refused advance must undo it like an insert; the undo
+			// matches only runs still pending at this epoch.
+			inserted = append(inserted, rd.ID)
 		}
 		// A duplicate was decided by an earlier tick that may have died
 		// before executing it; executing it again is safe, because only
@@ -349,8 +356,9 @@ func (e *Engine) adopt(ctx context.Context, id string, epoch int64) error {
 // decided the schedule again.
 const ReasonStaleTick = "decided by a stale tick"
 
-// undoStale records skipped the runs that a tick inserted for a schedule
-// whose advance was refused as stale. The newer tick decided the schedule
+// undoStale records skipped the runs that a tick inserted (or found there
+// and adopted: its own insert whose answer was lost looks the same) for a
+// schedule whose advance was refused as stale. The newer tick decided the schedule
 // at a later now, and its catch-up policy may have dropped fire times that
 // this tick saw as on time; left pending, the sweep would run them once
 // their reservation ended. A run the newer tick also decided carries its

@@ -194,6 +194,12 @@ func New(cfg Config) (*Engine, error) {
 var Indexes = []store.Index{
 	// The due query: {enabled: true, nextRunAt <= now} sorted by (nextRunAt, _id).
 	{Collection: schedule.SchedulesCollection, Name: "due", Keys: bson.D{{Key: "enabled", Value: 1}, {Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}},
+	// The schedule list (catalog.List): keyset on _id alone. MongoDB
+	// indexes _id by itself; Firestore with MongoDB compatibility does not
+	// (it only keeps _id unique), and without this index every page is a
+	// scan billed for every schedule. Here and locally, creating it is a
+	// no-op over the built-in _id index.
+	{Collection: schedule.SchedulesCollection, Name: "list", Keys: bson.D{{Key: "_id", Value: 1}}},
 	// The daemon's edit poll: keyset on (updatedAt, _id).
 	{Collection: schedule.SchedulesCollection, Name: "updated", Keys: bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},
 	// Run history and the latest-run lookups, newest first.

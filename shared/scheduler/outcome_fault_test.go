@@ -17,7 +17,7 @@ import (
 )
 
 // TestOutcomeWriteFaultRunsTheTargetOnce: the target answered, and then the
-// database failed the write of its outcome once: a WriteConflict, a dropped
+// database failed the write of its outcome once: a refusal, a dropped
 // connection, or a write that landed but answered an error. Before, the
 // write was not retried, the job lease was released, the sweep failed the
 // run over, and its retry called the target a second time. Now the write is
@@ -28,7 +28,7 @@ func TestOutcomeWriteFaultRunsTheTargetOnce(t *testing.T) {
 		name string
 		arm  func(t *testing.T, st *store.Store)
 	}{
-		{"WriteConflict", func(t *testing.T, st *store.Store) {
+		{"refused", func(t *testing.T, st *store.Store) {
 			emutest.FailCommand(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")
 		}},
 		{"dropped connection", func(t *testing.T, st *store.Store) {
@@ -73,7 +73,7 @@ func TestOutcomeWriteFaultRunsTheTargetOnce(t *testing.T) {
 }
 
 // TestOwedRetryIsRecordedBySweep: a failed run's retry insert fails (a
-// WriteConflict, or a dropped connection). Before, the error was logged and
+// refusal, or a dropped connection). Before, the error was logged and
 // dropped, and the retry never happened (maxAttempts 3, target tried once).
 // The failed run now keeps an owed-retry mark, and the sweep records the
 // retry once the executor's reservation is over.
@@ -82,7 +82,7 @@ func TestOwedRetryIsRecordedBySweep(t *testing.T) {
 		name string
 		arm  func(t *testing.T, st *store.Store)
 	}{
-		{"WriteConflict", func(t *testing.T, st *store.Store) {
+		{"refused", func(t *testing.T, st *store.Store) {
 			emutest.FailCommand(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "insert")
 		}},
 		{"dropped connection", func(t *testing.T, st *store.Store) {
@@ -137,6 +137,17 @@ func TestClaimWhoseAnswerWasLost(t *testing.T) {
 	}{
 		{"landed, answered an error", func(t *testing.T, st *store.Store) {
 			emutest.FailCommandAfterWrite(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")
+		}, false},
+		// Firestore's shape of the lost answer: DeadlineExceeded for a
+		// claim that committed. The store does not retry it (the retry
+		// would miss its own condition and say "conflict"), and the
+		// executor reads the claim back.
+		{"landed, answered DeadlineExceeded", func(t *testing.T, st *store.Store) {
+			emutest.FailCommandCodeAfterRun(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, 262, "update")
+		}, false},
+		// Aborted: not applied; the store retries it and the claim lands.
+		{"Aborted, retried", func(t *testing.T, st *store.Store) {
+			emutest.FailCommandCode(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, 112, "update")
 		}, false},
 		{"dropped connection, not applied", func(t *testing.T, st *store.Store) {
 			emutest.FailCommandDrop(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")

@@ -237,17 +237,61 @@ func (c *Collection) op(name string) string { return c.name + "." + name }
 // InsertIdempotent inserts doc, which must carry a deterministic _id. A
 // duplicate key means an earlier attempt (or a concurrent twin) already
 // inserted it: inserted is false and err is nil.
+//
+// It does not rely on the duplicate-key code alone, which Firestore does
+// not document. A 112 (Aborted) and a deadline code (262, 50) are retried,
+// up to writeAttempts in all: the _id is deterministic, so a retry of an
+// insert that landed answers a duplicate. On any other error, or when the
+// attempts run out, the document is read back by _id: when it is there,
+// and of the same kind as doc (sameKind), the insert happened (ours, whose
+// answer was lost, or a twin's) and it returns false, nil. Callers must
+// therefore treat inserted == false as "it is there", never as "another
+// writer's". When the read-back fails too, the error wraps
+// ErrUnknownOutcome.
 func (c *Collection) InsertIdempotent(ctx context.Context, doc any) (inserted bool, err error) {
-	_, err = c.c.InsertOne(ctx, doc)
+	err = retryWrite(ctx, true, func() error {
+		_, err := c.c.InsertOne(ctx, doc)
+		return err
+	})
 	switch {
 	case err == nil:
 		c.meter.AddWrite(c.op("insert"), 1)
 		return true, nil
 	case mongo.IsDuplicateKeyError(err):
 		return false, nil
-	default:
-		return false, fmt.Errorf("store: insert into %s: %w", c.name, err)
 	}
+	return c.insertReadBack(ctx, doc, err)
+}
+
+// insertReadBack settles a failed insert by reading its _id back.
+func (c *Collection) insertReadBack(ctx context.Context, doc any, insertErr error) (bool, error) {
+	ours, merr := bson.Marshal(doc)
+	if merr != nil {
+		return false, fmt.Errorf("store: insert into %s: %w", c.name, insertErr)
+	}
+	id, lerr := bson.Raw(ours).LookupErr("_id")
+	if lerr != nil {
+		return false, fmt.Errorf("store: insert into %s: the document has no _id to read back: %w", c.name, insertErr)
+	}
+	// Not on ctx alone: a deadline that cut the insert short would cut
+	// the read-back too, and leave a landed insert reported unknown.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var stored bson.Raw
+	err := c.c.FindOne(rctx, bson.D{{Key: "_id", Value: id}}).Decode(&stored)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		// Not there: the insert did not land (Firestore reads are
+		// strongly consistent), as far as a read can tell.
+		return false, c.writeError("insert into", insertErr)
+	case err != nil:
+		return false, fmt.Errorf("store: insert into %s: %w: %w; reading _id %v back failed too: %v", c.name, ErrUnknownOutcome, insertErr, id, err)
+	}
+	c.meter.Add(c.op("insertCheck"), 1)
+	if why, ok := sameKind(ours, stored); !ok {
+		return false, fmt.Errorf("store: insert into %s: %w; _id %v holds a different kind of document (%s), not taken for this insert", c.name, insertErr, id, why)
+	}
+	return false, nil
 }
 
 // Get reads one document by _id into out. It returns ErrNotFound when absent.
@@ -301,10 +345,18 @@ func (c *Collection) Count(ctx context.Context, filter any) (int64, error) {
 
 // UpdateOne applies update to one document matching filter. When nothing
 // matches, the filter's condition no longer holds and it returns ErrConflict.
+//
+// A 112 (Aborted) is retried (writeAttempts in all); a write that may have
+// landed (262, 50, a lost connection) is not, and gives an error wrapping
+// ErrUnknownOutcome, never ErrConflict.
 func (c *Collection) UpdateOne(ctx context.Context, filter, update any) error {
-	res, err := c.c.UpdateOne(ctx, filter, update)
+	var res *mongo.UpdateResult
+	err := retryWrite(ctx, false, func() (err error) {
+		res, err = c.c.UpdateOne(ctx, filter, update)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("store: update %s: %w", c.name, err)
+		return c.writeError("update", err)
 	}
 	if res.MatchedCount == 0 {
 		return fmt.Errorf("store: update %s: %w", c.name, ErrConflict)
@@ -317,15 +369,24 @@ func (c *Collection) UpdateOne(ctx context.Context, filter, update any) error {
 
 // FindOneAndUpdate atomically updates the first document matching filter
 // (in sort order, if opts set one) and decodes the document after the update
-// into out. When nothing matches it returns ErrConflict.
+// into out. When nothing matches it returns ErrConflict. Errors are
+// retried and reported as UpdateOne's.
 func (c *Collection) FindOneAndUpdate(ctx context.Context, filter, update any, out any, opts ...options.Lister[options.FindOneAndUpdateOptions]) error {
 	opts = append([]options.Lister[options.FindOneAndUpdateOptions]{options.FindOneAndUpdate().SetReturnDocument(options.After)}, opts...)
-	err := c.c.FindOneAndUpdate(ctx, filter, update, opts...).Decode(out)
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return fmt.Errorf("store: find-and-update %s: %w", c.name, ErrConflict)
-	}
+	noDoc := false
+	err := retryWrite(ctx, false, func() error {
+		err := c.c.FindOneAndUpdate(ctx, filter, update, opts...).Decode(out)
+		noDoc = errors.Is(err, mongo.ErrNoDocuments)
+		if noDoc {
+			return nil // a settled answer, not a failure to retry
+		}
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("store: find-and-update %s: %w", c.name, err)
+		return c.writeError("find-and-update", err)
+	}
+	if noDoc {
+		return fmt.Errorf("store: find-and-update %s: %w", c.name, ErrConflict)
 	}
 	c.meter.Add(c.op("findAndModify"), 1)
 	c.meter.AddWrite(c.op("findAndModify"), 1)
@@ -333,10 +394,15 @@ func (c *Collection) FindOneAndUpdate(ctx context.Context, filter, update any, o
 }
 
 // DeleteOne deletes one document matching filter, or returns ErrConflict.
+// Errors are retried and reported as UpdateOne's.
 func (c *Collection) DeleteOne(ctx context.Context, filter any) error {
-	res, err := c.c.DeleteOne(ctx, filter)
+	var res *mongo.DeleteResult
+	err := retryWrite(ctx, false, func() (err error) {
+		res, err = c.c.DeleteOne(ctx, filter)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("store: delete from %s: %w", c.name, err)
+		return c.writeError("delete from", err)
 	}
 	if res.DeletedCount == 0 {
 		return fmt.Errorf("store: delete from %s: %w", c.name, ErrConflict)
@@ -392,9 +458,16 @@ func (c *Collection) FencedUpdate(ctx context.Context, filter bson.D, f Fence, u
 		}}},
 	}}}
 	upd := withSet(update, field, f.Epoch)
-	res, err := c.c.UpdateOne(ctx, fenced, upd)
+	// Retried on 112 only, as UpdateOne: after a 262 the write may have
+	// landed, and a retry would then be refused by the very fence it set
+	// (or by the rest of the filter it changed) and report a conflict.
+	var res *mongo.UpdateResult
+	err := retryWrite(ctx, false, func() (err error) {
+		res, err = c.c.UpdateOne(ctx, fenced, upd)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("store: fenced update %s: %w", c.name, err)
+		return c.writeError("fenced update", err)
 	}
 	if res.MatchedCount > 0 {
 		c.meter.AddWrite(c.op("fencedUpdate"), res.MatchedCount)
@@ -473,7 +546,13 @@ type Index struct {
 // EnsureIndexes creates the indexes if they do not exist.
 func (s *Store) EnsureIndexes(ctx context.Context, idx ...Index) error {
 	for _, ix := range idx {
-		m := mongo.IndexModel{Keys: ix.Keys, Options: options.Index().SetName(ix.Name).SetUnique(ix.Unique)}
+		o := options.Index().SetName(ix.Name)
+		if ix.Unique {
+			// Only when asked: an index on _id alone refuses even
+			// unique: false (InvalidIndexSpecificationOption).
+			o.SetUnique(true)
+		}
+		m := mongo.IndexModel{Keys: ix.Keys, Options: o}
 		if _, err := s.db.Collection(ix.Collection).Indexes().CreateOne(ctx, m); err != nil {
 			return fmt.Errorf("store: create index %s.%s: %w", ix.Collection, ix.Name, err)
 		}

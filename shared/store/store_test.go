@@ -176,6 +176,18 @@ func TestEnsureIndexesUnique(t *testing.T) {
 	}
 }
 
+// TestEnsureIndexOnIDAlone: Firestore needs an index on _id declared (it
+// has none of its own); here it is a no-op over the built-in one, and
+// must not be refused for carrying unique: false.
+func TestEnsureIndexOnIDAlone(t *testing.T) {
+	t.Parallel()
+	s := emutest.Store(t)
+	idx := store.Index{Collection: "schedules", Name: "list", Keys: bson.D{{Key: "_id", Value: 1}}}
+	if err := s.EnsureIndexes(context.Background(), idx); err != nil {
+		t.Fatalf("EnsureIndexes on _id alone: %v", err)
+	}
+}
+
 func TestConditionalWritesReturnConflict(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -1,0 +1,171 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// Server error codes the store acts on. Firestore with MongoDB
+// compatibility maps its gRPC statuses onto MongoDB codes; these are the
+// ones contention and deadlines produce.
+const (
+	// codeWriteConflict is MongoDB's WriteConflict, which Firestore answers
+	// for Aborted (contention on a hot document): the write did not
+	// commit, so running it again is safe for any write.
+	codeWriteConflict = 112
+	// codeExceededTimeLimit is Firestore's DeadlineExceeded: the write may
+	// or may not have committed.
+	codeExceededTimeLimit = 262
+	// codeMaxTimeMSExpired is MongoDB's operation-deadline code, unknown
+	// outcome as 262.
+	codeMaxTimeMSExpired = 50
+)
+
+// Retry bounds. Four attempts with full-jitter backoff from 20ms wait at
+// most 20+40+80 ms in all: long enough for Firestore's contention to pass,
+// short enough to stay inside a tick or an HTTP request.
+const (
+	writeAttempts = 4
+	retryBase     = 20 * time.Millisecond
+)
+
+// notApplied reports whether err says the write was not applied: a
+// top-level 112, or write errors that are all 112 with no write concern
+// error (which would mean it was applied).
+func notApplied(err error) bool {
+	var ce mongo.CommandError
+	if errors.As(err, &ce) {
+		return ce.Code == codeWriteConflict
+	}
+	var we mongo.WriteException
+	if errors.As(err, &we) {
+		if we.WriteConcernError != nil || len(we.WriteErrors) == 0 {
+			return false
+		}
+		for _, e := range we.WriteErrors {
+			if e.Code != codeWriteConflict {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// timedOut reports whether the server answered a deadline code (262, 50):
+// the write may have committed.
+func timedOut(err error) bool {
+	var ce mongo.CommandError
+	if errors.As(err, &ce) {
+		return ce.Code == codeExceededTimeLimit || ce.Code == codeMaxTimeMSExpired
+	}
+	var we mongo.WriteException
+	if errors.As(err, &we) {
+		for _, e := range we.WriteErrors {
+			if e.Code == codeExceededTimeLimit || e.Code == codeMaxTimeMSExpired {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unknownOutcome reports whether, after err, the write may have been
+// applied: a deadline code, a write concern error (the write ran; its
+// durability is what failed), a connection that broke after the request
+// may have been sent, or a context that ended mid-flight.
+func unknownOutcome(err error) bool {
+	if err == nil || notApplied(err) {
+		return false
+	}
+	if timedOut(err) {
+		return true
+	}
+	var we mongo.WriteException
+	if errors.As(err, &we) && we.WriteConcernError != nil {
+		return true
+	}
+	return mongo.IsNetworkError(err) || mongo.IsTimeout(err) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// retryWrite runs write up to writeAttempts times while it fails with an
+// error that says it was not applied (112). With afterTimeout set it also
+// retries deadline codes (262, 50), which is right only for a write whose
+// repetition after landing is harmless and recognisable: an insert with a
+// deterministic _id, which then answers a duplicate key. A conditional
+// update is never retried after one: had it landed, the retry would miss
+// its own condition and the caller would hear "conflict" for its own
+// write. It returns write's last error.
+func retryWrite(ctx context.Context, afterTimeout bool, write func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := write()
+		if err == nil || attempt == writeAttempts-1 {
+			return err
+		}
+		if !notApplied(err) && !(afterTimeout && timedOut(err)) {
+			return err
+		}
+		d := retryBase << attempt
+		t := time.NewTimer(d/2 + rand.N(d/2+1)) // jittered, so that contending writers spread out
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (not retried: %v)", err, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// writeError wraps err, a failed write's error, naming the operation, and
+// with ErrUnknownOutcome when the write may have been applied.
+func (c *Collection) writeError(op string, err error) error {
+	if unknownOutcome(err) {
+		return fmt.Errorf("store: %s %s: %w: %w", op, c.name, ErrUnknownOutcome, err)
+	}
+	return fmt.Errorf("store: %s %s: %w", op, c.name, err)
+}
+
+// sameKind reports whether stored, the document found under the _id of
+// ours, is the same kind of document: every top-level field both hold
+// has the same kind of BSON value (numbers are one kind; null matches
+// anything). It is what the read-back after a failed insert compares.
+// Equality would be wrong: a twin's insert carries its own timestamps,
+// and a landed insert may have been claimed or updated since. A field's
+// presence would be wrong too: updates $unset fields. What it catches is a
+// different document under the same _id (another writer's id scheme), which
+// must be an error rather than "already inserted".
+func sameKind(ours, stored bson.Raw) (string, bool) {
+	elems, err := ours.Elements()
+	if err != nil {
+		return "", false
+	}
+	for _, e := range elems {
+		sv, err := stored.LookupErr(e.Key())
+		if err != nil {
+			continue
+		}
+		a, b := kindOf(e.Value().Type), kindOf(sv.Type)
+		if a != b && a != bson.TypeNull && b != bson.TypeNull {
+			return fmt.Sprintf("field %s holds %s, ours %s", e.Key(), sv.Type, e.Value().Type), false
+		}
+	}
+	return "", true
+}
+
+// kindOf folds the numeric BSON types into one, and undefined into null.
+func kindOf(t bson.Type) bson.Type {
+	switch t {
+	case bson.TypeInt32, bson.TypeInt64, bson.TypeDouble, bson.TypeDecimal128:
+		return bson.TypeDouble
+	case bson.TypeUndefined:
+		return bson.TypeNull
+	}
+	return t
+}
