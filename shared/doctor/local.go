@@ -207,12 +207,15 @@ func localHealth(ctx context.Context, c LocalConfig, r *Report) {
 	if hc == nil {
 		hc = &http.Client{Timeout: 10 * time.Second}
 	}
-	u := strings.TrimRight(c.URL, "/") + "/healthz"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	target := strings.TrimRight(c.URL, "/") + "/healthz"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		r.fail(name, fmt.Sprintf("BATON_URL %q: %v", c.URL, err), localHint)
+		// The parse error quotes the URL whole, password and all.
+		r.fail(name, "BATON_URL is not a URL", localHint)
 		return
 	}
+	// A BATON_URL with user:password@ must not reach the report.
+	u := req.URL.Redacted()
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}

@@ -121,15 +121,25 @@ func splitURI(uri string) (uriParts, error) {
 	return p, nil
 }
 
-// redact hides the password of a connection string, for error messages.
+// redact hides the password of a connection string, for error messages
+// (which `baton doctor` prints in its table and JSON). The userinfo runs
+// from scheme:// to the LAST "@" that is followed by a host list, not to the
+// first "/", "?" or "@": a password may hold any of those unescaped (the
+// driver refuses such a URI, and the refusal is exactly what gets printed).
+// The user is kept, the password masked. An "@" in the query (appName=a@b)
+// can only make it mask too much, never too little.
 func redact(uri string) string {
 	scheme, rest, ok := strings.Cut(uri, "://")
 	if !ok {
 		return "<not a URI>"
 	}
-	authority, _, _ := strings.Cut(rest, "/")
-	authority, _, _ = strings.Cut(authority, "?")
-	at := strings.LastIndex(authority, "@")
+	at := -1
+	for i := strings.LastIndex(rest, "@"); i >= 0; i = strings.LastIndex(rest[:i], "@") {
+		if isHostList(rest[i+1:]) {
+			at = i
+			break
+		}
+	}
 	if at < 0 {
 		return uri
 	}
@@ -138,6 +148,28 @@ func redact(uri string) string {
 		return uri
 	}
 	return scheme + "://" + user + ":xxxxx" + rest[at:]
+}
+
+// isHostList reports whether s starts with a non-empty host list (host[:port]
+// entries, comma-separated, IPv6 in brackets) that ends at "/", "?" or the
+// end of s.
+func isHostList(s string) bool {
+	end := strings.IndexAny(s, "/?")
+	if end < 0 {
+		end = len(s)
+	}
+	if end == 0 {
+		return false
+	}
+	for _, c := range s[:end] {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.ContainsRune(".-_:,[]%", c):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Open connects to the database named by uri and pings it. It is the only
