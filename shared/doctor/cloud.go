@@ -15,6 +15,7 @@ import (
 	"cloud.google.com/go/scheduler/apiv1/schedulerpb"
 	"cloud.google.com/go/storage"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc/codes"
@@ -133,9 +134,17 @@ func cloudFirestore(ctx context.Context, c CloudConfig, r *Report) {
 			fmt.Sprintf("%s (want %s)", db.GetLocationId(), c.Location),
 			"the location is fixed at creation: pass --location "+db.GetLocationId()+" if that is the one you chose, or recreate the database with Terraform's firestore_location")
 	}
-	r.check(db.GetPointInTimeRecoveryEnablement() == adminpb.Database_POINT_IN_TIME_RECOVERY_ENABLED, "firestore: point-in-time recovery",
-		db.GetPointInTimeRecoveryEnablement().String(),
-		"gcloud firestore databases update --project="+c.Project+" --database="+c.Database+" --enable-pitr (Terraform: point_in_time_recovery = true, the default)")
+	// point_in_time_recovery = false is a supported Terraform choice (it
+	// saves the storage of 7 days of versions), so it is a WARN that says
+	// what is given up, not a FAIL.
+	switch pitr := db.GetPointInTimeRecoveryEnablement(); pitr {
+	case adminpb.Database_POINT_IN_TIME_RECOVERY_ENABLED:
+		r.pass("firestore: point-in-time recovery", pitr.String())
+	default:
+		r.warn("firestore: point-in-time recovery",
+			pitr.String()+": no reads or exports of the data as it was in the last 7 days, so a bad write or delete cannot be undone from Firestore itself",
+			"if you want it: gcloud firestore databases update --project="+c.Project+" --database="+c.Database+" --enable-pitr (Terraform: point_in_time_recovery = true, the default)")
+	}
 
 	cloudIndexes(ctx, cl, c, r)
 }
@@ -241,21 +250,41 @@ func matchIndex(listed []*adminpb.Index, ix store.Index) *adminpb.Index {
 // API (Terraform's google_firestore_change_stream calls a REST surface the
 // Go client does not have), so the only honest check is the daemon's own:
 // open one through the MongoDB API.
+//
+// Nothing here can FAIL: without a change stream baton daemon polls, and
+// Terraform's change_stream = false chooses exactly that, so a server that
+// refuses one is a WARN. A connection that fails (a URI with
+// ENVIRONMENT:gcp run from a laptop has no metadata server to get a token
+// from) says nothing about the change stream: SKIP, saying so.
 func cloudChangeStream(ctx context.Context, c CloudConfig, r *Report) {
 	const name = "firestore: change stream baton-schedules"
 	if c.MongoURI == "" {
 		r.skip(name, "the Go Firestore admin client has no change stream API; set BATON_MONGO_URI to check by opening one on schedules as baton daemon does (without one, the daemon polls)")
 		return
 	}
-	fix := "terraform apply with change_stream = true (infra/terraform creates google_firestore_change_stream.schedules[0], a Firestore preview); without it baton daemon polls"
-	if err := openChangeStream(ctx, c.MongoURI, c.Database); err != nil {
-		r.fail(name, err.Error(), fix)
-		return
+	err := openChangeStream(ctx, c.MongoURI, c.Database)
+	var refused *changeStreamRefused
+	switch {
+	case err == nil:
+		r.pass(name, "opened a change stream on schedules")
+	case errors.As(err, &refused):
+		r.warn(name, "the server refused a change stream on schedules ("+refused.err.Error()+"): baton daemon polls on (updatedAt, _id) instead, as Terraform's change_stream = false chooses",
+			"if you want the daemon to watch: terraform apply with change_stream = true (infra/terraform creates google_firestore_change_stream.schedules[0], a Firestore preview)")
+	default:
+		r.skip(name, "not checked: could not reach the database through BATON_MONGO_URI ("+err.Error()+"); a URI with ENVIRONMENT:gcp connects only from Google Cloud (run baton doctor there, or set BATON_MONGO_URI to one that works from here)")
 	}
-	r.pass(name, "opened a change stream on schedules")
 }
 
-// openChangeStream opens and closes a change stream on schedules.
+// changeStreamRefused is the server's own refusal of a change stream, as
+// against a connection that failed.
+type changeStreamRefused struct{ err error }
+
+func (e *changeStreamRefused) Error() string { return "change stream refused: " + e.err.Error() }
+func (e *changeStreamRefused) Unwrap() error { return e.err }
+
+// openChangeStream opens and closes a change stream on schedules. Only an
+// answer from the server (a mongo.ServerError) is a *changeStreamRefused;
+// every other error is the connection's.
 func openChangeStream(ctx context.Context, uri, database string) error {
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -266,7 +295,11 @@ func openChangeStream(ctx context.Context, uri, database string) error {
 	defer st.Close(context.WithoutCancel(ctx))
 	cs, err := st.Database().Collection(schedule.SchedulesCollection).Watch(cctx, bson.A{})
 	if err != nil {
-		return fmt.Errorf("open a change stream on %s: %w", schedule.SchedulesCollection, err)
+		err = fmt.Errorf("open a change stream on %s: %w", schedule.SchedulesCollection, err)
+		if se := mongo.ServerError(nil); errors.As(err, &se) {
+			return &changeStreamRefused{err: err}
+		}
+		return err
 	}
 	_ = cs.Close(context.WithoutCancel(ctx))
 	return nil

@@ -9,15 +9,16 @@
 //   - the Firestore database, through the Firestore admin API
 //     (cloud.google.com/go/firestore/apiv1/admin): Enterprise edition, the
 //     MongoDB-compatible data access mode on, the expected location, and
-//     point-in-time recovery on;
+//     point-in-time recovery (off is a WARN: Terraform may choose it);
 //   - every index the code declares (Needed: scheduler.Indexes and
 //     gpu.Indexes, the same list infra/terraform/firestore.tf declares),
 //     present with the MongoDB-compatible API scope and READY. A CREATING
 //     index fails too: until it is READY, its queries are billed scans;
 //   - the change stream on schedules. The admin client this module pins has
 //     no change stream API, so the check opens one through the MongoDB API
-//     (as `baton daemon` does) when a connection string is given, and is
-//     SKIP otherwise, saying why;
+//     (as `baton daemon` does) when a connection string is given. A server
+//     that refuses one is a WARN (the daemon polls); a connection that
+//     fails, or no connection string, is a SKIP saying why;
 //   - the bucket: uniform bucket-level access on (leases compare-and-swap
 //     on generations and IAM is the only permission model), versioning off
 //     (a deleted lease would otherwise linger as a noncurrent version), and
