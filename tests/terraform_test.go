@@ -1383,7 +1383,52 @@ func checkSecrets(m *tfModule) []string {
 	return problems
 }
 
+// doctorEnv are the variables `baton doctor` takes its flags' defaults
+// from, each with what cli_env must export it as (text without spaces): the
+// values Terraform used, so that eval "$(terraform output -raw cli_env)"
+// leaves doctor nothing to be told.
+var doctorEnv = map[string]string{
+	config.EnvProject:  "${var.project}",
+	config.EnvRegion:   "${var.region}",
+	config.EnvBucket:   "${google_storage_bucket.baton.name}",
+	config.EnvDatabase: "${google_firestore_database.baton.name}",
+	// Not var.firestore_location, which is empty when it means the region.
+	config.EnvFirestoreLocation: "${local.firestore_location}",
+}
+
+// checkCLIEnv: output cli_env exports every doctorEnv variable, and the
+// location it exports is the database's own.
+func checkCLIEnv(m *tfModule) []string {
+	var problems []string
+	var value string
+	for name, src := range m.src {
+		f, diags := hclsyntax.ParseConfig(src, name, hcl.InitialPos)
+		if diags.HasErrors() {
+			continue
+		}
+		for _, b := range f.Body.(*hclsyntax.Body).Blocks {
+			if b.Type == "output" && len(b.Labels) == 1 && b.Labels[0] == "cli_env" && b.Body.Attributes["value"] != nil {
+				value = m.text(b.Body.Attributes["value"].Expr)
+			}
+		}
+	}
+	if value == "" {
+		return []string{"output cli_env is missing"}
+	}
+	for _, name := range sortedKeys(doctorEnv) {
+		if want := `"export` + name + "=" + doctorEnv[name] + `"`; !strings.Contains(value, want) {
+			problems = append(problems, fmt.Sprintf("output cli_env must export %s=%s (baton doctor reads it)", name, doctorEnv[name]))
+		}
+	}
+	if db := m.resources["google_firestore_database.baton"]; db == nil || db.Body.Attributes["location_id"] == nil ||
+		m.text(db.Body.Attributes["location_id"].Expr) != "local.firestore_location" {
+		problems = append(problems, "google_firestore_database.baton.location_id must be local.firestore_location, which cli_env exports as "+config.EnvFirestoreLocation)
+	}
+	return problems
+}
+
 var tfChecks = map[string]func(*tfModule) []string{
+	"cliEnv":          checkCLIEnv,
 	"env":             checkEnv,
 	"serviceAccounts": checkServiceAccounts,
 	"public":          checkPublic,
@@ -1641,6 +1686,12 @@ func TestTerraformRulesFail(t *testing.T) {
 		{"daemon shares an account", "serviceAccounts", "daemon.tf",
 			"service_account = google_service_account.daemon[0].email", "service_account = google_service_account.gpu_worker.email",
 			"google_service_account.gpu_worker is shared by daemon and gpu-worker"},
+		{"cli_env without the database location", "cliEnv", "outputs.tf",
+			"    \"export BATON_FIRESTORE_LOCATION=${local.firestore_location}\",\n", "",
+			"output cli_env must export BATON_FIRESTORE_LOCATION=${local.firestore_location}"},
+		{"cli_env exports the variable, not the location", "cliEnv", "outputs.tf",
+			"BATON_FIRESTORE_LOCATION=${local.firestore_location}", "BATON_FIRESTORE_LOCATION=${var.firestore_location}",
+			"output cli_env must export BATON_FIRESTORE_LOCATION=${local.firestore_location}"},
 		{"variable without validation", "validations", "variables.tf",
 			"  validation {\n    condition     = contains([\"debug\", \"info\", \"warn\", \"error\"], var.log_level)\n    error_message = \"log_level must be debug, info, warn or error.\"\n  }\n", "",
 			`variable "log_level" has no validation block`},

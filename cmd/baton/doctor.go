@@ -29,10 +29,12 @@ when it failed, the terraform or gcloud command that fixes it.
 In the cloud (run it after terraform apply, with application-default
 credentials) it reads, through the Google APIs, and changes nothing:
   - the Firestore database: Enterprise edition, MongoDB-compatible access on,
-    the expected location (--location, default --region), point-in-time recovery on;
+    the expected location (--location, default BATON_FIRESTORE_LOCATION, then
+    --region), point-in-time recovery on (off is a WARN);
   - every index the code needs, present and READY (CREATING fails: wait);
   - the change stream on schedules, opened through BATON_MONGO_URI when it is set
-    (the Go admin client has no change stream API; otherwise SKIP);
+    (the Go admin client has no change stream API; otherwise SKIP). A refusal
+    is a WARN (the daemon polls), a failed connection a SKIP;
   - the bucket: uniform bucket-level access on, versioning off, no lifecycle
     rule that could delete leases/;
   - the Cloud Scheduler job (--job): present, enabled, POSTing to Tick with OIDC.
@@ -121,7 +123,7 @@ Exit status: 0 when no check failed (WARN and SKIP allowed), 1 when one did,
 	f.StringVar(&cc.Database, "database", config.Get(config.EnvDatabase), "Firestore database ID (BATON_DATABASE; Terraform's database_name)")
 	f.StringVar(&cc.Bucket, "bucket", config.Get(config.EnvBucket), "baton's bucket (BATON_BUCKET; terraform output bucket)")
 	f.StringVar(&cc.Region, "region", config.Get(config.EnvRegion), "region of the Scheduler job (BATON_REGION; Terraform's region)")
-	f.StringVar(&cc.Location, "location", "", "the database's expected location (Terraform's firestore_location); default --region")
+	f.StringVar(&cc.Location, "location", config.Get(config.EnvFirestoreLocation), "the database's expected location (BATON_FIRESTORE_LOCATION; Terraform's firestore_location); empty means --region")
 	f.StringVar(&cc.Job, "job", "baton-tick", "the Cloud Scheduler job that calls Tick; empty skips the Scheduler checks")
 	f.StringVar(&cc.TickURL, "tick-url", "", "the Tick function's URL (terraform output function_urls); empty checks only that the job's host is baton-tick's")
 	f.DurationVar(&timeout, "timeout", time.Minute, "bound on all the checks together")

@@ -126,3 +126,13 @@ func TestDoctorUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorLocationFromEnvironment: --location defaults to
+// BATON_FIRESTORE_LOCATION (which Terraform's cli_env exports), so a
+// database Terraform put in firestore_location = "nam5" passes with no flag.
+func TestDoctorLocationFromEnvironment(t *testing.T) {
+	t.Setenv("BATON_FIRESTORE_LOCATION", "nam5")
+	if got := newDoctorCmd().Flags().Lookup("location").DefValue; got != "nam5" {
+		t.Fatalf("--location defaults to %q, want BATON_FIRESTORE_LOCATION's nam5", got)
+	}
+}

@@ -58,6 +58,9 @@ output "cli_env" {
     "export BATON_DATABASE=${google_firestore_database.baton.name}",
     "export BATON_PROJECT=${var.project}",
     "export BATON_REGION=${var.region}",
+    # The location the database was created in: firestore_location, or the
+    # region when that is empty (main.tf's local), for baton doctor.
+    "export BATON_FIRESTORE_LOCATION=${local.firestore_location}",
     "export BATON_TOKEN=\"$(gcloud auth print-identity-token)\"",
     "",
   ])

@@ -63,6 +63,9 @@ const (
 	EnvPageSecret     = "BATON_PAGE_TOKEN_SECRET"
 	EnvProject        = "BATON_PROJECT"
 	EnvRegion         = "BATON_REGION"
+	// EnvFirestoreLocation is the database's location when Terraform's
+	// firestore_location put it elsewhere than the region (nam5, say).
+	EnvFirestoreLocation = "BATON_FIRESTORE_LOCATION"
 )
 
 // MinPageSecretLen is the shortest BATON_PAGE_TOKEN_SECRET accepted, in
@@ -98,7 +101,8 @@ var Vars = []Var{
 	{EnvTasksEmu, nil, "", "host:port of a Cloud Tasks emulator (set by `baton local`); unset in the cloud."},
 	{EnvPageSecret, []string{FnSchedules, FnGPU}, "", "Secret (at least 32 bytes; `openssl rand -base64 48`) that signs the list endpoints' `nextPageToken`s, so that a made-up or edited token is refused with 400. Every instance must share it (Terraform passes `page_token_secret`). Required in the cloud; locally (and under `baton local`) unset draws a random one per process."},
 	{EnvProject, []string{CLI}, "", "Google Cloud project ID of the deployment, for `baton doctor` (Terraform's `project`)."},
-	{EnvRegion, []string{CLI}, "us-central1", "Region of the deployment (Terraform's `region`), for `baton doctor`: where the Scheduler job is, and the database's expected location unless `--location` says otherwise."},
+	{EnvRegion, []string{CLI}, "us-central1", "Region of the deployment (Terraform's `region`), for `baton doctor`: where the Scheduler job is, and the database's expected location unless `--location` or `BATON_FIRESTORE_LOCATION` says otherwise."},
+	{EnvFirestoreLocation, []string{CLI}, "", "Location of the Firestore database (Terraform's `firestore_location`, which defaults to `region`), for `baton doctor --location`. Empty means `BATON_REGION`."},
 	{EnvSubMinute, []string{FnSchedules}, "false", "`true` when something ticks at second granularity (`baton daemon`, deployed by Terraform with `daemon_image`). Otherwise a seconds-level cron is refused with 400 instead of being fired once a minute."},
 }
 
