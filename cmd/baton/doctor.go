@@ -35,9 +35,11 @@ credentials) it reads, through the Google APIs, and changes nothing:
   - the change stream on schedules, opened through BATON_MONGO_URI when it is set
     (the Go admin client has no change stream API; otherwise SKIP). A refusal
     is a WARN (the daemon polls), a failed connection a SKIP;
-  - the bucket: uniform bucket-level access on, versioning off, no lifecycle
-    rule that could delete leases/;
-  - the Cloud Scheduler job (--job): present, enabled, POSTing to Tick with OIDC.
+  - the bucket: uniform bucket-level access on, versioning off, no retention
+    policy or default event-based hold, no lifecycle rule that could delete leases/;
+  - the Cloud Scheduler job (--job): present, enabled, its last attempt OK and
+    recent, POSTing to Tick with OIDC as the scheduler account (without
+    --tick-url only the host prefix is compared: a WARN).
 
 Locally (against baton local: run . DATA_DIR/env first) it checks the
 emulators: the MongoDB API answers and holds every index, the bucket exists,

@@ -33,6 +33,20 @@ const leasePrefix = "leases/"
 // (infra/terraform/main.tf), which starts the host of its URL.
 const TickFunction = "baton-tick"
 
+// SchedulerAccountID is the account_id Terraform gives the service account
+// whose OIDC token the Scheduler job carries (infra/terraform/iam.tf,
+// google_service_account.scheduler): the one granted run.invoker on Tick.
+const SchedulerAccountID = "baton-scheduler"
+
+// schedulerAccount is the email of SchedulerAccountID in project.
+func schedulerAccount(project string) string {
+	return SchedulerAccountID + "@" + project + ".iam.gserviceaccount.com"
+}
+
+// attemptSlack is how late past its due time an attempt may be before it
+// counts as missed: Scheduler's own delay, and the attempt itself.
+const attemptSlack = 30 * time.Second
+
 // CloudConfig names the deployment Cloud checks.
 type CloudConfig struct {
 	// Project is the Google Cloud project ID.
@@ -336,6 +350,28 @@ func judgeBucket(a *storage.BucketAttrs, r *Report) {
 	r.check(!a.VersioningEnabled, "bucket: versioning",
 		fmt.Sprintf("versioning %s (want off: every lease write would keep a noncurrent copy)", onOff(a.VersioningEnabled)),
 		"gcloud storage buckets update "+gs+" --no-versioning")
+	// A lease is overwritten on every renewal and deleted on release; a
+	// retained or held object can be neither, so the first holder keeps it.
+	var held []string
+	var fixes []string
+	if rp := a.RetentionPolicy; rp != nil && rp.RetentionPeriod > 0 {
+		held = append(held, fmt.Sprintf("a retention policy of %s", rp.RetentionPeriod))
+		if rp.IsLocked {
+			fixes = append(fixes, "the retention policy is locked and cannot be removed: move baton to a new bucket (Terraform's bucket_name)")
+		} else {
+			fixes = append(fixes, "gcloud storage buckets update "+gs+" --clear-retention-period")
+		}
+	}
+	if a.DefaultEventBasedHold {
+		held = append(held, "a default event-based hold")
+		fixes = append(fixes, "gcloud storage buckets update "+gs+" --no-default-event-based-hold (and release the objects already held: gcloud storage objects update "+gs+"/"+leasePrefix+"** --no-event-based-hold)")
+	}
+	if len(held) > 0 {
+		r.fail("bucket: retention", strings.Join(held, " and ")+": lease objects under "+leasePrefix+" cannot be overwritten or deleted, so leases cannot be renewed, taken over or released",
+			strings.Join(fixes, "; "))
+	} else {
+		r.pass("bucket: retention", "no retention policy, no default event-based hold")
+	}
 	var bad []string
 	for i, rule := range a.Lifecycle.Rules {
 		if rule.Action.Type != storage.DeleteAction {
@@ -411,6 +447,7 @@ func cloudScheduler(ctx context.Context, c CloudConfig, r *Report) {
 		r.fail("scheduler: enabled", state.String()+": nothing ticks, no schedule fires",
 			"terraform apply -replace=google_cloud_scheduler_job.tick (infra/terraform)")
 	}
+	cloudLastAttempt(job, c, r, time.Now())
 	ht := job.GetHttpTarget()
 	if ht == nil {
 		r.fail("scheduler: target", "the job has no HTTP target", "terraform apply -replace=google_cloud_scheduler_job.tick (infra/terraform)")
@@ -430,16 +467,92 @@ func cloudScheduler(ctx context.Context, c CloudConfig, r *Report) {
 	}
 	if tok := ht.GetOidcToken(); tok == nil {
 		problems = append(problems, "no OIDC token: Tick refuses unauthenticated calls")
-	} else if aud := tok.GetAudience(); aud != "" && strings.TrimRight(aud, "/") != strings.TrimRight(uri, "/") {
-		problems = append(problems, "OIDC audience "+aud+" is not the target URL")
+	} else {
+		if aud := tok.GetAudience(); aud != "" && strings.TrimRight(aud, "/") != strings.TrimRight(uri, "/") {
+			problems = append(problems, "OIDC audience "+aud+" is not the target URL")
+		}
+		// Only Terraform's scheduler account holds run.invoker on Tick
+		// (iam.tf): a token for any other is refused with 403.
+		if sa, want := tok.GetServiceAccountEmail(), schedulerAccount(c.Project); sa != want {
+			problems = append(problems, "OIDC token as "+sa+", not "+want+" (the account iam.tf grants run.invoker on Tick)")
+		}
 	}
 	if len(problems) > 0 {
-		r.fail("scheduler: target", strings.Join(problems, "; "), "terraform apply (infra/terraform/scheduler.tf sets the target to the Tick function's URL)")
+		r.fail("scheduler: target", strings.Join(problems, "; "), "terraform apply (infra/terraform/scheduler.tf sets the target to the Tick function's URL and the token to the scheduler account)")
 		return
 	}
-	detail := "POST " + uri + " with an OIDC token"
+	detail := "POST " + uri + " with an OIDC token as " + schedulerAccount(c.Project)
 	if c.TickURL == "" {
-		detail += " (host is " + TickFunction + "'s; pass --tick-url to compare exactly)"
+		// A host prefix does not tell this project's Tick from another
+		// deployment's: not a PASS.
+		r.warn("scheduler: target", detail+"; only the host's "+TickFunction+"- prefix was compared",
+			"pass --tick-url to check exactly: --tick-url \"$(terraform -chdir=infra/terraform output -json function_urls | jq -r .Tick)\"")
+		return
 	}
 	r.pass("scheduler: target", detail)
+}
+
+// cloudLastAttempt checks that Scheduler is calling Tick, and that Tick
+// answered: a job can be present, enabled and aimed right while every call
+// is refused (a lost invoker grant) or none is made.
+func cloudLastAttempt(job *schedulerpb.Job, c CloudConfig, r *Report, now time.Time) {
+	const name = "scheduler: last attempt"
+	logs := "read Tick's logs: gcloud functions logs read " + TickFunction + " --project=" + c.Project + " --region=" + c.Region +
+		"; a PERMISSION_DENIED or UNAUTHENTICATED means " + schedulerAccount(c.Project) + " lacks roles/run.invoker on " + TickFunction + ": terraform apply (iam.tf grants it)"
+	last := job.GetLastAttemptTime()
+	if st := job.GetStatus(); st != nil && codes.Code(st.GetCode()) != codes.OK {
+		at := "the last attempt"
+		if last != nil {
+			at += " at " + last.AsTime().UTC().Format(time.RFC3339)
+		}
+		r.fail(name, fmt.Sprintf("%s failed: %s: %s", at, codes.Code(st.GetCode()), st.GetMessage()), logs)
+		return
+	}
+	if job.GetState() != schedulerpb.Job_ENABLED {
+		r.skip(name, "the job is not ENABLED, so no attempts are due")
+		return
+	}
+	// Two intervals of the job's own schedule, in its time zone: one
+	// attempt may be in flight or just late, two missed ones are not.
+	tz := job.GetTimeZone()
+	if tz == "" {
+		tz = "Etc/UTC" // Scheduler's default
+	}
+	twoAfter := func(t time.Time) (time.Time, error) {
+		n1, err := schedule.NextFire(job.GetSchedule(), tz, t)
+		if err != nil {
+			return time.Time{}, err
+		}
+		return schedule.NextFire(job.GetSchedule(), tz, n1)
+	}
+	if last == nil {
+		since := job.GetUserUpdateTime()
+		if since == nil {
+			r.skip(name, "no attempt recorded yet")
+			return
+		}
+		due, err := twoAfter(since.AsTime())
+		switch {
+		case err != nil:
+			r.skip(name, fmt.Sprintf("no attempt recorded, and the job's schedule %q does not parse here: %v", job.GetSchedule(), err))
+		case now.After(due.Add(attemptSlack)):
+			r.fail(name, "no attempt since the job was set up at "+since.AsTime().UTC().Format(time.RFC3339)+", though two were due by "+due.UTC().Format(time.RFC3339)+": Scheduler is not calling Tick",
+				"gcloud scheduler jobs describe "+c.Job+" --project="+c.Project+" --location="+c.Region+"; try one: gcloud scheduler jobs run "+c.Job+" --project="+c.Project+" --location="+c.Region)
+		default:
+			r.skip(name, "no attempt yet: the job was set up at "+since.AsTime().UTC().Format(time.RFC3339)+"; run baton doctor again after the next tick")
+		}
+		return
+	}
+	due, err := twoAfter(last.AsTime())
+	lastText := last.AsTime().UTC().Format(time.RFC3339)
+	switch {
+	case err != nil:
+		r.warn(name, fmt.Sprintf("last attempt at %s answered OK, but the job's schedule %q does not parse here (%v), so its age was not judged", lastText, job.GetSchedule(), err),
+			"terraform apply (tick_schedule is a 5-field cron)")
+	case now.After(due.Add(attemptSlack)):
+		r.fail(name, "last attempt at "+lastText+", but two more were due by "+due.UTC().Format(time.RFC3339)+" under "+job.GetSchedule()+": Scheduler has stopped calling Tick",
+			"gcloud scheduler jobs describe "+c.Job+" --project="+c.Project+" --location="+c.Region+"; try one: gcloud scheduler jobs run "+c.Job+" --project="+c.Project+" --location="+c.Region)
+	default:
+		r.pass(name, "at "+lastText+", OK")
+	}
 }

@@ -17,11 +17,13 @@ import (
 	"cloud.google.com/go/storage"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"google.golang.org/api/option"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/functions"
@@ -156,6 +158,10 @@ func goodJob() *schedulerpb.Job {
 		Schedule: "* * * * *",
 		TimeZone: "Etc/UTC",
 		State:    schedulerpb.Job_ENABLED,
+		// Set up an hour ago, last called 20s ago, and Tick answered OK.
+		UserUpdateTime:  timestamppb.New(time.Now().Add(-time.Hour)),
+		LastAttemptTime: timestamppb.New(time.Now().Add(-20 * time.Second)),
+		Status:          &rpcstatus.Status{Code: int32(codes.OK)},
 		Target: &schedulerpb.Job_HttpTarget{HttpTarget: &schedulerpb.HttpTarget{
 			Uri: testTickURL, HttpMethod: schedulerpb.HttpMethod_POST,
 			AuthorizationHeader: &schedulerpb.HttpTarget_OidcToken{OidcToken: &schedulerpb.OidcToken{
@@ -433,6 +439,60 @@ func TestCloudSchedulerJob(t *testing.T) {
 			t.Fatalf("no token: %+v", got)
 		}
 	})
+	t.Run("right host without --tick-url warns", func(t *testing.T) {
+		rep := newWorld().runWith(t, func(c *CloudConfig) { c.TickURL = "" })
+		if got := row(t, rep, "scheduler: target"); !rep.OK || got.Status != Warn || !strings.Contains(got.Fix, "pass --tick-url") {
+			t.Fatalf("a host-prefix match: ok=%v %+v", rep.OK, got)
+		}
+	})
+	t.Run("token for another account", func(t *testing.T) {
+		w := newWorld()
+		w.sched.job.GetHttpTarget().GetOidcToken().ServiceAccountEmail = "123-compute@developer.gserviceaccount.com"
+		rep := w.run(t)
+		if got := row(t, rep, "scheduler: target"); rep.OK || got.Status != Fail ||
+			!strings.Contains(got.Detail, "not baton-scheduler@proj.iam.gserviceaccount.com") {
+			t.Fatalf("another account: %+v", got)
+		}
+	})
+	t.Run("last attempt refused", func(t *testing.T) {
+		w := newWorld()
+		w.sched.job.Status = &rpcstatus.Status{Code: int32(codes.PermissionDenied), Message: "The request was not authorized to invoke this service."}
+		rep := w.run(t)
+		got := row(t, rep, "scheduler: last attempt")
+		if rep.OK || got.Status != Fail || !strings.Contains(got.Detail, "PermissionDenied") || !strings.Contains(got.Detail, "not authorized") ||
+			!strings.Contains(got.Fix, "gcloud functions logs read baton-tick --project=proj --region=europe-west4") || !strings.Contains(got.Fix, "roles/run.invoker") {
+			t.Fatalf("refused: %+v", got)
+		}
+	})
+	t.Run("no attempt for two intervals", func(t *testing.T) {
+		w := newWorld()
+		w.sched.job.LastAttemptTime = timestamppb.New(time.Now().Add(-5 * time.Minute))
+		rep := w.run(t)
+		if got := row(t, rep, "scheduler: last attempt"); rep.OK || got.Status != Fail || !strings.Contains(got.Detail, "stopped calling Tick") {
+			t.Fatalf("stale: %+v", got)
+		}
+		// The same age under a ten-minute schedule is on time: the
+		// interval is the job's own cron's.
+		w.sched.job.Schedule = "*/10 * * * *"
+		rep = w.run(t)
+		if got := row(t, rep, "scheduler: last attempt"); got.Status != Pass {
+			t.Fatalf("on time for */10: %+v", got)
+		}
+	})
+	t.Run("never attempted", func(t *testing.T) {
+		w := newWorld()
+		w.sched.job.LastAttemptTime = nil
+		w.sched.job.Status = nil
+		rep := w.run(t)
+		if got := row(t, rep, "scheduler: last attempt"); rep.OK || got.Status != Fail || !strings.Contains(got.Detail, "no attempt since") {
+			t.Fatalf("never, set up an hour ago: %+v", got)
+		}
+		w.sched.job.UserUpdateTime = timestamppb.New(time.Now().Add(-10 * time.Second))
+		rep = w.run(t)
+		if got := row(t, rep, "scheduler: last attempt"); !rep.OK || got.Status != Skip {
+			t.Fatalf("never, set up just now: %+v", got)
+		}
+	})
 	t.Run("missing", func(t *testing.T) {
 		w := newWorld()
 		w.sched.job = nil
@@ -449,6 +509,27 @@ func TestCloudBucketAttributes(t *testing.T) {
 		w.bucket["iamConfiguration"] = map[string]any{"uniformBucketLevelAccess": map[string]any{"enabled": false}}
 		rep := w.run(t)
 		if got := row(t, rep, "bucket: uniform access"); rep.OK || got.Status != Fail {
+			t.Fatalf("%+v", got)
+		}
+	})
+	t.Run("retention policy", func(t *testing.T) {
+		w := newWorld()
+		w.bucket["retentionPolicy"] = map[string]any{"retentionPeriod": "3600", "effectiveTime": "2026-01-02T03:04:05Z"}
+		rep := w.run(t)
+		if got := row(t, rep, "bucket: retention"); rep.OK || got.Status != Fail || !strings.Contains(got.Detail, "cannot be overwritten or deleted") ||
+			!strings.Contains(got.Fix, "gcloud storage buckets update gs://baton-bucket --clear-retention-period") {
+			t.Fatalf("%+v", got)
+		}
+		w.bucket["retentionPolicy"] = map[string]any{"retentionPeriod": "3600", "effectiveTime": "2026-01-02T03:04:05Z", "isLocked": true}
+		if got := row(t, w.run(t), "bucket: retention"); got.Status != Fail || !strings.Contains(got.Fix, "new bucket") {
+			t.Fatalf("locked: %+v", got)
+		}
+	})
+	t.Run("default event-based hold", func(t *testing.T) {
+		w := newWorld()
+		w.bucket["defaultEventBasedHold"] = true
+		rep := w.run(t)
+		if got := row(t, rep, "bucket: retention"); rep.OK || got.Status != Fail || !strings.Contains(got.Fix, "--no-default-event-based-hold") {
 			t.Fatalf("%+v", got)
 		}
 	})
@@ -565,6 +646,7 @@ func TestNamesMatchTerraform(t *testing.T) {
 	for file, want := range map[string]string{
 		"main.tf":      `name        = "` + TickFunction + `"`,
 		"scheduler.tf": `name             = "baton-tick"`,
+		"iam.tf":       `account_id   = "` + SchedulerAccountID + `"`,
 		"firestore.tf": `name             = "baton-schedules"`,
 	} {
 		b, err := os.ReadFile("../../infra/terraform/" + file)

@@ -21,10 +21,15 @@
 //     fails, or no connection string, is a SKIP saying why;
 //   - the bucket: uniform bucket-level access on (leases compare-and-swap
 //     on generations and IAM is the only permission model), versioning off
-//     (a deleted lease would otherwise linger as a noncurrent version), and
-//     no lifecycle rule that could delete objects under leases/;
-//   - the Cloud Scheduler job that calls Tick: present, enabled, a POST to
-//     the Tick function with an OIDC token for it.
+//     (a deleted lease would otherwise linger as a noncurrent version), no
+//     retention policy or default event-based hold (either stops leases
+//     from being overwritten or deleted), and no lifecycle rule that could
+//     delete objects under leases/;
+//   - the Cloud Scheduler job that calls Tick: present, enabled, its last
+//     attempt answered OK and no older than two intervals of its cron, a
+//     POST to the Tick function with an OIDC token for it as Terraform's
+//     scheduler account (a WARN when only the host prefix could be
+//     compared).
 //
 // # Local
 //
