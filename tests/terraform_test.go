@@ -1394,6 +1394,7 @@ var doctorEnv = map[string]string{
 	config.EnvDatabase: "${google_firestore_database.baton.name}",
 	// Not var.firestore_location, which is empty when it means the region.
 	config.EnvFirestoreLocation: "${local.firestore_location}",
+	config.EnvTickURL:           `${google_cloudfunctions2_function.fn["Tick"].service_config[0].uri}`,
 }
 
 // checkCLIEnv: output cli_env exports every doctorEnv variable, and the

@@ -53,7 +53,7 @@ Exit status: 0 when no check failed (WARN and SKIP allowed), 1 when one did,
 2 on bad flags.`,
 		Example: `  . .baton/env && baton doctor
   baton doctor --project my-proj --region europe-west4 --bucket my-baton-bucket
-  baton doctor --json --tick-url "$(terraform -chdir=infra/terraform output -json function_urls | jq -r .Tick)"`,
+  eval "$(terraform -chdir=infra/terraform output -raw cli_env)" && baton doctor --json`,
 		Args: cobra.NoArgs,
 		// As under the root command: a failed check is a report, not a
 		// usage mistake (and tests run this command alone).
@@ -127,7 +127,7 @@ Exit status: 0 when no check failed (WARN and SKIP allowed), 1 when one did,
 	f.StringVar(&cc.Region, "region", config.Get(config.EnvRegion), "region of the Scheduler job (BATON_REGION; Terraform's region)")
 	f.StringVar(&cc.Location, "location", config.Get(config.EnvFirestoreLocation), "the database's expected location (BATON_FIRESTORE_LOCATION; Terraform's firestore_location); empty means --region")
 	f.StringVar(&cc.Job, "job", "baton-tick", "the Cloud Scheduler job that calls Tick; empty skips the Scheduler checks")
-	f.StringVar(&cc.TickURL, "tick-url", "", "the Tick function's URL (terraform output function_urls); empty checks only that the job's host is baton-tick's")
+	f.StringVar(&cc.TickURL, "tick-url", config.Get(config.EnvTickURL), "the Tick function's URL (BATON_TICK_URL; terraform output function_urls); empty checks only that the job's host is baton-tick's")
 	f.DurationVar(&timeout, "timeout", time.Minute, "bound on all the checks together")
 	return cmd
 }

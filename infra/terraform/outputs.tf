@@ -61,6 +61,7 @@ output "cli_env" {
     # The location the database was created in: firestore_location, or the
     # region when that is empty (main.tf's local), for baton doctor.
     "export BATON_FIRESTORE_LOCATION=${local.firestore_location}",
+    "export BATON_TICK_URL=${google_cloudfunctions2_function.fn["Tick"].service_config[0].uri}",
     "export BATON_TOKEN=\"$(gcloud auth print-identity-token)\"",
     "",
   ])

@@ -66,6 +66,9 @@ const (
 	// EnvFirestoreLocation is the database's location when Terraform's
 	// firestore_location put it elsewhere than the region (nam5, say).
 	EnvFirestoreLocation = "BATON_FIRESTORE_LOCATION"
+	// EnvTickURL is the Tick function's URL, which baton doctor compares
+	// with the Scheduler job's target.
+	EnvTickURL = "BATON_TICK_URL"
 )
 
 // MinPageSecretLen is the shortest BATON_PAGE_TOKEN_SECRET accepted, in
@@ -103,6 +106,7 @@ var Vars = []Var{
 	{EnvProject, []string{CLI}, "", "Google Cloud project ID of the deployment, for `baton doctor` (Terraform's `project`)."},
 	{EnvRegion, []string{CLI}, "us-central1", "Region of the deployment (Terraform's `region`), for `baton doctor`: where the Scheduler job is, and the database's expected location unless `--location` or `BATON_FIRESTORE_LOCATION` says otherwise."},
 	{EnvFirestoreLocation, []string{CLI}, "", "Location of the Firestore database (Terraform's `firestore_location`, which defaults to `region`), for `baton doctor --location`. Empty means `BATON_REGION`."},
+	{EnvTickURL, []string{CLI}, "", "The Tick function's URL (`terraform output function_urls`), for `baton doctor --tick-url`: the Scheduler job must call exactly it. Empty checks only the host's `baton-tick-` prefix, a WARN."},
 	{EnvSubMinute, []string{FnSchedules}, "false", "`true` when something ticks at second granularity (`baton daemon`, deployed by Terraform with `daemon_image`). Otherwise a seconds-level cron is refused with 400 instead of being fired once a minute."},
 }
 
