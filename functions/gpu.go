@@ -16,8 +16,8 @@ func init() {
 }
 
 // buildGPU serves the operators' GPU API (gpu.OperatorRoutes: enqueue,
-// list, read, cancel, pool) and refuses the workers' callbacks with 404:
-// those are GPUCallback's. In the cloud operators hold invoker on GPU and
+// list, read, cancel, pool) and refuses the workers' callbacks with 421
+// wrong_function: those are GPUCallback's. In the cloud operators hold invoker on GPU and
 // workers on GPUCallback only, so neither reaches the other's routes, and
 // locally the same split holds on one server (/GPU and /GPUCallback).
 // Workers are called with the shared bearer token locally and with a

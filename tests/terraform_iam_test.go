@@ -27,6 +27,34 @@ func init() {
 	tfChecks["buildAccount"] = checkBuildAccount
 	tfChecks["artifacts"] = checkArtifacts
 	tfChecks["ordering"] = checkOrdering
+	tfChecks["conditionalGrants"] = checkConditionalGrants
+}
+
+// checkConditionalGrants: every IAM member grant with a condition is
+// create_before_destroy. The provider replaces a grant whose condition is
+// added or changed, and Terraform destroys before it creates by default:
+// the upgrade that narrowed the bucket grants would have left the
+// functions, the daemon and the worker without leases/ and outputs/ until
+// the new grant propagated.
+func checkConditionalGrants(m *tfModule) []string {
+	var problems []string
+	n := 0
+	for _, name := range sortedKeys(m.resources) {
+		b := m.resources[name]
+		typ := strings.SplitN(name, ".", 2)[0]
+		if !strings.HasSuffix(typ, "_iam_member") || block(b.Body, "condition") == nil {
+			continue
+		}
+		n++
+		if a := attr(b, "lifecycle", "create_before_destroy"); a == nil || m.text(a.Expr) != "true" {
+			problems = append(problems, fmt.Sprintf("%s has an IAM condition and needs lifecycle { create_before_destroy = true }: a change to its condition replaces it, and destroying first leaves its holder without access until the new grant propagates", name))
+		}
+	}
+	if n == 0 {
+		problems = append(problems, "no IAM member grant with a condition found: this check reads nothing")
+	}
+	sort.Strings(problems)
+	return problems
 }
 
 // bucketPrefix is the object-name prefix each account may use in baton's
@@ -400,10 +428,12 @@ func (g depGraph) after(a, b string) bool {
 	return walk(a)
 }
 
-// waitSleeps: a terraform_data wait sleeps var.propagation_wait_seconds.
+// waitSleeps: a terraform_data wait sleeps var.propagation_wait_seconds,
+// and exists only when that is positive (at 0 nothing runs, so a runner
+// needs no sleep).
 func waitSleeps(m *tfModule, name string) bool {
 	b := m.resources[name]
-	if b == nil {
+	if b == nil || m.text(attrOrEmpty(b, "count")) != "var.propagation_wait_seconds>0?1:0" {
 		return false
 	}
 	for _, p := range b.Body.Blocks {
@@ -432,18 +462,31 @@ var deployableAccounts = map[string][]string{
 //     deployable itself is ordered before it;
 //   - the build account's grants reach the functions through
 //     terraform_data.iam_ready, which sleeps, and so do the daemon's;
+//   - the worker's invoker on GPUCallback reaches the worker through
+//     terraform_data.callback_invoker_ready, replaced with that grant;
+//   - each wait exists only when var.propagation_wait_seconds > 0;
 //   - the scheduler job is created after its invoker grant on Tick.
 func checkOrdering(m *tfModule) []string {
 	var problems []string
 	g := buildDepGraph(m)
 	const apis, ready, iamReady = "google_project_service.api", "terraform_data.apis_ready", "terraform_data.iam_ready"
+	const cbReady, cbGrant, worker = "terraform_data.callback_invoker_ready", `google_cloud_run_v2_service_iam_member.function_invoker["GPUCallback/worker"].id`, "google_cloud_run_v2_service.gpu_worker"
 	if m.resources[apis] == nil {
 		return []string{"resource google_project_service.api is missing"}
 	}
-	for _, w := range []string{ready, iamReady} {
+	for _, w := range []string{ready, iamReady, cbReady} {
 		if !waitSleeps(m, w) {
-			problems = append(problems, fmt.Sprintf("%s must exist and sleep var.propagation_wait_seconds (provisioner \"local-exec\" { command = \"sleep ${var.propagation_wait_seconds}\" })", w))
+			problems = append(problems, fmt.Sprintf("%s must exist, with count = var.propagation_wait_seconds > 0 ? 1 : 0, and sleep var.propagation_wait_seconds (provisioner \"local-exec\" { command = \"sleep ${var.propagation_wait_seconds}\" })", w))
 		}
+	}
+	// The worker's invoker on GPUCallback needs the function, so it cannot
+	// be in iam_ready (which the functions follow): its own wait, replaced
+	// with the grant, comes between it and the worker.
+	if b := m.resources[cbReady]; b == nil || m.text(attrOrEmpty(b, "triggers_replace")) != "["+cbGrant+"]" {
+		problems = append(problems, fmt.Sprintf("%s must be triggered by the worker's invoker grant on GPUCallback: triggers_replace = [%s]", cbReady, cbGrant))
+	}
+	if m.resources[worker] != nil && !g.after(worker, cbReady) {
+		problems = append(problems, fmt.Sprintf("%s must be ordered after %s: its first heartbeat would be refused while its invoker grant on GPUCallback propagates", worker, cbReady))
 	}
 	if !g.after(ready, apis) {
 		problems = append(problems, ready+" must be ordered after "+apis+" (depends_on)")
@@ -620,7 +663,27 @@ func TestTerraformIAMRulesFail(t *testing.T) {
 		{"no image repository", "artifacts", "artifacts.tf",
 			`resource "google_artifact_registry_repository" "functions" {`, `resource "google_artifact_registry_repository" "images" {`,
 			"google_artifact_registry_repository.functions is missing"},
+		// conditionalGrants
+		{"worker output grant destroyed first", "conditionalGrants", "iam.tf",
+			"objects/${local.output_prefix}\\\")\"\n  }\n\n  # Adding or changing a condition replaces the grant: create the new one\n  # before removing the old, so the holder never goes without access\n  # (docs/deploy.md, upgrading).\n  lifecycle {\n    create_before_destroy = true\n  }\n",
+			"objects/${local.output_prefix}\\\")\"\n  }\n",
+			"google_storage_bucket_iam_member.worker_bucket has an IAM condition and needs lifecycle { create_before_destroy = true }"},
+		{"daemon database grant destroyed first", "conditionalGrants", "daemon.tf",
+			"databases/${var.database_name}\\\"\"\n  }\n\n  # Adding or changing a condition replaces the grant: create the new one\n  # before removing the old, so the holder never goes without access\n  # (docs/deploy.md, upgrading).\n  lifecycle {\n    create_before_destroy = true",
+			"databases/${var.database_name}\\\"\"\n  }\n\n  lifecycle {\n    create_before_destroy = false",
+			"google_project_iam_member.daemon_datastore has an IAM condition and needs lifecycle { create_before_destroy = true }"},
 		// ordering
+		{"wait that sleeps 0 seconds", "ordering", "iam.tf",
+			"  count = var.propagation_wait_seconds > 0 ? 1 : 0 # none at 0: see apis_ready\n\n  triggers_replace = concat(",
+			"  triggers_replace = concat(",
+			"terraform_data.iam_ready must exist, with count = var.propagation_wait_seconds > 0 ? 1 : 0"},
+		{"worker deployed before its callback grant propagates", "ordering", "gpu_worker.tf",
+			"    terraform_data.callback_invoker_ready,\n", "",
+			"google_cloud_run_v2_service.gpu_worker must be ordered after terraform_data.callback_invoker_ready"},
+		{"callback wait not replaced with the grant", "ordering", "iam.tf",
+			`triggers_replace = [google_cloud_run_v2_service_iam_member.function_invoker["GPUCallback/worker"].id]`,
+			`triggers_replace = [google_cloud_run_v2_service_iam_member.function_invoker["Tick/scheduler"].id]`,
+			"terraform_data.callback_invoker_ready must be triggered by the worker's invoker grant on GPUCallback"},
 		{"bucket before its API", "ordering", "storage.tf",
 			"  depends_on = [terraform_data.apis_ready]\n}\n\n# The function source", "}\n\n# The function source",
 			"google_storage_bucket.baton is not ordered after terraform_data.apis_ready"},
@@ -633,7 +696,7 @@ func TestTerraformIAMRulesFail(t *testing.T) {
 		{"API wait that does not wait", "ordering", "apis.tf",
 			"  provisioner \"local-exec\" {\n    command = \"sleep ${var.propagation_wait_seconds}\"\n  }\n\n  depends_on = [google_project_service.api]",
 			"  depends_on = [google_project_service.api]",
-			"terraform_data.apis_ready must exist and sleep var.propagation_wait_seconds"},
+			"terraform_data.apis_ready must exist, with count = var.propagation_wait_seconds > 0 ? 1 : 0, and sleep var.propagation_wait_seconds"},
 		{"functions built before the build account's grants", "ordering", "functions.tf",
 			"    terraform_data.iam_ready,\n  ]", "  ]",
 			"google_cloudfunctions2_function.fn is not ordered after google_artifact_registry_repository_iam_member.build_writer"},
@@ -647,7 +710,7 @@ func TestTerraformIAMRulesFail(t *testing.T) {
 			"    terraform_data.apis_ready,\n    terraform_data.iam_ready,\n    google_project_iam_member.daemon_datastore,\n    google_storage_bucket_iam_member.daemon_bucket,\n    google_cloud_run_v2_service_iam_member.daemon_worker_invoker,\n", "    terraform_data.apis_ready,\n",
 			"google_cloud_run_v2_service.daemon must be ordered after terraform_data.iam_ready"},
 		{"worker deployed before its callback grant", "ordering", "gpu_worker.tf",
-			"    google_cloud_run_v2_service_iam_member.function_invoker,\n", "",
+			"    google_cloud_run_v2_service_iam_member.function_invoker,\n    terraform_data.callback_invoker_ready,\n", "",
 			"google_cloud_run_v2_service.gpu_worker is not ordered after google_cloud_run_v2_service_iam_member.function_invoker"},
 		{"scheduler job before its invoker grant", "ordering", "scheduler.tf",
 			"  depends_on = [google_cloud_run_v2_service_iam_member.function_invoker]\n", "",

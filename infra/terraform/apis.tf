@@ -47,6 +47,10 @@ resource "google_project_service" "api" {
 # google_project_service_identity (that is google-beta), so the service
 # agents cannot be created explicitly either: waiting is what remains.
 resource "terraform_data" "apis_ready" {
+  # None at 0, so that no sleep runs (nor need exist on the runner);
+  # depends_on on a resource with no instances orders nothing and is valid.
+  count = var.propagation_wait_seconds > 0 ? 1 : 0
+
   triggers_replace = local.apis
 
   provisioner "local-exec" {

@@ -46,6 +46,13 @@ resource "google_project_iam_member" "daemon_datastore" {
     title      = "baton database only"
     expression = "resource.name == \"projects/${var.project}/databases/${var.database_name}\""
   }
+
+  # Adding or changing a condition replaces the grant: create the new one
+  # before removing the old, so the holder never goes without access
+  # (docs/deploy.md, upgrading).
+  lifecycle {
+    create_before_destroy = true
+  }
 }
 
 resource "google_storage_bucket_iam_member" "daemon_bucket" {
@@ -59,6 +66,13 @@ resource "google_storage_bucket_iam_member" "daemon_bucket" {
   condition {
     title      = "leases only"
     expression = "resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.lease_prefix}\")"
+  }
+
+  # Adding or changing a condition replaces the grant: create the new one
+  # before removing the old, so the holder never goes without access
+  # (docs/deploy.md, upgrading).
+  lifecycle {
+    create_before_destroy = true
   }
 }
 

@@ -56,15 +56,16 @@ resource "google_cloud_run_v2_service" "gpu_worker" {
     }
   }
 
-  # Its output grant is propagated before it is deployed, and its invoker
-  # grant on GPUCallback is made first (that grant needs the function, so
-  # it cannot be waited for by terraform_data.iam_ready; the worker only
-  # calls back once a job is dispatched, and retries).
+  # Its output grant is propagated before it is deployed (iam_ready), and
+  # so is its invoker grant on GPUCallback: that grant needs the function,
+  # so it comes after iam_ready, and has its own wait
+  # (terraform_data.callback_invoker_ready, iam.tf).
   depends_on = [
     terraform_data.apis_ready,
     terraform_data.iam_ready,
     google_storage_bucket_iam_member.worker_bucket,
     google_cloud_run_v2_service_iam_member.function_invoker,
+    terraform_data.callback_invoker_ready,
   ]
 }
 

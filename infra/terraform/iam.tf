@@ -76,6 +76,13 @@ resource "google_project_iam_member" "build_sources" {
     title      = "Cloud Functions source bucket only"
     expression = "resource.name.startsWith(\"projects/_/buckets/gcf-v2-sources-${data.google_project.this.number}-${var.region}/\")"
   }
+
+  # Adding or changing a condition replaces the grant: create the new one
+  # before removing the old, so the holder never goes without access
+  # (docs/deploy.md, upgrading).
+  lifecycle {
+    create_before_destroy = true
+  }
 }
 
 # - And read of the uploaded zip itself in baton's bucket, under source/
@@ -91,6 +98,13 @@ resource "google_storage_bucket_iam_member" "build_source" {
   condition {
     title      = "function source only"
     expression = "resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.source_prefix}\")"
+  }
+
+  # Adding or changing a condition replaces the grant: create the new one
+  # before removing the old, so the holder never goes without access
+  # (docs/deploy.md, upgrading).
+  lifecycle {
+    create_before_destroy = true
   }
 }
 
@@ -111,6 +125,13 @@ resource "google_project_iam_member" "function_datastore" {
   condition {
     title      = "baton database only"
     expression = "resource.name == \"projects/${var.project}/databases/${var.database_name}\""
+  }
+
+  # Adding or changing a condition replaces the grant: create the new one
+  # before removing the old, so the holder never goes without access
+  # (docs/deploy.md, upgrading).
+  lifecycle {
+    create_before_destroy = true
   }
 }
 
@@ -145,6 +166,13 @@ resource "google_storage_bucket_iam_member" "function_bucket" {
     title      = "leases only"
     expression = "resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.lease_prefix}\")"
   }
+
+  # Adding or changing a condition replaces the grant: create the new one
+  # before removing the old, so the holder never goes without access
+  # (docs/deploy.md, upgrading).
+  lifecycle {
+    create_before_destroy = true
+  }
 }
 
 resource "google_storage_bucket_iam_member" "worker_bucket" {
@@ -155,6 +183,13 @@ resource "google_storage_bucket_iam_member" "worker_bucket" {
   condition {
     title      = "job output only"
     expression = "resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.output_prefix}\")"
+  }
+
+  # Adding or changing a condition replaces the grant: create the new one
+  # before removing the old, so the holder never goes without access
+  # (docs/deploy.md, upgrading).
+  lifecycle {
+    create_before_destroy = true
   }
 }
 
@@ -223,10 +258,13 @@ resource "google_cloud_run_v2_service_iam_member" "rent_public" {
 # read the database crash-loops. Grants that need the deployable itself
 # (invoker on a function, the functions' invoker on the worker) cannot come
 # before it; their first calls are retried (Cloud Tasks, the dispatcher, the
-# scheduler job). The same sleep as terraform_data.apis_ready (apis.tf says
+# scheduler job), except the worker's invoker on GPUCallback, which has its
+# own wait (terraform_data.callback_invoker_ready, below). The same sleep as terraform_data.apis_ready (apis.tf says
 # why it is not time_sleep); it runs again whenever one of these grants is
 # replaced.
 resource "terraform_data" "iam_ready" {
+  count = var.propagation_wait_seconds > 0 ? 1 : 0 # none at 0: see apis_ready
+
   triggers_replace = concat(
     [
       google_project_iam_member.build_logs.id,
@@ -242,6 +280,23 @@ resource "terraform_data" "iam_ready" {
     google_project_iam_member.daemon_datastore[*].id,
     google_storage_bucket_iam_member.daemon_bucket[*].id,
   )
+
+  provisioner "local-exec" {
+    command = "sleep ${var.propagation_wait_seconds}"
+  }
+}
+
+# The worker's invoker grant on GPUCallback needs the function (it names
+# its Cloud Run service), so iam_ready, which the functions wait for,
+# cannot wait for it. It has this wait of its own, which the worker waits
+# for: a worker deployed while the grant propagates would have its first
+# heartbeats refused with 403. The chain has no cycle: the functions, then
+# the grant, then this wait, then the worker (the functions name the worker
+# by its deterministic URL, not by reference).
+resource "terraform_data" "callback_invoker_ready" {
+  count = var.propagation_wait_seconds > 0 ? 1 : 0 # none at 0: see apis_ready
+
+  triggers_replace = [google_cloud_run_v2_service_iam_member.function_invoker["GPUCallback/worker"].id]
 
   provisioner "local-exec" {
     command = "sleep ${var.propagation_wait_seconds}"

@@ -131,7 +131,7 @@ locals {
         BATON_PAGE_TOKEN_SECRET = var.page_token_secret
       }
     }
-    # The operators' GPU API. It refuses the workers' callbacks (404): those
+    # The operators' GPU API. It refuses the workers' callbacks (421 wrong_function): those
     # are GPUCallback's, so the two have different invokers (iam.tf).
     GPU = {
       name          = "baton-gpu"

@@ -420,7 +420,7 @@ variable "change_stream" {
 }
 
 variable "propagation_wait_seconds" {
-  description = "Seconds to wait after enabling the APIs and again after the IAM grants that builds and services need at start, before using them (a local-exec sleep on the machine running terraform, only when those resources are created or changed). Google documents that enabled APIs and IAM changes take minutes to propagate; 0 skips the waits (a project whose APIs and grants already exist, or a runner without sleep), and a failure then is fixed by applying again."
+  description = "Seconds to wait after enabling the APIs and again after the IAM grants that builds and services need at start, before using them (a local-exec sleep on the machine running terraform, only when those resources are created or changed). Google documents that enabled APIs and IAM changes take minutes to propagate; 0 creates no wait at all and runs nothing (a project whose APIs and grants already exist, or a runner without sleep), and a failure then is fixed by applying again."
   type        = number
   default     = 120
 

@@ -21,6 +21,24 @@ const maxBody = 4 * MaxPayloadBytes
 // PERMISSION_DENIED, as the other codes follow theirs.
 const CodePermissionDenied = "permission_denied"
 
+// CodeWrongFunction is the error code of a 421 Misdirected Request: a
+// route sent to the GPU function that does not serve it (a worker callback
+// to the operators' GPU, an operator call to GPUCallback). The message
+// names the function to call. It is not a 404 because a worker reads 404
+// on a callback as "this job is no longer mine" and stops the command; a
+// worker whose BATON_CONTROL_URL names the wrong function (or an old
+// worker revision during an upgrade) must keep its job and report the
+// misconfiguration instead (shared/gpu/worker).
+const CodeWrongFunction = "wrong_function"
+
+// Names of the two functions serving this API, as deployed (config.FnGPU
+// and config.FnGPUCallback), for the 421 answers; shared/config is not
+// imported here for two strings.
+const (
+	operatorFunction = "GPU"
+	callbackFunction = "GPUCallback"
+)
+
 // Routes selects which of the GPU API's routes a handler serves, so that
 // the operators' API and the workers' callbacks can be deployed as two
 // functions, each with its own invoker grants: in the cloud every worker
@@ -31,11 +49,12 @@ const (
 	// AllRoutes serves every route on one handler (tests, benchmarks).
 	AllRoutes Routes = iota
 	// OperatorRoutes serves enqueue, list, read, cancel and the pool view,
-	// and refuses the worker callbacks with 404: the GPU function.
+	// and refuses the worker callbacks with 421 (CodeWrongFunction): the
+	// GPU function.
 	OperatorRoutes
 	// CallbackRoutes serves only POST /gpu/jobs/{id}:heartbeat and
-	// :complete, and refuses everything else with 404: the GPUCallback
-	// function, the only one workers may invoke.
+	// :complete, and refuses everything else with 421 (CodeWrongFunction):
+	// the GPUCallback function, the only one workers may invoke.
 	CallbackRoutes
 )
 
@@ -56,8 +75,10 @@ const (
 func NewHandler(d *Dispatcher) http.Handler { return NewRoutesHandler(d, AllRoutes) }
 
 // NewRoutesHandler is NewHandler serving only the routes of r; a route of
-// the other kind gets a JSON 404 that names the function serving it, so a
-// worker pointed at the wrong URL learns why.
+// the other kind gets a JSON 421 Misdirected Request, code
+// CodeWrongFunction, that names the function serving it, so a worker
+// pointed at the wrong URL learns why and does not take it for a stale
+// fence (404 or 409).
 func NewRoutesHandler(d *Dispatcher, r Routes) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if err := allowed(r, req); err != nil {
@@ -86,11 +107,17 @@ func allowed(r Routes, req *http.Request) error {
 	cb := IsCallback(req.URL.Path)
 	switch {
 	case r == OperatorRoutes && cb:
-		return httpapi.NotFound("%s is a worker callback, served by the GPU callback function (the worker's BATON_CONTROL_URL), not by the operators' GPU API", req.URL.Path)
+		return wrongFunction("%s is a worker callback, served by the %s function: set the worker's BATON_CONTROL_URL to its URL; this is the operators' %s function", req.URL.Path, callbackFunction, operatorFunction)
 	case r == CallbackRoutes && !cb:
-		return httpapi.NotFound("no route for %s here: this function serves only the worker callbacks POST /gpu/jobs/{id}:heartbeat and :complete", req.URL.Path)
+		return wrongFunction("%s is not served here: the %s function serves only the worker callbacks POST /gpu/jobs/{id}:heartbeat and :complete; call the %s function", req.URL.Path, callbackFunction, operatorFunction)
 	}
 	return nil
+}
+
+// wrongFunction is the 421 answer to a route another function serves; the
+// message names that function.
+func wrongFunction(format string, args ...any) *httpapi.Error {
+	return &httpapi.Error{Status: http.StatusMisdirectedRequest, Code: CodeWrongFunction, Message: httpapi.Sprintf(format, args...)}
 }
 
 // route dispatches by hand: ServeMux wildcards cannot express "{id}:cancel".

@@ -158,3 +158,31 @@ func TestParsePool(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleFenceAnswerHidesTheJob: a callback whose fence does not hold
+// gets 409, and the answer says nothing of the job's state: not its
+// status, nor the slot and epoch that hold it now. Workers cannot read
+// jobs (GPUCallback serves no GET), and a stale or forged caller must not
+// learn where the job runs. The state is in the server's log instead.
+func TestStaleFenceAnswerHidesTheJob(t *testing.T) {
+	b := setup(t, setupOpts{workers: 1})
+	b.enqueue(gpu.EnqueueRequest{ID: "hidden", Payload: b.gate("hidden")})
+	j := b.waitStatus("hidden", gpu.StatusRunning)
+	t.Cleanup(func() { b.release("hidden") })
+	if j.Slot == "" || j.Epoch < 1 {
+		t.Fatalf("running job without a fence: %+v", j)
+	}
+	forged := fmt.Sprintf(`{"slot":"forged#0","epoch":%d}`, j.Epoch+41)
+	for _, action := range []string{"heartbeat", "complete"} {
+		ans, raw := b.call("POST", "/gpu/jobs/hidden:"+action, forged)
+		if ans.Status != http.StatusConflict {
+			t.Fatalf("%s with a forged fence: %d %s, want 409", action, ans.Status, raw)
+		}
+		body := string(raw)
+		for _, leak := range []string{j.Slot, fmt.Sprintf("@%d", j.Epoch), gpu.StatusRunning} {
+			if strings.Contains(body, leak) {
+				t.Errorf("%s: the 409 body tells the caller %q (the job's slot %s, epoch %d, status %s): %s", action, leak, j.Slot, j.Epoch, j.Status, body)
+			}
+		}
+	}
+}

@@ -74,7 +74,18 @@ func (d *Dispatcher) whyNotHeld(ctx context.Context, id string, f Fence, op stri
 			return fmt.Errorf("gpu: %s %s: %w", op, id, ErrCancelled)
 		}
 	}
-	return fmt.Errorf("gpu: %s %s: fence %s@%d, job is %s on %q@%d: %w", op, id, f.Slot, f.Epoch, job.Status, job.Slot, job.Epoch, ErrStaleFence)
+	return d.staleFence(op, id, f, job)
+}
+
+// staleFence is the error for a callback on job id whose fence f does not
+// hold. The job's state goes to the log, not into the error, which is the
+// caller's answer: workers cannot read jobs (GPUCallback serves no GET),
+// and a stale or forged caller must not learn the job's status, nor which
+// slot and epoch hold it now.
+func (d *Dispatcher) staleFence(op, id string, f Fence, job Job) error {
+	d.cfg.Logger.Info("gpu: callback with a stale fence", "op", op, "job", id, "fence", fmt.Sprintf("%s@%d", f.Slot, f.Epoch),
+		"status", job.Status, "slot", job.Slot, "epoch", job.Epoch)
+	return fmt.Errorf("gpu: %s %s: fence %s@%d: %w", op, id, f.Slot, f.Epoch, ErrStaleFence)
 }
 
 // Complete records the outcome reported by the worker holding job id under
@@ -150,7 +161,7 @@ func (d *Dispatcher) finish(ctx context.Context, id string, c CompleteRequest) (
 		return Job{}, fmt.Errorf("gpu: complete: %w", err)
 	}
 	if job.Slot != c.Slot || job.Epoch != c.Epoch {
-		return Job{}, fmt.Errorf("gpu: complete %s: fence %s@%d, job is %s on %q@%d: %w", id, c.Slot, c.Epoch, job.Status, job.Slot, job.Epoch, ErrStaleFence)
+		return Job{}, d.staleFence("complete", id, c.Fence, job)
 	}
 	if !secretMatches(job.SecretHash, c.Secret) {
 		// Before the terminal case: a forger must not even learn that its

@@ -354,6 +354,33 @@ run "image_keep_zero_refused" {
   expect_failures = [var.image_keep_count]
 }
 
+# No waits at 0: nothing runs `sleep` (a runner without it), and the
+# resources that depend on the waits still plan.
+run "no_wait" {
+  command = plan
+  variables {
+    propagation_wait_seconds = 0
+    daemon_image             = "us-central1-docker.pkg.dev/baton-test/baton/baton:v1"
+  }
+  assert {
+    condition     = length(terraform_data.apis_ready) == 0 && length(terraform_data.iam_ready) == 0 && length(terraform_data.callback_invoker_ready) == 0
+    error_message = "propagation_wait_seconds = 0 must create no wait (no sleep on the runner)"
+  }
+  assert {
+    condition     = length(google_cloudfunctions2_function.fn) == 6 && length(google_cloud_run_v2_service.daemon) == 1 && google_cloud_run_v2_service.gpu_worker.name == "baton-gpu-worker"
+    error_message = "without the waits, the functions, the daemon and the worker are still planned"
+  }
+}
+
+# The default waits: one of each.
+run "waits" {
+  command = plan
+  assert {
+    condition     = length(terraform_data.apis_ready) == 1 && length(terraform_data.iam_ready) == 1 && length(terraform_data.callback_invoker_ready) == 1
+    error_message = "propagation_wait_seconds > 0 must create the three waits"
+  }
+}
+
 run "negative_wait_refused" {
   command = plan
   variables {

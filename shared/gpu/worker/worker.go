@@ -20,6 +20,7 @@ import (
 
 	"cloud.google.com/go/storage"
 
+	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/gpu"
 	"github.com/baton-cron/baton/shared/httpapi"
 )
@@ -249,8 +250,10 @@ func (s *Server) execute(ctx context.Context, j job) {
 }
 
 // heartbeat beats after min(interval, 1s) (which marks the job running)
-// and then every interval, until ctx ends. A 409 stops the command, and so
-// does the job's lease running out without an accepted beat.
+// and then every interval, until ctx ends. A 409 or 404 stops the command,
+// and so does the job's lease running out without an accepted beat; a 421
+// (the control URL names the wrong function) is logged at ERROR and
+// retried like a 5xx.
 func (s *Server) heartbeat(ctx context.Context, j job, log *slog.Logger) {
 	if s.cfg.ControlURL == "" {
 		return
@@ -295,6 +298,11 @@ func (s *Server) heartbeat(ctx context.Context, j job, log *slog.Logger) {
 		sent := time.Now()
 		status, err := s.callback(ctx, req, "heartbeat", body)
 		switch {
+		case status == http.StatusMisdirectedRequest:
+			// Not about the job: the control URL names the wrong function.
+			// Keep the command and keep beating, as for a 5xx (the
+			// self-fence still stops it if no beat is accepted in time).
+			s.misdirected(log, "heartbeat", err)
 		case status == http.StatusConflict || status == http.StatusNotFound:
 			s.stale.Add(1)
 			log.Warn("gpu-worker: heartbeat refused; stopping the command", "status", status)
@@ -456,6 +464,9 @@ func (s *Server) report(req gpu.RunRequest, res result, log *slog.Logger) {
 		case err == nil:
 			s.completed.Add(1)
 			return
+		case status == http.StatusMisdirectedRequest && try < 6:
+			// Retried as a transient failure: the job is not stale.
+			s.misdirected(log, "complete", err)
 		case status == http.StatusConflict || status == http.StatusNotFound:
 			s.stale.Add(1)
 			log.Warn("gpu-worker: completion refused (stale fence); the job belongs to someone else now", "status", status)
@@ -467,6 +478,17 @@ func (s *Server) report(req gpu.RunRequest, res result, log *slog.Logger) {
 		time.Sleep(backoff)
 		backoff *= 2
 	}
+}
+
+// misdirected logs a callback answered 421 Misdirected Request
+// (gpu.CodeWrongFunction): BATON_CONTROL_URL names a function that does
+// not serve the callbacks (the operators' GPU function instead of
+// GPUCallback, or an old URL during an upgrade). That is a configuration
+// error, not a verdict on the job, so the caller retries as it does for a
+// 5xx; a 404 or 409 would mean the job is no longer this worker's.
+func (s *Server) misdirected(log *slog.Logger, action string, err error) {
+	log.Error("gpu-worker: callback sent to the wrong function; fix "+config.EnvControlURL+" (the GPUCallback function's URL); will retry",
+		"action", action, "controlURL", s.cfg.ControlURL, "error", err.Error())
 }
 
 // callback POSTs to the control plane about the job of req. It returns the
