@@ -91,18 +91,20 @@ func newURIHarness(t *testing.T, uri string) *uriHarness {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	h := &uriHarness{uri: uri, db: "baton_storetest_" + hex.EncodeToString(b[:])}
+	// One connection up front, so that a wrong URI fails once rather
+	// than in every case; it drops the database at the end.
+	st, err := store.Open(t.Context(), uri, store.Options{Database: h.db})
+	if err != nil {
+		t.Fatalf("open %s: %v", envTestMongoURI, err)
+	}
 	t.Logf("writing to database %s on %s (dropped at the end)", h.db, envTestMongoURI)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		st, err := store.Open(ctx, uri, store.Options{Database: h.db})
-		if err == nil {
-			err = st.Database().Drop(ctx)
-			_ = st.Close(ctx)
-		}
-		if err != nil {
+		if err := st.Database().Drop(ctx); err != nil {
 			t.Errorf("drop the suite's database %s: %v; drop it by hand", h.db, err)
 		}
+		_ = st.Close(ctx)
 	})
 	return h
 }

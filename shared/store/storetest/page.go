@@ -190,9 +190,13 @@ func (s *suite) pageInserting(t *testing.T, desc bool) {
 			t.Errorf("%s came back %d times", id, n)
 		}
 	}
+	var missed []string
 	for _, d := range before {
 		if seen[d.ID] == 0 {
-			t.Errorf("%s existed throughout the scan and was never seen", d.ID)
+			missed = append(missed, d.ID)
 		}
+	}
+	if len(missed) > 0 {
+		t.Errorf("%d documents existed throughout the scan and were never seen: %v", len(missed), missed)
 	}
 }
