@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 
 	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/shared/store"
@@ -20,14 +22,13 @@ import (
 
 // envTestMongoURI names a MongoDB-API endpoint (a Firestore database with
 // MongoDB compatibility, a mongod) to run the conformance suite against as
-// well as the emulator. The suite writes to a database of its own there,
-// baton_storetest_<random>, and drops it at the end.
+// well as the emulator. A URI that names no database gets a database of
+// the run's own, baton_storetest_<random>, dropped at the end. A URI that
+// names one (Firestore's always do: its databases must exist before a
+// connection) is written to in collections storetest_<random>_..., and
+// only those are dropped at the end.
 const envTestMongoURI = "BATON_TEST_MONGO_URI"
 
-// TestConformance runs the storage conformance suite (shared/store/storetest)
-// against the embedded emulator, and against BATON_TEST_MONGO_URI when it
-// is set. It arms the emulator's one fail point, so it does not run in
-// parallel (the parallel tests of the package use other namespaces).
 func TestConformance(t *testing.T) {
 	t.Run("emulator", func(t *testing.T) {
 		storetest.Run(t, emulatorHarness{})
@@ -73,13 +74,16 @@ func (f failPoint) LoseAnswer(t *testing.T, coll string, times int, code int32, 
 	emutest.FailCommandCodeAfterRun(t, f.st, coll, bson.D{{Key: "times", Value: times}}, code, commands...)
 }
 
-// uriHarness runs the suite on a real endpoint: one database per run,
-// named at random and dropped when the run ends, in which each case uses
-// collections of its own; a Store per case, so each case has its own
-// Meter. Faults are injected only if the endpoint accepts
+// uriHarness runs the suite on a real endpoint, in a database of the
+// run's own or, when the URI names a database, in collections of the
+// run's own there (see envTestMongoURI); a Store per case, so each case
+// has its own Meter. Faults are injected only if the endpoint accepts
 // configureFailPoint, probed once.
 type uriHarness struct {
 	uri, db string
+	// prefix begins the run's collection names when the database is not
+	// the run's own; empty when it is.
+	prefix string
 
 	probe      sync.Once
 	faults     bool   // configureFailPoint is accepted
@@ -87,26 +91,62 @@ type uriHarness struct {
 	why        string // why there are no faults
 }
 
-func newURIHarness(t *testing.T, uri string) *uriHarness {
+// uriHarnessPrefixed is a uriHarness in a database that is not the run's:
+// it names the suite's collections.
+type uriHarnessPrefixed struct{ *uriHarness }
+
+func (h uriHarnessPrefixed) CollectionPrefix() string { return h.prefix }
+
+func newURIHarness(t *testing.T, uri string) storetest.Harness {
+	cs, err := connstring.Parse(uri)
+	if err != nil {
+		t.Fatalf("%s: %v", envTestMongoURI, err)
+	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	h := &uriHarness{uri: uri, db: "baton_storetest_" + hex.EncodeToString(b[:])}
+	run := hex.EncodeToString(b[:])
+	h := &uriHarness{uri: uri, db: cs.Database}
+	if h.db == "" {
+		h.db = "baton_storetest_" + run
+	} else {
+		h.prefix = storetest.DefaultCollectionPrefix + run + "_"
+	}
 	// One connection up front, so that a wrong URI fails once rather
-	// than in every case; it drops the database at the end.
+	// than in every case; it cleans up at the end.
 	st, err := store.Open(t.Context(), uri, store.Options{Database: h.db})
 	if err != nil {
 		t.Fatalf("open %s: %v", envTestMongoURI, err)
 	}
-	t.Logf("writing to database %s on %s (dropped at the end)", h.db, envTestMongoURI)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := st.Database().Drop(ctx); err != nil {
-			t.Errorf("drop the suite's database %s: %v; drop it by hand", h.db, err)
+		defer func() { _ = st.Close(ctx) }()
+		if h.prefix == "" {
+			if err := st.Database().Drop(ctx); err != nil {
+				t.Errorf("drop the suite's database %s: %v; drop it by hand", h.db, err)
+			}
+			return
 		}
-		_ = st.Close(ctx)
+		names, err := st.Database().ListCollectionNames(ctx, bson.D{})
+		if err != nil {
+			t.Errorf("list the collections of %s to drop the suite's (%s*): %v; drop them by hand", h.db, h.prefix, err)
+			return
+		}
+		for _, n := range names {
+			if !strings.HasPrefix(n, h.prefix) {
+				continue
+			}
+			if err := st.Database().Collection(n).Drop(ctx); err != nil {
+				t.Errorf("drop the suite's collection %s.%s: %v; drop it by hand", h.db, n, err)
+			}
+		}
 	})
-	return h
+	if h.prefix == "" {
+		t.Logf("writing to database %s (dropped at the end)", h.db)
+		return h
+	}
+	t.Logf("writing to collections %s* of database %s (dropped at the end)", h.prefix, h.db)
+	return uriHarnessPrefixed{h}
 }
 
 func (h *uriHarness) Open(t *testing.T) *store.Store {
@@ -140,7 +180,7 @@ func (h *uriHarness) probeFaults(t *testing.T, st *store.Store) {
 		return
 	}
 	h.faults = true
-	const probe = "storetest_probe"
+	probe := h.prefix + "faultprobe"
 	arm := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: bson.D{{Key: "times", Value: 1}}},
 		{Key: "data", Value: bson.D{{Key: "failCommands", Value: bson.A{"insert"}},
 			{Key: "namespace", Value: h.db + "." + probe}, {Key: "errorCodeAfterRun", Value: storetest.CodeDeadlineExceeded}}}}

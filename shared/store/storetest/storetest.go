@@ -26,6 +26,20 @@ type Harness interface {
 	Faults(t *testing.T, st *store.Store) (Faults, string)
 }
 
+// CollectionPrefixer is implemented by a harness whose stores share a
+// database with other runs or other data (a real endpoint, where the
+// database must exist beforehand and is not the suite's to drop). Every
+// collection the suite uses is then named with this prefix, unique to the
+// run, so that the harness can drop exactly those collections at the end.
+// Without it the prefix is DefaultCollectionPrefix.
+type CollectionPrefixer interface {
+	CollectionPrefix() string
+}
+
+// DefaultCollectionPrefix begins the suite's collection names when the
+// harness does not choose a prefix.
+const DefaultCollectionPrefix = "storetest_"
+
 // Faults injects server failures into the commands of one store's
 // database, the way MongoDB's failCommand fail point does. There is one
 // fail point per server, so the suite runs its fault cases one at a time,
@@ -63,7 +77,10 @@ const Racers = 20
 // cases run one after another (the fault cases share one fail point, and
 // the race cases should not compete with each other for the machine).
 func Run(t *testing.T, h Harness) {
-	s := &suite{h: h, prefix: t.Name() + "/"}
+	s := &suite{h: h, prefix: t.Name() + "/", collPrefix: DefaultCollectionPrefix}
+	if p, ok := h.(CollectionPrefixer); ok {
+		s.collPrefix = p.CollectionPrefix()
+	}
 	t.Run("CompareAndSet", s.compareAndSet)
 	t.Run("Idempotency", s.idempotency)
 	t.Run("Fence", s.fence)
@@ -74,8 +91,9 @@ func Run(t *testing.T, h Harness) {
 }
 
 type suite struct {
-	h      Harness
-	prefix string // the name of Run's t, and a slash
+	h          Harness
+	prefix     string // the name of Run's t, and a slash
+	collPrefix string // begins every collection name
 }
 
 // coll opens a store for the case t and a collection on it named after
@@ -86,8 +104,8 @@ func (s *suite) coll(t *testing.T) (*store.Store, *store.Collection) {
 	return st, st.Collection(s.collName(t))
 }
 
-// collName is t's name below Run's, folded to lower-case letters, digits
-// and underscores: unique to the case.
+// collName is the collection prefix, then t's name below Run's folded to
+// lower-case letters, digits and underscores: unique to the case.
 func (s *suite) collName(t *testing.T) string {
 	name := strings.Map(func(r rune) rune {
 		switch {
@@ -98,7 +116,7 @@ func (s *suite) collName(t *testing.T) string {
 		}
 		return '_'
 	}, strings.TrimPrefix(t.Name(), s.prefix))
-	return "storetest_" + name
+	return s.collPrefix + name
 }
 
 // faultsFor returns the injector for st, or skips t with the harness's
