@@ -30,4 +30,9 @@
 // it skips, so lists page with a keyset cursor (Page) and every read is
 // counted by a Meter. PageSkip exists only as the baseline for benchmarks, and
 // meters the skipped documents as read.
+//
+// The guarantees above are pinned by one conformance suite,
+// shared/store/storetest, which every implementation must pass; it runs
+// against the emulator in make test, and against a real database named by
+// BATON_TEST_MONGO_URI (docs/deploy.md).
 package store
