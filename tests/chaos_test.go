@@ -290,7 +290,7 @@ func TestChaosRunPath(t *testing.T) {
 			t.Errorf("%s: fire times with no run: %v", id, missing)
 		}
 	}
-	statuses := map[string]int{}
+	statuses := map[schedule.RunStatus]int{}
 	for _, run := range runs {
 		statuses[run.Status]++
 	}

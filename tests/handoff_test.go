@@ -335,7 +335,7 @@ func TestHandOffExactlyOnceOverHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, run := range runs {
-			got = append(got, run.ID+" "+run.Status)
+			got = append(got, run.ID+" "+string(run.Status))
 			if run.Status == schedule.RunSucceeded && (run.Delivery == nil || run.Delivery.Task == "" || run.Delivery.Queue != "baton-runs") {
 				t.Errorf("run %s: delivery %+v, want the task that claimed it", run.ID, run.Delivery)
 			}

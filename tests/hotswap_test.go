@@ -74,7 +74,7 @@ func (c apiCaller) runIDs(scheduleID string) []string {
 	c.call(http.MethodGet, "/Schedules/schedules/"+scheduleID+"/runs", "", &page)
 	ids := []string{}
 	for _, r := range page.Runs {
-		ids = append(ids, r.ID+" "+r.Source+" "+r.Status)
+		ids = append(ids, r.ID+" "+string(r.Source)+" "+string(r.Status))
 	}
 	return ids
 }

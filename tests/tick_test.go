@@ -128,7 +128,7 @@ func TestTickExactlyOnceOverHTTP(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range runs {
-			got = append(got, r.ID+" "+r.Status)
+			got = append(got, r.ID+" "+string(r.Status))
 		}
 		sort.Strings(got)
 		if diff := cmp.Diff(want, got); diff != "" {

@@ -149,7 +149,7 @@ func sleepTarget(d time.Duration) schedule.Target {
 	return schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "sleep", Args: map[string]string{"duration": d.String()}}}
 }
 
-func benchSchedule(id, overlap string, target schedule.Target, next time.Time, now time.Time) schedule.Schedule {
+func benchSchedule(id string, overlap schedule.Overlap, target schedule.Target, next time.Time, now time.Time) schedule.Schedule {
 	s := schedule.Schedule{ID: id, Cron: "* * * * *", Overlap: overlap, Target: target}
 	if err := s.Normalize(schedule.ValidateOptions{}); err != nil {
 		panic(err)
@@ -161,7 +161,7 @@ func benchSchedule(id, overlap string, target schedule.Target, next time.Time, n
 // insertSchedules writes n schedules with raw InsertMany batches (setup
 // only: FerretDB on SQLite is slow for one-by-one inserts, and raw writes
 // stay off the meter); due of them are due at now.
-func insertSchedules(ctx context.Context, st *store.Store, n, due int, overlap string, target schedule.Target, now time.Time) error {
+func insertSchedules(ctx context.Context, st *store.Store, n, due int, overlap schedule.Overlap, target schedule.Target, now time.Time) error {
 	coll := st.Database().Collection(schedule.SchedulesCollection)
 	const batch = 1000
 	docs := make([]any, 0, batch)
@@ -603,7 +603,7 @@ func runStatuses(ctx context.Context, st *store.Store) (string, error) {
 	if err := cur.All(ctx, &runs); err != nil {
 		return "", fmt.Errorf("read runs: %w", err)
 	}
-	byStatus := map[string]int{}
+	byStatus := map[schedule.RunStatus]int{}
 	example := ""
 	for _, r := range runs {
 		byStatus[r.Status]++

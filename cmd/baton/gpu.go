@@ -185,7 +185,11 @@ func gpuListCmd(client clientFunc) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&status, "status", "", "only jobs in this status: "+strings.Join(gpu.Statuses, ", "))
+	var statuses []string
+	for _, s := range gpu.AllJobStatuses() {
+		statuses = append(statuses, string(s))
+	}
+	f.StringVar(&status, "status", "", "only jobs in this status: "+strings.Join(statuses, ", "))
 	f.StringVar(&token, "page-token", "", "continue from a previous page")
 	f.IntVar(&pageSize, "page-size", 0, "jobs per page (default 50)")
 	f.BoolVar(&all, "all", false, "follow every page")

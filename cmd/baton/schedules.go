@@ -196,8 +196,8 @@ func printSchedule(cmd *cobra.Command, raw json.RawMessage, asJSON bool) error {
 	row("Target", targetSummary(sc.Target))
 	row("Enabled", strconv.FormatBool(sc.Enabled))
 	row("Next run", nextRun(&sc))
-	row("Overlap", sc.Overlap)
-	catchup := sc.Catchup + fmt.Sprintf(" (window %s", sc.CatchupWindow)
+	row("Overlap", string(sc.Overlap))
+	catchup := fmt.Sprintf("%s (window %s", sc.Catchup, sc.CatchupWindow)
 	if sc.Catchup == schedule.CatchupAll {
 		catchup += fmt.Sprintf(", at most %d", sc.MaxCatchup)
 	}

@@ -215,7 +215,7 @@ func TestPatch(t *testing.T) {
 	}
 	wantV := view{Cron: "*/20 * * * *", Overlap: "buffer_one", Args: map[string]string{"duration": "1s", "n": "2"}, Version: 2,
 		NextRunAt: later.Truncate(time.Minute).Add(20 * time.Minute), CreatedAt: t0, Upd: later}
-	gotV := view{stored.Cron, stored.Overlap, stored.Description, stored.Target.Builtin.Args, stored.Version, stored.NextRunAt, stored.CreatedAt, stored.UpdatedAt}
+	gotV := view{stored.Cron, string(stored.Overlap), stored.Description, stored.Target.Builtin.Args, stored.Version, stored.NextRunAt, stored.CreatedAt, stored.UpdatedAt}
 	if diff := cmp.Diff(wantV, gotV); diff != "" {
 		t.Errorf("stored after patch (-want,+got):\n%s", diff)
 	}

@@ -163,7 +163,7 @@ func route(d *Dispatcher, w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		q := r.URL.Query()
-		lq := ListQuery{Status: q.Get("status"), PageToken: q.Get("pageToken")}
+		lq := ListQuery{Status: JobStatus(q.Get("status")), PageToken: q.Get("pageToken")}
 		if s := q.Get("pageSize"); s != "" {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < 1 {

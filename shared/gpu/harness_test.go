@@ -198,7 +198,7 @@ func (b *bundle) waitFor(what string, cond func() bool) {
 	}
 }
 
-func (b *bundle) waitStatus(id string, status string) gpu.Job {
+func (b *bundle) waitStatus(id string, status gpu.JobStatus) gpu.Job {
 	b.t.Helper()
 	var j gpu.Job
 	b.waitFor(fmt.Sprintf("job %s to be %s", id, status), func() bool {

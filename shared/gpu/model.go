@@ -17,25 +17,43 @@ const (
 	SlotsCollection = "gpu_slots"
 )
 
+// JobStatus is where a GPU job is in its life. It is stored and sent as its
+// string ("queued"), and the dispatcher's queries filter on that string.
+type JobStatus string
+
 // Job statuses.
 const (
-	StatusQueued     = "queued"     // waiting for a slot
-	StatusDispatched = "dispatched" // sent to a worker, not yet heard from
-	StatusRunning    = "running"    // the worker heartbeated
-	StatusSucceeded  = "succeeded"  // the command exited 0
-	StatusFailed     = "failed"     // the command exited non-zero or timed out
-	StatusDead       = "dead"       // it used maxAttempts (lost leases, interruptions, permanent refusals)
-	StatusCancelled  = "cancelled"  // cancelled through the API
+	StatusQueued     JobStatus = "queued"     // waiting for a slot
+	StatusDispatched JobStatus = "dispatched" // sent to a worker, not yet heard from
+	StatusRunning    JobStatus = "running"    // the worker heartbeated
+	StatusSucceeded  JobStatus = "succeeded"  // the command exited 0
+	StatusFailed     JobStatus = "failed"     // the command exited non-zero or timed out
+	StatusDead       JobStatus = "dead"       // it used maxAttempts (lost leases, interruptions, permanent refusals)
+	StatusCancelled  JobStatus = "cancelled"  // cancelled through the API
 )
 
-// Statuses lists every job status, for validating ?status=.
-var Statuses = []string{StatusQueued, StatusDispatched, StatusRunning, StatusSucceeded, StatusFailed, StatusDead, StatusCancelled}
+// AllJobStatuses lists every job status, in the order of a job's life, as
+// GET /gpu/jobs?status= names them when it refuses one. It returns a new
+// slice each call.
+func AllJobStatuses() []JobStatus {
+	return []JobStatus{StatusQueued, StatusDispatched, StatusRunning, StatusSucceeded, StatusFailed, StatusDead, StatusCancelled}
+}
+
+// Valid reports whether s is one of the job statuses.
+func (s JobStatus) Valid() bool {
+	switch s {
+	case StatusQueued, StatusDispatched, StatusRunning, StatusSucceeded, StatusFailed, StatusDead, StatusCancelled:
+		return true
+	}
+	return false
+}
 
 // active are the statuses in which a slot holds the job.
 var active = bson.A{StatusDispatched, StatusRunning}
 
-// Terminal reports whether status is final.
-func Terminal(status string) bool {
+// Terminal reports whether status is final. shared/scheduler keeps a mirror
+// of it (gpuTerminal), since it does not import this package.
+func Terminal(status JobStatus) bool {
 	switch status {
 	case StatusSucceeded, StatusFailed, StatusDead, StatusCancelled:
 		return true
@@ -67,7 +85,7 @@ const (
 // Job is a GPU job document.
 type Job struct {
 	ID          string            `bson:"_id" json:"id"`
-	Status      string            `bson:"status" json:"status"`
+	Status      JobStatus         `bson:"status" json:"status"`
 	Priority    int               `bson:"priority" json:"priority"`
 	Attempts    int               `bson:"attempts" json:"attempts"`
 	MaxAttempts int               `bson:"maxAttempts" json:"maxAttempts"`

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -29,7 +28,7 @@ func (d *Dispatcher) Get(ctx context.Context, id string) (Job, error) {
 
 // ListQuery selects a page of jobs, newest first.
 type ListQuery struct {
-	Status    string // empty for every status
+	Status    JobStatus // empty for every status
 	PageToken string
 	PageSize  int // 0 means 50
 }
@@ -38,8 +37,8 @@ type ListQuery struct {
 func (d *Dispatcher) List(ctx context.Context, q ListQuery) (jobs []Job, next string, err error) {
 	filter := bson.D{}
 	if q.Status != "" {
-		if !slices.Contains(Statuses, q.Status) {
-			return nil, "", httpapi.BadRequest("status", "must be one of %v, not %q", Statuses, q.Status)
+		if !q.Status.Valid() {
+			return nil, "", httpapi.BadRequest("status", "must be one of %v, not %q", AllJobStatuses(), q.Status)
 		}
 		filter = bson.D{{Key: "status", Value: q.Status}}
 	}

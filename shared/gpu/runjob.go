@@ -19,5 +19,5 @@ func (d *Dispatcher) RunJob(ctx context.Context, id string) (st schedule.GPUJobS
 	if err != nil {
 		return schedule.GPUJobState{}, false, err
 	}
-	return schedule.GPUJobState{Status: job.Status, ExitCode: job.ExitCode, Error: job.Error, Attempts: job.Attempts, Output: job.Output}, true, nil
+	return schedule.GPUJobState{Status: string(job.Status), ExitCode: job.ExitCode, Error: job.Error, Attempts: job.Attempts, Output: job.Output}, true, nil
 }

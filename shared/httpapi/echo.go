@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"reflect"
 	"regexp"
 	"strconv"
 	"unicode/utf8"
@@ -47,10 +48,20 @@ func Quote(s string) string { return strconv.Quote(Cut(s)) }
 func Sprintf(format string, args ...any) string {
 	wrapped := make([]any, len(args))
 	for i, a := range args {
+		wrapped[i] = a
 		if s, ok := a.(string); ok {
 			wrapped[i] = echo(s)
-		} else {
-			wrapped[i] = a
+			continue
+		}
+		// A named string type (an enum such as schedule.Overlap) holds
+		// input just as a string does, so it is cut too, unless it
+		// formats itself.
+		if v := reflect.ValueOf(a); v.Kind() == reflect.String {
+			switch a.(type) {
+			case fmt.Formatter, fmt.Stringer, error:
+			default:
+				wrapped[i] = echo(v.String())
+			}
 		}
 	}
 	return fmt.Sprintf(format, wrapped...)

@@ -227,6 +227,18 @@ func TestErrorsCutEchoedInput(t *testing.T) {
 	if got := httpapi.BadRequest("x", "bad %q", "short").Message; got != `bad "short"` {
 		t.Errorf("short value: %q", got)
 	}
+	// A typed enum (schedule.Overlap, gpu.JobStatus) holds input as a
+	// string does, and is cut the same; one with its own String is left
+	// to format itself.
+	if got := httpapi.BadRequest("x", "bad %q", enumLike(huge)).Message; !strings.HasSuffix(got, `…"`) || len(got) > httpapi.MaxEcho+20 {
+		t.Errorf("%%q of a huge named string = %.100q (%d bytes), want it cut to %d bytes and …", got, len(got), httpapi.MaxEcho)
+	}
+	if got := httpapi.BadRequest("x", "bad %q, %v", enumLike("short"), enumLike("v")).Message; got != `bad "short", v` {
+		t.Errorf("short named string: %q", got)
+	}
+	if got := httpapi.BadRequest("x", "%v", stringer("raw")).Message; got != "<raw>" {
+		t.Errorf("named string with String: %q, want its String", got)
+	}
 	for _, body := range []string{
 		`{"name":"a","` + huge + `":1}`,                    // unknown field
 		`{"count":1` + strings.Repeat("1", 900<<10) + `}`,  // a number too big, echoed by encoding/json
@@ -259,3 +271,11 @@ func TestFieldPath(t *testing.T) {
 		t.Errorf("FieldPath of a huge key is %d bytes", len(got))
 	}
 }
+
+// enumLike is a named string type, as baton's enums are.
+type enumLike string
+
+// stringer is a named string type that formats itself.
+type stringer string
+
+func (s stringer) String() string { return "<" + string(s) + ">" }

@@ -15,20 +15,58 @@ const (
 	RunsCollection      = "runs"
 )
 
-// Overlap policies: what happens when a fire time comes while the previous
-// run still holds the job lease.
+// Overlap is a schedule's overlap policy: what happens when a fire time
+// comes while the previous run still holds the job lease. It is stored and
+// sent as its string ("buffer_one"), so the named type changes nothing on
+// the wire; it exists so that the compiler keeps a run status or a source
+// from being passed where a policy is meant.
+type Overlap string
+
+// Overlap policies.
 const (
-	OverlapSkip      = "skip"       // record a skipped run with a reason
-	OverlapBufferOne = "buffer_one" // default: collapse misfires into one extra run
-	OverlapAllow     = "allow"      // run concurrently, without a job lease
+	OverlapSkip      Overlap = "skip"       // record a skipped run with a reason
+	OverlapBufferOne Overlap = "buffer_one" // default: collapse misfires into one extra run
+	OverlapAllow     Overlap = "allow"      // run concurrently, without a job lease
 )
 
-// Catch-up policies: which fire times missed during an outage are fired.
+// AllOverlaps lists every overlap policy, in the order the API's error
+// messages name them. It returns a new slice each call.
+func AllOverlaps() []Overlap { return []Overlap{OverlapSkip, OverlapBufferOne, OverlapAllow} }
+
+// Valid reports whether o is one of the overlap policies. The empty string
+// is not; Normalize fills it with the default before validating.
+func (o Overlap) Valid() bool {
+	switch o {
+	case OverlapSkip, OverlapBufferOne, OverlapAllow:
+		return true
+	}
+	return false
+}
+
+// Catchup is a schedule's catch-up policy: which fire times missed during
+// an outage are fired. It is stored and sent as its string ("latest").
+type Catchup string
+
+// Catch-up policies.
 const (
-	CatchupLatest = "latest" // default: the most recent missed time only
-	CatchupAll    = "all"    // every missed time, oldest first, up to MaxCatchup
-	CatchupNone   = "none"   // none; move on to the next future time
+	CatchupLatest Catchup = "latest" // default: the most recent missed time only
+	CatchupAll    Catchup = "all"    // every missed time, oldest first, up to MaxCatchup
+	CatchupNone   Catchup = "none"   // none; move on to the next future time
 )
+
+// AllCatchups lists every catch-up policy, in the order the API's error
+// messages name them. It returns a new slice each call.
+func AllCatchups() []Catchup { return []Catchup{CatchupLatest, CatchupAll, CatchupNone} }
+
+// Valid reports whether c is one of the catch-up policies. The empty string
+// is not; Normalize fills it with the default before validating.
+func (c Catchup) Valid() bool {
+	switch c {
+	case CatchupLatest, CatchupAll, CatchupNone:
+		return true
+	}
+	return false
+}
 
 // Target types.
 const (
@@ -37,23 +75,60 @@ const (
 	TargetBuiltin = "builtin"
 )
 
+// Source says why a run exists. It is stored and sent as its string
+// ("scheduled"); RunID spells misfire and manual runs' ids with it.
+type Source string
+
 // Run sources.
 const (
-	SourceScheduled = "scheduled"
-	SourceMisfire   = "misfire"
-	SourceCatchup   = "catchup"
-	SourceRetry     = "retry"
-	SourceManual    = "manual"
+	SourceScheduled Source = "scheduled" // a fire time decided on time by the tick
+	SourceMisfire   Source = "misfire"   // buffer_one's extra run after a busy fire time
+	SourceCatchup   Source = "catchup"   // a fire time missed during an outage
+	SourceRetry     Source = "retry"     // a later attempt of a failed run
+	SourceManual    Source = "manual"    // triggered through the API
 )
+
+// AllSources lists every run source. It returns a new slice each call.
+func AllSources() []Source {
+	return []Source{SourceScheduled, SourceMisfire, SourceCatchup, SourceRetry, SourceManual}
+}
+
+// Valid reports whether s is one of the run sources.
+func (s Source) Valid() bool {
+	switch s {
+	case SourceScheduled, SourceMisfire, SourceCatchup, SourceRetry, SourceManual:
+		return true
+	}
+	return false
+}
+
+// RunStatus is where a run is in its life. It is stored and sent as its
+// string ("pending"), and the database's queries filter on that string.
+type RunStatus string
 
 // Run statuses.
 const (
-	RunPending   = "pending"   // decided, not started
-	RunRunning   = "running"   // executing under its job lease
-	RunSucceeded = "succeeded" // finished well
-	RunFailed    = "failed"    // finished badly, or its heartbeat stopped
-	RunSkipped   = "skipped"   // not executed, by policy; Reason says why
+	RunPending   RunStatus = "pending"   // decided, not started
+	RunRunning   RunStatus = "running"   // executing under its job lease
+	RunSucceeded RunStatus = "succeeded" // finished well
+	RunFailed    RunStatus = "failed"    // finished badly, or its heartbeat stopped
+	RunSkipped   RunStatus = "skipped"   // not executed, by policy; Reason says why
 )
+
+// AllRunStatuses lists every run status, in the order of a run's life. It
+// returns a new slice each call.
+func AllRunStatuses() []RunStatus {
+	return []RunStatus{RunPending, RunRunning, RunSucceeded, RunFailed, RunSkipped}
+}
+
+// Valid reports whether s is one of the run statuses.
+func (s RunStatus) Valid() bool {
+	switch s {
+	case RunPending, RunRunning, RunSucceeded, RunFailed, RunSkipped:
+		return true
+	}
+	return false
+}
 
 // Duration is a time.Duration that reads and writes as a Go duration string
 // ("90s", "5m") in JSON and BSON, so documents stay readable by people.
@@ -114,9 +189,9 @@ type Schedule struct {
 	TimeZone string `bson:"timeZone" json:"timeZone"`
 	Target   Target `bson:"target" json:"target"`
 	// Overlap is one of skip, buffer_one (default), allow.
-	Overlap string `bson:"overlap" json:"overlap"`
+	Overlap Overlap `bson:"overlap" json:"overlap"`
 	// Catchup is one of latest (default), all, none.
-	Catchup string `bson:"catchup" json:"catchup"`
+	Catchup Catchup `bson:"catchup" json:"catchup"`
 	// MaxCatchup bounds the runs fired by Catchup "all"; default 10.
 	MaxCatchup int `bson:"maxCatchup" json:"maxCatchup"`
 	// CatchupWindow: a missed time older than this is never fired; default 1h.
@@ -191,8 +266,8 @@ type Run struct {
 	ID         string    `bson:"_id" json:"id"`
 	ScheduleID string    `bson:"scheduleId" json:"scheduleId"`
 	FireTime   time.Time `bson:"fireTime" json:"fireTime"`
-	Source     string    `bson:"source" json:"source"`
-	Status     string    `bson:"status" json:"status"`
+	Source     Source    `bson:"source" json:"source"`
+	Status     RunStatus `bson:"status" json:"status"`
 	Reason     string    `bson:"reason,omitempty" json:"reason,omitempty"`
 	Attempt    int       `bson:"attempt" json:"attempt"`
 	// Holder and Epoch identify the job lease the run executed under.
@@ -252,8 +327,9 @@ var ErrInvalidGPUTarget = errors.New("schedule: the GPU pool refuses this gpu ta
 
 // GPUJobState is what a gpu-target run needs to know of its GPU job.
 type GPUJobState struct {
-	// Status is the job's status (shared/gpu: queued, dispatched, running,
-	// succeeded, failed, dead, cancelled).
+	// Status is the job's status, a shared/gpu JobStatus (queued,
+	// dispatched, running, succeeded, failed, dead, cancelled) as its
+	// string: shared/gpu imports this package, not the other way round.
 	Status string
 	// ExitCode is the command's exit status once it exited.
 	ExitCode *int
@@ -268,10 +344,10 @@ type GPUJobState struct {
 // RunID is the deterministic _id of the run of a schedule at a fire time.
 // source and attempt keep a retry or a misfire rerun distinct from the
 // original while staying deterministic.
-func RunID(scheduleID string, fireTime time.Time, source string, attempt int) string {
+func RunID(scheduleID string, fireTime time.Time, source Source, attempt int) string {
 	id := scheduleID + "@" + fireTime.UTC().Format("20060102T150405Z")
 	if source == SourceMisfire || source == SourceManual {
-		id += "-" + source
+		id += "-" + string(source)
 	}
 	if attempt > 1 {
 		id += fmt.Sprintf("-a%d", attempt)

@@ -219,14 +219,10 @@ func (s *Schedule) validate(o ValidateOptions) error {
 	if err := s.Target.validate(o); err != nil {
 		return err
 	}
-	switch s.Overlap {
-	case OverlapSkip, OverlapBufferOne, OverlapAllow:
-	default:
+	if !s.Overlap.Valid() {
 		return fieldErr("overlap", "unknown policy %q; want skip, buffer_one or allow", s.Overlap)
 	}
-	switch s.Catchup {
-	case CatchupLatest, CatchupAll, CatchupNone:
-	default:
+	if !s.Catchup.Valid() {
 		return fieldErr("catchup", "unknown policy %q; want latest, all or none", s.Catchup)
 	}
 	if s.MaxCatchup < 1 || s.MaxCatchup > MaxMaxCatchup {

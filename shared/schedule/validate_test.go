@@ -349,7 +349,7 @@ func TestNormalizeCutsEchoedInput(t *testing.T) {
 	for name, edit := range map[string]func(*Schedule){
 		"id":       func(s *Schedule) { s.ID = huge },
 		"timeZone": func(s *Schedule) { s.TimeZone = huge },
-		"overlap":  func(s *Schedule) { s.Overlap = huge },
+		"overlap":  func(s *Schedule) { s.Overlap = Overlap(huge) },
 		"method":   func(s *Schedule) { s.Target.HTTP.Method = huge },
 		"arg key":  args(map[string]string{"$" + huge: "1"}),
 	} {

@@ -246,8 +246,8 @@ func (k *killable) RoundTrip(req *http.Request) (*http.Response, error) {
 // nothing is pending any more: the fire time is lost. It should have stayed
 // pending (503) until the lease ended.
 func TestAttackDeadHolderBeforeClaimSkipsRun(t *testing.T) {
-	for _, overlap := range []string{schedule.OverlapSkip, schedule.OverlapBufferOne} {
-		t.Run(overlap, func(t *testing.T) {
+	for _, overlap := range []schedule.Overlap{schedule.OverlapSkip, schedule.OverlapBufferOne} {
+		t.Run(string(overlap), func(t *testing.T) {
 			d := &recDispatcher{}
 			b := attackSetup(t, d)
 			target, calls := flakyTarget(t)

@@ -17,7 +17,7 @@ import (
 
 // benchSchedules inserts total schedules, of which due are due at now, with
 // raw InsertMany (setup only).
-func benchSchedules(b *testing.B, s *store.Store, total, due int, overlap string, now time.Time) {
+func benchSchedules(b *testing.B, s *store.Store, total, due int, overlap schedule.Overlap, now time.Time) {
 	b.Helper()
 	every := max(total/due, 1)
 	var docs []any
@@ -41,7 +41,7 @@ func benchSchedules(b *testing.B, s *store.Store, total, due int, overlap string
 	}
 }
 
-func benchEngine(b *testing.B, total, due int, overlap string) (*store.Store, *scheduler.Engine) {
+func benchEngine(b *testing.B, total, due int, overlap schedule.Overlap) (*store.Store, *scheduler.Engine) {
 	s := emutest.Store(b)
 	client, bucket := emutest.GCS(b)
 	if err := s.EnsureIndexes(context.Background(), scheduler.Indexes...); err != nil {

@@ -24,8 +24,8 @@ import (
 // exactly-once. The leased claim is fenced too, but a newer job lease's
 // epoch passes the fence of a run finished under an older one.
 func TestARunFinishedMeanwhileIsNotClaimedAgain(t *testing.T) {
-	for _, overlap := range []string{schedule.OverlapSkip, schedule.OverlapAllow} {
-		t.Run(overlap, func(t *testing.T) {
+	for _, overlap := range []schedule.Overlap{schedule.OverlapSkip, schedule.OverlapAllow} {
+		t.Run(string(overlap), func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
 			key, g := newGate(t, 0)

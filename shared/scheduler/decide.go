@@ -55,7 +55,7 @@ func (e *Engine) reservation() time.Duration { return max(e.cfg.TickLeaseTTL, ti
 // a no-op, and it is reserved for its executor until the sweep may take it.
 // Retries build their own document: their id extends the failed run's and
 // their sweepAt is the backoff.
-func (e *Engine) pendingRun(scheduleID string, fireTime time.Time, source string, now time.Time) *runDoc {
+func (e *Engine) pendingRun(scheduleID string, fireTime time.Time, source schedule.Source, now time.Time) *runDoc {
 	return &runDoc{Run: schedule.Run{
 		ID:          schedule.RunID(scheduleID, fireTime, source, 1),
 		ScheduleID:  scheduleID,
@@ -171,7 +171,7 @@ func fireTimes(spec schedule.Spec, loc *time.Location, from, to time.Time, keep 
 // first, and their sources.
 type plan struct {
 	times   []time.Time
-	sources []string
+	sources []schedule.Source
 }
 
 // planFires applies the catch-up policy. Fire times in [nextRunAt, now] are
@@ -208,7 +208,7 @@ func planFires(s *schedule.Schedule, spec schedule.Spec, loc *time.Location, now
 		}
 	}
 	var p plan
-	add := func(ts []time.Time, src string) {
+	add := func(ts []time.Time, src schedule.Source) {
 		for _, t := range ts {
 			p.times = append(p.times, t.UTC())
 			p.sources = append(p.sources, src)

@@ -109,8 +109,8 @@ func (e *Engine) claimThenRun(ctx context.Context, s *schedule.Schedule, r *runD
 		// executing it, and the sweep would fail it over without its
 		// target ever called.
 		var got struct {
-			Status string `bson:"status"`
-			Claim  string `bson:"claim"`
+			Status schedule.RunStatus `bson:"status"`
+			Claim  string             `bson:"claim"`
 		}
 		if gerr := e.runs.Get(context.WithoutCancel(ctx), r.ID, &got); gerr == nil && got.Status == schedule.RunRunning && got.Claim == token {
 			e.log.Warn("claim reported an error, but it landed: executing", "run", r.ID, "err", err)
@@ -414,7 +414,7 @@ const maxOutcomeRetry = 10 * time.Minute
 // (retryWrites=false) is recognised by its status and finishedAt. It gives
 // up when the write is refused and did not land: the run was failed over,
 // or a newer holder fenced it out, and the outcome is theirs.
-func (e *Engine) recordOutcome(ctx context.Context, id, status string, at time.Time, upd bson.D, write func(context.Context, bson.D) error, bound time.Duration) error {
+func (e *Engine) recordOutcome(ctx context.Context, id string, status schedule.RunStatus, at time.Time, upd bson.D, write func(context.Context, bson.D) error, bound time.Duration) error {
 	deadline := time.Now().Add(bound)
 	wait := 100 * time.Millisecond
 	for {

@@ -125,7 +125,7 @@ func (e *Engine) settleGPURun(ctx context.Context, r *runDoc, now time.Time, c *
 		e.postpone(ctx, r, now, e.reservation(), c)
 	case !found:
 		e.enqueueMissing(ctx, r, now, c)
-	case !gpuTerminal(st.Status):
+	case !gpuTerminal(gpuStatus(st.Status)):
 		e.postpone(ctx, r, now, e.cfg.GPUPoll, c)
 	default:
 		e.finishGPURun(ctx, r, &st, "", now, c)
@@ -170,8 +170,13 @@ func (e *Engine) enqueueMissing(ctx context.Context, r *runDoc, now time.Time, c
 	e.postpone(ctx, r, now, e.cfg.GPUPoll, c)
 }
 
+// gpuStatus mirrors shared/gpu.JobStatus, which this package does not
+// import (shared/gpu implements GPU, and schedule.GPUJobState carries the
+// status as its string). TestGPUTerminalMirrorsGPU holds the two together.
+type gpuStatus string
+
 // gpuTerminal mirrors shared/gpu.Terminal: the statuses a job ends in.
-func gpuTerminal(status string) bool {
+func gpuTerminal(status gpuStatus) bool {
 	switch status {
 	case gpuSucceeded, gpuFailed, gpuDead, gpuCancelled:
 		return true
@@ -179,13 +184,12 @@ func gpuTerminal(status string) bool {
 	return false
 }
 
-// The terminal job statuses of shared/gpu, which this package does not
-// import (shared/gpu implements GPU).
+// The terminal job statuses of shared/gpu.
 const (
-	gpuSucceeded = "succeeded"
-	gpuFailed    = "failed"
-	gpuDead      = "dead"
-	gpuCancelled = "cancelled"
+	gpuSucceeded gpuStatus = "succeeded"
+	gpuFailed    gpuStatus = "failed"
+	gpuDead      gpuStatus = "dead"
+	gpuCancelled gpuStatus = "cancelled"
 )
 
 // finishGPURun records a gpu-target run's outcome from its job's state st
@@ -200,11 +204,11 @@ func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJo
 	switch {
 	case st == nil:
 		retryable = false // nothing a retry would change
-	case st.Status == gpuSucceeded:
+	case gpuStatus(st.Status) == gpuSucceeded:
 		status = schedule.RunSucceeded
-	case st.Status == gpuFailed && st.ExitCode != nil:
+	case gpuStatus(st.Status) == gpuFailed && st.ExitCode != nil:
 		reason = fmt.Sprintf("gpu job %s exited %d", r.GPUJob, *st.ExitCode)
-	case st.Status == gpuCancelled:
+	case gpuStatus(st.Status) == gpuCancelled:
 		reason = fmt.Sprintf("gpu job %s was cancelled", r.GPUJob)
 		retryable = false
 	default:

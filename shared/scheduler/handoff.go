@@ -141,8 +141,8 @@ var ErrRetryTask = errors.New("scheduler: run left pending; deliver the task aga
 
 // RunState is one run's state after Execute.
 type RunState struct {
-	ID     string `json:"id"`
-	Status string `json:"status"`
+	ID     string             `json:"id"`
+	Status schedule.RunStatus `json:"status"`
 	// Note says why Execute did not execute the run, when it did not.
 	Note string `json:"note,omitempty"`
 }

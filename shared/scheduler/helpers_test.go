@@ -216,7 +216,7 @@ func (b *bundle) getSchedule(t *testing.T, id string) schedule.Schedule {
 func fireTimesOf(runs []schedule.Run) []string {
 	var out []string
 	for _, r := range runs {
-		out = append(out, r.FireTime.UTC().Format("15:04")+" "+r.Source+" "+r.Status)
+		out = append(out, r.FireTime.UTC().Format("15:04")+" "+string(r.Source)+" "+string(r.Status))
 	}
 	return out
 }

@@ -181,7 +181,7 @@ func TestMisfireRunIDsDoNotCollide(t *testing.T) {
 	var misfires []string
 	for _, r := range b.runs(t, "job") {
 		if r.Source == schedule.SourceMisfire {
-			misfires = append(misfires, r.ID+" "+r.Status)
+			misfires = append(misfires, r.ID+" "+string(r.Status))
 		}
 	}
 	if len(misfires) != 2 {

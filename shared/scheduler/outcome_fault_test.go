@@ -57,7 +57,7 @@ func TestOutcomeWriteFaultRunsTheTargetOnce(t *testing.T) {
 			others := int64(0) // the later fires the 09:10 tick decided
 			for _, r := range b.runs(t, "o") {
 				if r.FireTime.Equal(t0.Add(time.Minute)) {
-					first = append(first, r.ID+" "+r.Status)
+					first = append(first, r.ID+" "+string(r.Status))
 				} else {
 					others++
 				}
@@ -219,13 +219,13 @@ func TestStrandedMisfireIsRun(t *testing.T) {
 	if sum := b.tick(t); sum.Recovered != 1 || sum.Succeeded != 1 {
 		t.Errorf("sweep: %+v, want the stranded misfire recorded and run", sum)
 	}
-	var got []string
+	var got []schedule.RunStatus
 	for _, r := range b.runs(t, "h") {
 		if r.Source == schedule.SourceMisfire {
 			got = append(got, r.Status)
 		}
 	}
-	if diff := cmp.Diff([]string{schedule.RunSucceeded}, got); diff != "" || g.calls.Load() != 1 {
+	if diff := cmp.Diff([]schedule.RunStatus{schedule.RunSucceeded}, got); diff != "" || g.calls.Load() != 1 {
 		t.Errorf("misfire runs (-want,+got):\n%s\ncalls %d, want 1", diff, g.calls.Load())
 	}
 	if s := b.getSchedule(t, "h"); s.Misfire {
@@ -297,7 +297,7 @@ func TestMisfireRunsNameTheirOwnWindowsFire(t *testing.T) {
 	var got []string
 	for _, r := range b.runs(t, "h") {
 		if r.Source == schedule.SourceMisfire {
-			got = append(got, r.FireTime.Format("15:04")+" "+r.Status)
+			got = append(got, r.FireTime.Format("15:04")+" "+string(r.Status))
 		}
 	}
 	sort.Strings(got)

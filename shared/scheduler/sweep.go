@@ -50,7 +50,7 @@ func (e *Engine) sweep(ctx context.Context, c *counters, sum *Summary) []*schedu
 	return work
 }
 
-func (e *Engine) stale(ctx context.Context, status string, now time.Time) ([]runDoc, error) {
+func (e *Engine) stale(ctx context.Context, status schedule.RunStatus, now time.Time) ([]runDoc, error) {
 	var out []runDoc
 	err := e.runs.Find(ctx, bson.D{{Key: "status", Value: status}, {Key: "sweepAt", Value: bson.D{{Key: "$lte", Value: now}}}}, &out,
 		options.Find().SetSort(bson.D{{Key: "sweepAt", Value: 1}}).SetLimit(int64(e.cfg.PageSize)))
@@ -325,7 +325,7 @@ func (e *Engine) liveSiblingUntil(ctx context.Context, r *runDoc, now time.Time)
 // status with the sweepAt from that the caller read: concurrent sweepers
 // agree on who reserved, postponed or deferred it, and a heartbeat or a
 // claim that landed meanwhile wins. ErrConflict when it did.
-func (e *Engine) moveSweep(ctx context.Context, id, status string, from, to time.Time) error {
+func (e *Engine) moveSweep(ctx context.Context, id string, status schedule.RunStatus, from, to time.Time) error {
 	return e.runs.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: id}, {Key: "status", Value: status}, {Key: "sweepAt", Value: from}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "sweepAt", Value: to}}}})

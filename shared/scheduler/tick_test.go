@@ -63,7 +63,7 @@ func TestExactlyOnce(t *testing.T) {
 			wantIDs = append(wantIDs, schedule.RunID(s.id, ft, schedule.SourceScheduled, 1)+" succeeded")
 		}
 		for _, r := range b.runs(t, s.id) {
-			gotIDs = append(gotIDs, r.ID+" "+r.Status)
+			gotIDs = append(gotIDs, r.ID+" "+string(r.Status))
 		}
 		if diff := cmp.Diff(wantIDs, gotIDs); diff != "" {
 			t.Errorf("%s: runs (-want,+got):\n%s", s.id, diff)
@@ -302,7 +302,7 @@ func TestOverlapPolicies(t *testing.T) {
 func TestCatchup(t *testing.T) {
 	cases := []struct {
 		name       string
-		catchup    string
+		catchup    schedule.Catchup
 		maxCatchup int
 		window     time.Duration
 		want       []string
