@@ -179,7 +179,7 @@ func TestStaleFenceAnswerHidesTheJob(t *testing.T) {
 			t.Fatalf("%s with a forged fence: %d %s, want 409", action, ans.Status, raw)
 		}
 		body := string(raw)
-		for _, leak := range []string{j.Slot, fmt.Sprintf("@%d", j.Epoch), gpu.StatusRunning} {
+		for _, leak := range []string{j.Slot, fmt.Sprintf("@%d", j.Epoch), string(gpu.StatusRunning)} {
 			if strings.Contains(body, leak) {
 				t.Errorf("%s: the 409 body tells the caller %q (the job's slot %s, epoch %d, status %s): %s", action, leak, j.Slot, j.Epoch, j.Status, body)
 			}
