@@ -96,8 +96,8 @@ func TestForgedGPUCompletionRefused(t *testing.T) {
 	// to GPUCallback, the function workers may invoke; the operators' GPU
 	// function does not serve callbacks at all.
 	forged := fmt.Sprintf(`{"slot":%q,"epoch":%d,"exitCode":0,"stdout":"forged"}`, running.Slot, running.Epoch)
-	if code := do("POST", "/GPU/gpu/jobs/victim:complete", forged, nil, nil); code != http.StatusNotFound {
-		t.Errorf(":complete on the operators' GPU function: HTTP %d, want 404 (callbacks are GPUCallback's)", code)
+	if code := do("POST", "/GPU/gpu/jobs/victim:complete", forged, nil, nil); code != http.StatusMisdirectedRequest {
+		t.Errorf(":complete on the operators' GPU function: HTTP %d, want 421 (callbacks are GPUCallback's)", code)
 	}
 	if code := do("POST", "/GPUCallback/gpu/jobs/victim:complete", forged, nil, nil); code != http.StatusForbidden && code != http.StatusConflict {
 		t.Errorf("forged :complete without the secret: HTTP %d, want 403 or 409", code)

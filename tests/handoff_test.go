@@ -374,7 +374,7 @@ func TestRunRedeliveryChangesNothing(t *testing.T) {
 	if err := runs.Get(context.Background(), run.ID, &before); err != nil {
 		t.Fatal(err)
 	}
-	if before["status"] != schedule.RunSucceeded {
+	if before["status"] != string(schedule.RunSucceeded) {
 		t.Fatalf("triggered run: %v, want succeeded", before)
 	}
 	for range 3 {
