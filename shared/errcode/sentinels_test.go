@@ -10,6 +10,8 @@ import (
 	"github.com/baton-cron/baton/shared/fence"
 	"github.com/baton-cron/baton/shared/gpu"
 	"github.com/baton-cron/baton/shared/lease"
+	"github.com/baton-cron/baton/shared/rent"
+	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store"
 )
@@ -60,6 +62,14 @@ func TestSentinels(t *testing.T) {
 
 		{"scheduler.ErrRetryTask", scheduler.ErrRetryTask, errcode.Unavailable, nil, nil},
 
+		{"rent.ErrMissing", rent.ErrMissing, errcode.InvalidArgument, nil, nil},
+		{"rent.ErrSyntax", rent.ErrSyntax, errcode.InvalidArgument, nil, nil},
+		{"rent.ErrNegative", rent.ErrNegative, errcode.InvalidArgument, nil, nil},
+		{"rent.ErrRange", rent.ErrRange, errcode.InvalidArgument, nil, nil},
+		{"rent.ErrConflict", rent.ErrConflict, errcode.InvalidArgument, nil, []error{store.ErrConflict}},
+		{"rent.ErrUnknown", rent.ErrUnknown, errcode.InvalidArgument, nil, nil},
+		{"rent.FieldError", &rent.FieldError{Field: "jeonse", Err: rent.ErrNegative, Reason: "must not be negative"}, errcode.InvalidArgument, []error{rent.ErrNegative}, nil},
+		{"schedule.FieldError", &schedule.FieldError{Field: "cron", Reason: "bad"}, errcode.InvalidArgument, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,6 +92,16 @@ func TestSentinels(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSchedAndRentFieldErrorAreOne: the two packages' FieldErrors are one
+// type, so a caller (the HTTP layer) needs one errors.As.
+func TestSchedAndRentFieldErrorAreOne(t *testing.T) {
+	var err error = &rent.FieldError{Field: "rate", Reason: "r"}
+	var fe *schedule.FieldError
+	if !errors.As(err, &fe) || fe.Field != "rate" {
+		t.Fatalf("errors.As(rent.FieldError, *schedule.FieldError) = false")
 	}
 }
 
