@@ -15,6 +15,7 @@ import (
 	ff "github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
 	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/logging"
 	"github.com/baton-cron/baton/shared/schedule"
@@ -138,7 +139,7 @@ func (d *Deps) Client() *http.Client {
 // is not configured.
 func (d *Deps) NeedStore() error {
 	if d.Store == nil {
-		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable, Message: config.EnvMongoURI + " is not set; this function needs the database"}
+		return errcode.New(errcode.Unavailable, config.EnvMongoURI+" is not set; this function needs the database")
 	}
 	return nil
 }
@@ -264,7 +265,9 @@ func lazy(name string, b Builder, env func(context.Context) (*Deps, error)) http
 			}
 			if err != nil {
 				mu.Unlock()
-				httpapi.WriteError(w, r, fmt.Errorf("function %s: init: %w", name, err))
+				// A bad setting is the deployment's fault, whatever its
+				// code (a bad URI is InvalidArgument): 500, logged.
+				httpapi.WriteError(w, r, errcode.Wrap(errcode.Internal, fmt.Errorf("function %s: init: %w", name, err), ""))
 				return
 			}
 		}

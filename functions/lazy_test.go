@@ -3,11 +3,15 @@ package functions
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/baton-cron/baton/shared/store"
 )
 
 // TestLazyRetriesAFailedInit: a cold start whose first build fails (the
@@ -42,5 +46,20 @@ func TestLazyRetriesAFailedInit(t *testing.T) {
 	}
 	if calls != 2 {
 		t.Errorf("env built %d times, want 2 (once failing, once for good)", calls)
+	}
+}
+
+// TestLazyInitFailureIs500: a failed build is the deployment's fault, a 500
+// whatever the error's code: a URI refused as InvalidArgument
+// (store.ErrRetryableWrites) must not answer the caller 400.
+func TestLazyInitFailureIs500(t *testing.T) {
+	env := func(context.Context) (*Deps, error) {
+		return nil, fmt.Errorf("store: open: %w", store.ErrRetryableWrites)
+	}
+	h := lazy("Test", nil, env)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if rec.Code != http.StatusInternalServerError || !strings.Contains(rec.Body.String(), `"code":"internal"`) {
+		t.Errorf("failed init answered %d %s, want 500 internal", rec.Code, rec.Body)
 	}
 }

@@ -1,7 +1,6 @@
 package functions
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 
@@ -47,9 +46,6 @@ func serveRent(w http.ResponseWriter, r *http.Request) {
 		if req, err = in.Parse(); err == nil {
 			res, err = rent.Calculate(req)
 		}
-	}
-	if fe := (*rent.FieldError)(nil); errors.As(err, &fe) {
-		err = httpapi.BadRequest(fe.Field, "%s", fe.Message)
 	}
 	if err != nil {
 		httpapi.WriteError(w, r, err)

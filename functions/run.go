@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
@@ -39,8 +40,7 @@ func newRun(d *Deps) (http.Handler, error) {
 			return
 		}
 		if eng == nil {
-			httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable,
-				Message: "Run needs " + config.EnvMongoURI + " and " + config.EnvBucket})
+			httpapi.WriteError(w, r, errcode.New(errcode.Unavailable, "Run needs "+config.EnvMongoURI+" and "+config.EnvBucket))
 			return
 		}
 		var t scheduler.Task
@@ -62,9 +62,11 @@ func newRun(d *Deps) (http.Handler, error) {
 		case errors.Is(err, scheduler.ErrRetryTask) && out != nil:
 			httpapi.WriteJSON(w, http.StatusServiceUnavailable, out)
 		case errors.Is(err, scheduler.ErrRetryTask):
-			httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable, Message: err.Error()})
+			httpapi.WriteError(w, r, err) // Unavailable: 503
 		case err != nil:
-			httpapi.WriteError(w, r, err)
+			// The engine's failures are not answers to the caller (a
+			// NotFound deep in a run is not a 404 of this URL): 500.
+			httpapi.WriteError(w, r, errcode.Wrap(errcode.Internal, err, ""))
 		default:
 			httpapi.WriteJSON(w, http.StatusOK, out)
 		}

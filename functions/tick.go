@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/httpapi"
 )
 
@@ -30,8 +31,7 @@ func newTick(d *Deps) (http.Handler, error) {
 			return
 		}
 		if eng == nil {
-			httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable,
-				Message: "Tick needs " + config.EnvMongoURI + " and " + config.EnvBucket})
+			httpapi.WriteError(w, r, errcode.New(errcode.Unavailable, "Tick needs "+config.EnvMongoURI+" and "+config.EnvBucket))
 			return
 		}
 		var st time.Time
@@ -47,7 +47,9 @@ func newTick(d *Deps) (http.Handler, error) {
 		sum, err := eng.Tick(context.WithoutCancel(r.Context()), st)
 		if err != nil {
 			d.health.record(err, 0)
-			httpapi.WriteError(w, r, err)
+			// The engine's failures are not answers to the caller (a
+			// held lease is not a 409 of this URL): 500, as always.
+			httpapi.WriteError(w, r, errcode.Wrap(errcode.Internal, err, ""))
 			return
 		}
 		d.health.record(nil, sum.Errors)

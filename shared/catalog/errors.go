@@ -1,21 +1,29 @@
 package catalog
 
-import "errors"
+import (
+	"github.com/baton-cron/baton/shared/errcode"
+	"github.com/baton-cron/baton/shared/store"
+)
 
-// Sentinel errors. Callers (and NewHandler) branch on these with errors.Is.
-// Invalid input is reported as a *schedule.FieldError instead, which names
-// the field.
+// Sentinel errors. Callers branch on these with errors.Is; the HTTP layer
+// answers them by their errcode.Code (httpapi.From), named in each comment
+// with its status. Invalid input is reported as a *schedule.FieldError
+// instead, which names the field.
 var (
-	// ErrNotFound: no schedule has the id. HTTP 404.
-	ErrNotFound = errors.New("catalog: schedule not found")
-	// ErrExists: Create was given an id that is already taken. HTTP 409.
-	ErrExists = errors.New("catalog: a schedule with this id already exists")
+	// ErrNotFound: no schedule has the id. It is a store.ErrNotFound:
+	// NotFound, HTTP 404.
+	ErrNotFound = errcode.Wrap(errcode.NotFound, store.ErrNotFound, "catalog: schedule not found")
+	// ErrExists: Create was given an id that is already taken.
+	// AlreadyExists, HTTP 409.
+	ErrExists = errcode.New(errcode.AlreadyExists, "catalog: a schedule with this id already exists")
 	// ErrVersionMismatch: the caller's precondition (If-Match) names a
-	// version other than the stored one. HTTP 412.
-	ErrVersionMismatch = errors.New("catalog: schedule version does not match")
+	// version other than the stored one. FailedPrecondition, HTTP 412: GET
+	// it again and retry.
+	ErrVersionMismatch = errcode.New(errcode.FailedPrecondition, "catalog: schedule version does not match")
 	// ErrBusy: an unconditional update lost the race for the stored
-	// version several times in a row. HTTP 409; retrying is safe.
-	ErrBusy = errors.New("catalog: schedule is being changed concurrently")
-	// ErrNoTrigger: the service was built without a Triggerer. HTTP 503.
-	ErrNoTrigger = errors.New("catalog: manual trigger is not configured")
+	// version several times in a row. Conflict, HTTP 409; retrying is safe.
+	ErrBusy = errcode.New(errcode.Conflict, "catalog: schedule is being changed concurrently")
+	// ErrNoTrigger: the service was built without a Triggerer.
+	// Unavailable, HTTP 503.
+	ErrNoTrigger = errcode.New(errcode.Unavailable, "catalog: manual trigger is not configured")
 )

@@ -10,7 +10,6 @@ import (
 
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/schedule"
-	"github.com/baton-cron/baton/shared/store"
 )
 
 // HandlerOptions configures NewHandler.
@@ -71,7 +70,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = httpapi.NotFound("no route for %s", r.URL.Path)
 	}
 	if err != nil {
-		httpapi.WriteError(w, r, toHTTP(err))
+		httpapi.WriteError(w, r, err)
 	}
 }
 
@@ -281,33 +280,3 @@ func writeSchedule(w http.ResponseWriter, status int, sc *schedule.Schedule) {
 
 // ETag formats a schedule version as an HTTP entity tag.
 func ETag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
-
-// toHTTP maps the service's outcomes onto the shared error shape.
-func toHTTP(err error) error {
-	var (
-		he     *httpapi.Error
-		fe     *schedule.FieldError
-		maxErr *http.MaxBytesError
-	)
-	switch {
-	case errors.As(err, &he):
-		return he
-	case errors.As(err, &maxErr):
-		return httpapi.TooLarge(maxErr.Limit)
-	case errors.As(err, &fe):
-		return httpapi.BadRequest(fe.Field, "%s", fe.Reason)
-	case errors.Is(err, ErrNotFound):
-		return httpapi.NotFound("no such schedule")
-	case errors.Is(err, ErrExists):
-		return httpapi.Conflict("a schedule with this id already exists")
-	case errors.Is(err, ErrVersionMismatch):
-		return httpapi.PreconditionFailed("the schedule has changed since the version in If-Match; GET it again and retry")
-	case errors.Is(err, ErrBusy):
-		return httpapi.Conflict("the schedule is being changed concurrently; retry")
-	case errors.Is(err, ErrNoTrigger):
-		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable, Message: "manual trigger is not available in this deployment"}
-	case errors.Is(err, store.ErrNotFound):
-		return httpapi.NotFound("not found")
-	}
-	return err
-}

@@ -1,12 +1,13 @@
 package fence
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/baton-cron/baton/shared/errcode"
 )
 
 // Header is the request header that carries the token.
@@ -14,10 +15,12 @@ const Header = "X-Baton-Fence"
 
 // ErrStale is returned for a token below the highest one seen for its
 // lease: its holder lost the lease and a newer holder has already called.
-var ErrStale = errors.New("fence: stale token: a newer lease holder has already called")
+// Its errcode.Code is StaleFence.
+var ErrStale = errcode.New(errcode.StaleFence, "fence: stale token: a newer lease holder has already called")
 
-// ErrMalformed is returned for a header that is not <lease>:<epoch>.
-var ErrMalformed = errors.New("fence: malformed token")
+// ErrMalformed is returned for a header that is not <lease>:<epoch>. Its
+// errcode.Code is InvalidArgument.
+var ErrMalformed = errcode.New(errcode.InvalidArgument, "fence: malformed token")
 
 // Token is one fencing token: a lease name and its epoch.
 type Token struct {

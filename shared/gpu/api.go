@@ -1,7 +1,6 @@
 package gpu
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -9,17 +8,16 @@ import (
 	"strings"
 
 	"github.com/baton-cron/baton/shared/httpapi"
-	"github.com/baton-cron/baton/shared/store"
 )
 
 // maxBody bounds request bodies: a payload at its limit, JSON-escaped, fits.
 const maxBody = 4 * MaxPayloadBytes
 
 // CodePermissionDenied is the error code of a 403: a worker callback
-// without its dispatch's secret. It is defined here rather than in httpapi
-// because only this API answers 403 so far; the name follows Google's
-// PERMISSION_DENIED, as the other codes follow theirs.
-const CodePermissionDenied = "permission_denied"
+// without its dispatch's secret (ErrForbidden). It is httpapi's, which
+// answers every errcode.PermissionDenied with it; the name stays here for
+// the callers that know it from this package.
+const CodePermissionDenied = httpapi.CodePermissionDenied
 
 // CodeWrongFunction is the error code of a 421 Misdirected Request: a
 // route sent to the GPU function that does not serve it (a worker callback
@@ -86,7 +84,7 @@ func NewRoutesHandler(d *Dispatcher, r Routes) http.Handler {
 			return
 		}
 		if err := route(d, w, req); err != nil {
-			httpapi.WriteError(w, req, toHTTP(err))
+			httpapi.WriteError(w, req, err)
 		}
 	})
 }
@@ -257,27 +255,4 @@ func only(w http.ResponseWriter, r *http.Request, methods ...string) error {
 	}
 	w.Header().Set("Allow", strings.Join(methods, ", "))
 	return httpapi.MethodNotAllowed(r.Method)
-}
-
-// toHTTP maps the package's sentinels to API errors.
-func toHTTP(err error) error {
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return httpapi.NotFound("%v", err)
-	case errors.Is(err, ErrStaleFence), errors.Is(err, ErrCancelled), errors.Is(err, ErrFinished):
-		return httpapi.Conflict("%v", err)
-	case errors.Is(err, ErrForbidden):
-		// The message names the job and nothing of its state: the caller
-		// is not its worker.
-		return &httpapi.Error{Status: http.StatusForbidden, Code: CodePermissionDenied, Message: err.Error()}
-	case errors.Is(err, store.ErrConflict):
-		// A concurrent change won a conditional write (a cancel raced a
-		// completion); the state is consistent and a retry will see it.
-		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable, Message: err.Error() + "; retry"}
-	case errors.Is(err, context.Canceled):
-		// The caller hung up (a worker stops heartbeating when its command
-		// ends); nobody reads this answer, and it is not a server fault.
-		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable, Message: "request cancelled"}
-	}
-	return err
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+
+	"github.com/baton-cron/baton/shared/errcode"
 )
 
 // Error is the one error shape every baton endpoint answers with. Field names
@@ -41,6 +43,8 @@ const (
 	CodeMethodNotAllowed   = "method_not_allowed"
 	CodeUnavailable        = "unavailable"
 	CodeInternal           = "internal"
+	CodePermissionDenied   = "permission_denied"
+	CodeResourceExhausted  = "resource_exhausted"
 )
 
 // BadRequest returns a 400 that names the field and the reason. The message
@@ -86,15 +90,14 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	}
 }
 
-// WriteError writes err in the shared shape. An *Error (found with errors.As)
-// keeps its status; anything else is logged and becomes an opaque 500, so
-// internal details never leak to callers. Message and Field are cut to
+// WriteError writes err in the shared shape, with the status and code that
+// From gives it. An unclassified error is logged and becomes an opaque 500,
+// so internal details never leak to callers. Message and Field are cut to
 // MaxMessageBytes and MaxFieldBytes.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	var he *Error
-	if !errors.As(err, &he) {
+	he, internal := From(err)
+	if internal {
 		slog.Error("httpapi: internal error", "error", err.Error(), "method", r.Method, "path", r.URL.Path)
-		he = &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error; see the server log"}
 	}
 	// Cut what any error carries, however it was built: the body of an
 	// error must not grow with the input it refuses.
@@ -102,4 +105,76 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	out.Message = cutTo(out.Message, MaxMessageBytes)
 	out.Field = cutTo(out.Field, MaxFieldBytes)
 	WriteJSON(w, out.Status, map[string]*Error{"error": &out})
+}
+
+// From is the one place that maps an error to an HTTP answer. An *Error in
+// err's chain is the answer as built; a body over its limit is a 413; a
+// *errcode.FieldError is a 400 naming its field, with its reason as the
+// message; anything else is answered by errcode.Code(err), with err's text
+// as the message. internal reports a
+// 500 whose message hides err: the caller should log err.
+//
+//	InvalidArgument                       400 invalid_argument
+//	PermissionDenied                      403 permission_denied
+//	NotFound                              404 not_found
+//	AlreadyExists, Conflict, StaleFence   409 conflict
+//	FailedPrecondition                    412 failed_precondition
+//	ResourceExhausted                     429 resource_exhausted
+//	Unavailable, Aborted, Canceled        503 unavailable
+//	anything else                         500 internal
+//
+// Aborted (a conditional write lost a race inside the server) is a 503,
+// not a 409: workers take a 409 for "stop this job", and this one should
+// be retried.
+func From(err error) (he *Error, internal bool) {
+	var (
+		maxErr *http.MaxBytesError
+		fe     *errcode.FieldError
+	)
+	switch {
+	case errors.As(err, &he):
+		return he, false
+	case errors.As(err, &maxErr):
+		return TooLarge(maxErr.Limit), false
+	}
+	code := errcode.Code(err)
+	// The outermost code decides: a handler that wraps a failure as
+	// Internal gets a 500 even if a FieldError is deeper in the chain.
+	if code == errcode.InvalidArgument && errors.As(err, &fe) {
+		return BadRequest(fe.Field, "%s", fe.Reason), false
+	}
+	status, name := statusOf(code)
+	if status == http.StatusInternalServerError {
+		return &Error{Status: status, Code: CodeInternal, Message: "internal error; see the server log"}, true
+	}
+	msg := err.Error()
+	switch code {
+	case errcode.Aborted:
+		msg += "; retry"
+	case errcode.Canceled:
+		// The caller hung up; nobody reads this answer.
+		msg = "request cancelled"
+	}
+	return &Error{Status: status, Code: name, Message: msg}, false
+}
+
+// statusOf is the HTTP status and stable code string of an error code.
+func statusOf(c errcode.ErrorCode) (int, string) {
+	switch c {
+	case errcode.InvalidArgument:
+		return http.StatusBadRequest, CodeInvalidArgument
+	case errcode.PermissionDenied:
+		return http.StatusForbidden, CodePermissionDenied
+	case errcode.NotFound:
+		return http.StatusNotFound, CodeNotFound
+	case errcode.AlreadyExists, errcode.Conflict, errcode.StaleFence:
+		return http.StatusConflict, CodeConflict
+	case errcode.FailedPrecondition:
+		return http.StatusPreconditionFailed, CodeFailedPrecondition
+	case errcode.ResourceExhausted:
+		return http.StatusTooManyRequests, CodeResourceExhausted
+	case errcode.Unavailable, errcode.Aborted, errcode.Canceled:
+		return http.StatusServiceUnavailable, CodeUnavailable
+	}
+	return http.StatusInternalServerError, CodeInternal
 }

@@ -1,26 +1,34 @@
 package lease
 
 import (
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/baton-cron/baton/shared/errcode"
+	"github.com/baton-cron/baton/shared/store"
 )
 
-// Sentinel errors. Callers branch on these with errors.Is.
+// Sentinel errors. Callers branch on these with errors.Is, or on the
+// errcode.Code named in each comment.
 var (
 	// ErrHeld: another live holder has the lease. The error is a *HeldError.
-	ErrHeld = errors.New("lease: held by another holder")
+	// Conflict.
+	ErrHeld = errcode.New(errcode.Conflict, "lease: held by another holder")
 	// ErrLost: the lease was lost while held: a renew got 412 (someone else
 	// took it or broke it), or the trust window closed without a renew.
-	ErrLost = errors.New("lease: lost")
+	// Aborted: the work under it must stop and may start again under a
+	// new lease.
+	ErrLost = errcode.New(errcode.Aborted, "lease: lost")
 	// ErrNotHeld: the operation needs a held lease and this one is not held
 	// (already released). Lease.Err returns it after a clean Release.
-	ErrNotHeld = errors.New("lease: not held")
+	// FailedPrecondition.
+	ErrNotHeld = errcode.New(errcode.FailedPrecondition, "lease: not held")
 	// ErrNotFound: the lease is free (never acquired, released or broken).
-	ErrNotFound = errors.New("lease: not found (free)")
+	// It is a store.ErrNotFound: NotFound.
+	ErrNotFound = errcode.Wrap(errcode.NotFound, store.ErrNotFound, "lease: not found (free)")
 	// ErrBadTTL: the ttl is too short for a heartbeat to fit in the trust
-	// window, or the options are inconsistent.
-	ErrBadTTL = errors.New("lease: bad ttl")
+	// window, or the options are inconsistent. InvalidArgument.
+	ErrBadTTL = errcode.New(errcode.InvalidArgument, "lease: bad ttl")
 )
 
 // HeldError says who holds a lease and until when it is theirs. It matches
@@ -44,3 +52,6 @@ func (e *HeldError) Error() string {
 
 // Is makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// ErrorCode is ErrHeld's code, Conflict, for errcode.Code.
+func (e *HeldError) ErrorCode() errcode.ErrorCode { return ErrHeld.ErrorCode() }

@@ -50,7 +50,7 @@ func FuzzDecode(f *testing.F) {
 func mustFieldError(t *testing.T, err error) {
 	t.Helper()
 	var fe *rent.FieldError
-	if !errors.As(err, &fe) || fe.Field == "" || fe.Reason == nil {
+	if !errors.As(err, &fe) || fe.Field == "" || fe.Err == nil {
 		t.Fatalf("error %v (%T) is not a *rent.FieldError naming a field", err, err)
 	}
 }

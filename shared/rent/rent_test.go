@@ -152,12 +152,12 @@ func TestParseRejects(t *testing.T) {
 			if !errors.As(err, &fe) {
 				t.Fatalf("Parse(%+v) = %v, want a *rent.FieldError", tt.in, err)
 			}
-			got := struct{ Field, Reason string }{fe.Field, fe.Reason.Error()}
+			got := struct{ Field, Reason string }{fe.Field, fe.Err.Error()}
 			want := struct{ Field, Reason string }{tt.field, tt.reason.Error()}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Parse(%+v) field/reason (-want,+got):\n%s", tt.in, diff)
 			}
-			if !errors.Is(err, tt.reason) || !strings.Contains(fe.Message, tt.inMessage) {
+			if !errors.Is(err, tt.reason) || !strings.Contains(fe.Reason, tt.inMessage) {
 				t.Errorf("Parse(%+v) = %q, want errors.Is %v and a message containing %q", tt.in, err, tt.reason, tt.inMessage)
 			}
 		})

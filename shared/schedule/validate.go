@@ -16,24 +16,16 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/httpapi"
 )
 
 // FieldError says which input field is wrong and why. Field is the JSON path
 // in dotted form ("target.http.url", "retry.maxAttempts"), or "" when the
 // body as a whole is at fault. The API turns it into a 400 naming the field.
-type FieldError struct {
-	Field  string
-	Reason string
-}
-
-// Error returns "field: reason".
-func (e *FieldError) Error() string {
-	if e.Field == "" {
-		return e.Reason
-	}
-	return e.Field + ": " + e.Reason
-}
+// It is errcode.FieldError, baton's one validation error, under the name
+// callers of this package know.
+type FieldError = errcode.FieldError
 
 // fieldErr formats with httpapi.Sprintf, so an input value echoed with %q
 // is cut short: the reason is sent back to the caller.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
 )
@@ -136,8 +137,9 @@ const ReasonPaused = "schedule paused before the run executed"
 // task should be delivered again. The Run function answers 503 for it, and Cloud Tasks
 // retries with backoff; the sweep is the safety net when the retries run
 // out. Every other outcome answers 200, because a redelivery would change
-// nothing: a finished run is not run again.
-var ErrRetryTask = errors.New("scheduler: run left pending; deliver the task again")
+// nothing: a finished run is not run again. Its errcode.Code is
+// Unavailable.
+var ErrRetryTask = errcode.New(errcode.Unavailable, "scheduler: run left pending; deliver the task again")
 
 // RunState is one run's state after Execute.
 type RunState struct {

@@ -1,20 +1,22 @@
 package store
 
-import (
-	"errors"
-	"fmt"
-)
+import "github.com/baton-cron/baton/shared/errcode"
 
-// Sentinel errors. Callers branch on these with errors.Is.
+// Sentinel errors. Callers branch on these with errors.Is, or on their
+// errcode.Code, which each one carries (named in its comment); the domain
+// packages wrap them, so errcode.Code of a domain error is the storage
+// code unless the domain refines it.
 var (
-	// ErrNotFound: no document matched a read by id.
-	ErrNotFound = errors.New("store: not found")
+	// ErrNotFound: no document matched a read by id. NotFound.
+	ErrNotFound = errcode.New(errcode.NotFound, "store: not found")
 	// ErrConflict: a conditional write matched nothing because the condition
-	// (an old value, a version) no longer holds.
-	ErrConflict = errors.New("store: conflict")
+	// (an old value, a version) no longer holds. Aborted: a concurrent
+	// change won, and a retry of the whole operation will see it.
+	ErrConflict = errcode.New(errcode.Aborted, "store: conflict")
 	// ErrStaleFence: a fenced write was refused because a holder with a newer
-	// epoch has written. It wraps ErrConflict.
-	ErrStaleFence = fmt.Errorf("%w: stale fencing token", ErrConflict)
+	// epoch has written. It wraps ErrConflict, yet its code is
+	// StaleFence: the caller must stop, not retry.
+	ErrStaleFence = errcode.Wrap(errcode.StaleFence, ErrConflict, "store: conflict: stale fencing token")
 	// ErrUnknownOutcome: a write failed in a way that does not say whether
 	// it was applied (DeadlineExceeded 262, MaxTimeMSExpired 50, a write
 	// concern error, a dropped connection, a context that ended), and
@@ -23,11 +25,12 @@ var (
 	// take the write for refused. A conditional write is not retried after
 	// such an error, because a retry of a write that landed would miss its
 	// own condition and report a conflict for the caller's own write.
-	ErrUnknownOutcome = errors.New("store: outcome unknown (the write may or may not have been applied)")
+	// UnknownOutcome.
+	ErrUnknownOutcome = errcode.New(errcode.UnknownOutcome, "store: outcome unknown (the write may or may not have been applied)")
 	// ErrRetryableWrites: the URI asks for retryable writes, which Firestore
-	// does not support.
-	ErrRetryableWrites = errors.New("store: retryWrites=true is not supported: Firestore with MongoDB compatibility has no retryable writes; use retryWrites=false (baton makes every write idempotent instead)")
+	// does not support. InvalidArgument.
+	ErrRetryableWrites = errcode.New(errcode.InvalidArgument, "store: retryWrites=true is not supported: Firestore with MongoDB compatibility has no retryable writes; use retryWrites=false (baton makes every write idempotent instead)")
 	// ErrBadPageToken: a page token was malformed, tampered with, or issued
-	// for a different query.
-	ErrBadPageToken = errors.New("store: invalid page token")
+	// for a different query. InvalidArgument.
+	ErrBadPageToken = errcode.New(errcode.InvalidArgument, "store: invalid page token")
 )

@@ -21,6 +21,7 @@ import (
 	"cloud.google.com/go/storage"
 
 	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/gpu"
 	"github.com/baton-cron/baton/shared/httpapi"
 )
@@ -199,7 +200,7 @@ func (s *Server) serveRun(w http.ResponseWriter, r *http.Request) {
 
 func tooMany(w http.ResponseWriter, r *http.Request, msg string) {
 	w.Header().Set("Retry-After", "1")
-	httpapi.WriteError(w, r, &httpapi.Error{Status: http.StatusTooManyRequests, Code: "resource_exhausted", Message: msg})
+	httpapi.WriteError(w, r, errcode.New(errcode.ResourceExhausted, msg))
 }
 
 // drainQueue runs locally queued jobs one after another (QueueLocally).

@@ -21,7 +21,9 @@
 //   - the Meter counts the documents returned, and the fence check of a
 //     refused FencedUpdate;
 //   - the error codes (ErrNotFound, ErrConflict, ErrStaleFence,
-//     ErrUnknownOutcome) and their errors.Is relations;
+//     ErrUnknownOutcome), their errors.Is relations, and the errcode.Code
+//     of each error an operation returns (NotFound, Aborted, StaleFence,
+//     UnknownOutcome), which the HTTP layer answers by;
 //   - under injected faults: Aborted (112) is retried to success, and a
 //     write that landed but whose answer was lost (262) is reported as
 //     ErrUnknownOutcome for a conditional write, never ErrConflict, and as

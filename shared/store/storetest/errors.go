@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/store"
 )
 
@@ -45,6 +46,7 @@ func (s *suite) errorCodes(t *testing.T) {
 			if !errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrConflict) {
 				t.Errorf("%s = %v; want ErrNotFound alone", what, err)
 			}
+			wantCode(t, what, err, errcode.NotFound)
 		}
 	})
 	t.Run("Conflict", func(t *testing.T) {
@@ -153,6 +155,7 @@ func (s *suite) faults(t *testing.T) {
 				if !errors.Is(err, store.ErrUnknownOutcome) || errors.Is(err, store.ErrConflict) {
 					t.Fatalf("a landed write answered 262 = %v; want ErrUnknownOutcome, not ErrConflict", err)
 				}
+				wantCode(t, "a landed write answered 262", err, errcode.UnknownOutcome)
 				if got := get(t, c, "x"); got.N != 1 {
 					t.Errorf("n = %d; want the write applied once", got.N)
 				}
@@ -193,5 +196,6 @@ func (s *suite) faults(t *testing.T) {
 		if !errors.Is(err, store.ErrUnknownOutcome) || errors.Is(err, store.ErrConflict) {
 			t.Fatalf("UpdateOne answered 262 = %v; want ErrUnknownOutcome, not ErrConflict", err)
 		}
+		wantCode(t, "UpdateOne answered 262", err, errcode.UnknownOutcome)
 	})
 }

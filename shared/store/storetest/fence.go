@@ -7,6 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/store"
 )
 
@@ -34,6 +35,7 @@ func (s *suite) fence(t *testing.T) {
 		if !errors.Is(err, store.ErrStaleFence) || !errors.Is(err, store.ErrConflict) {
 			t.Fatalf("epoch 4 under stored 5 = %v; want ErrStaleFence, which wraps ErrConflict", err)
 		}
+		wantCode(t, "epoch 4 under stored 5", err, errcode.StaleFence)
 		if errors.Is(err, store.ErrUnknownOutcome) {
 			t.Errorf("a refusal is a settled outcome, but %v wraps ErrUnknownOutcome", err)
 		}

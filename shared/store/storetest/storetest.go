@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/store"
 )
 
@@ -189,5 +190,15 @@ func onlyConflict(t *testing.T, what string, err error) {
 	t.Helper()
 	if !errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrStaleFence) || errors.Is(err, store.ErrUnknownOutcome) {
 		t.Errorf("%s = %v; want ErrConflict alone", what, err)
+	}
+	wantCode(t, what, err, errcode.Aborted)
+}
+
+// wantCode checks the errcode.Code of an error an operation returned: the
+// HTTP layer and callers' retries go by it, not by the sentinels.
+func wantCode(t *testing.T, what string, err error, want errcode.ErrorCode) {
+	t.Helper()
+	if got := errcode.Code(err); got != want {
+		t.Errorf("%s = %v; errcode.Code is %v, want %v", what, err, got, want)
 	}
 }
