@@ -12,18 +12,19 @@ import (
 var (
 	// ErrNotFound: no schedule has the id. It is a store.ErrNotFound:
 	// NotFound, HTTP 404.
-	ErrNotFound = errcode.Wrap(errcode.NotFound, store.ErrNotFound, "catalog: schedule not found")
+	ErrNotFound = errcode.Wrap(errcode.NotFound, store.ErrNotFound, "catalog: schedule not found").WithAnswer("no such schedule")
 	// ErrExists: Create was given an id that is already taken.
 	// AlreadyExists, HTTP 409.
-	ErrExists = errcode.New(errcode.AlreadyExists, "catalog: a schedule with this id already exists")
+	ErrExists = errcode.New(errcode.AlreadyExists, "catalog: a schedule with this id already exists").WithAnswer("a schedule with this id already exists")
 	// ErrVersionMismatch: the caller's precondition (If-Match) names a
 	// version other than the stored one. FailedPrecondition, HTTP 412: GET
 	// it again and retry.
-	ErrVersionMismatch = errcode.New(errcode.FailedPrecondition, "catalog: schedule version does not match")
+	ErrVersionMismatch = errcode.New(errcode.FailedPrecondition, "catalog: schedule version does not match").
+				WithAnswer("the schedule has changed since the version in If-Match; GET it again and retry")
 	// ErrBusy: an unconditional update lost the race for the stored
 	// version several times in a row. Conflict, HTTP 409; retrying is safe.
-	ErrBusy = errcode.New(errcode.Conflict, "catalog: schedule is being changed concurrently")
+	ErrBusy = errcode.New(errcode.Conflict, "catalog: schedule is being changed concurrently").WithAnswer("the schedule is being changed concurrently; retry")
 	// ErrNoTrigger: the service was built without a Triggerer.
 	// Unavailable, HTTP 503.
-	ErrNoTrigger = errcode.New(errcode.Unavailable, "catalog: manual trigger is not configured")
+	ErrNoTrigger = errcode.New(errcode.Unavailable, "catalog: manual trigger is not configured").WithAnswer("manual trigger is not available in this deployment")
 )

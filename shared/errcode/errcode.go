@@ -92,9 +92,10 @@ type Coder interface {
 // Error is an error with a code. Sentinels are *Error values compared by
 // identity with errors.Is.
 type Error struct {
-	code ErrorCode
-	msg  string
-	err  error
+	code   ErrorCode
+	msg    string
+	err    error
+	answer string
 }
 
 // New returns a sentinel with code c and message msg.
@@ -119,6 +120,19 @@ func (e *Error) Error() string {
 
 // Unwrap returns the wrapped error, or nil.
 func (e *Error) Unwrap() error { return e.err }
+
+// WithAnswer returns a copy of e that an API answers with the message s
+// instead of the error chain's text: "no such schedule" rather than
+// "catalog: get x: catalog: schedule not found", which is written for logs.
+// Use it at a sentinel's definition, so the copy is the sentinel.
+func (e *Error) WithAnswer(s string) *Error {
+	c := *e
+	c.answer = s
+	return &c
+}
+
+// Answer is the message an API shows for e, or "" to show the chain's text.
+func (e *Error) Answer() string { return e.answer }
 
 // ErrorCode returns the code.
 func (e *Error) ErrorCode() ErrorCode { return e.code }

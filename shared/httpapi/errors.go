@@ -148,6 +148,12 @@ func From(err error) (he *Error, internal bool) {
 		return &Error{Status: status, Code: CodeInternal, Message: "internal error; see the server log"}, true
 	}
 	msg := err.Error()
+	// The outermost sentinel's answer, when it has one, is written for
+	// the caller; the chain's text is written for the log.
+	var ans interface{ Answer() string }
+	if errors.As(err, &ans) && ans.Answer() != "" {
+		msg = ans.Answer()
+	}
 	switch code {
 	case errcode.Aborted:
 		msg += "; retry"
