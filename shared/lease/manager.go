@@ -194,7 +194,7 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 		if cur.Generation != 0 && !cur.free() {
 			if cur.Token == token {
 				// Our own write, whose response was lost (see below).
-				return m.start(name, ttl, cur, firstSent), nil
+				return m.start(name, ttl, cur, firstSent), nil //nolint:contextcheck // the lease outlives Acquire's ctx: its heartbeat runs on the lease's own context until Release or loss
 			}
 			if exp := cur.expiresAt(m.skew); m.now().Before(exp) {
 				return nil, &HeldError{Name: name, Holder: cur.Holder, Epoch: cur.Epoch, ExpiresAt: exp}
@@ -226,7 +226,7 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 		st, err := m.write(ctx, name, rec, cond)
 		if err == nil {
 			m.log.Debug("lease acquired", "lease", name, "holder", m.holder, "epoch", rec.Epoch, "generation", st.Generation, "takeover", cur.Generation != 0 && !cur.free())
-			return m.start(name, ttl, st, sent), nil
+			return m.start(name, ttl, st, sent), nil //nolint:contextcheck // the lease outlives Acquire's ctx: its heartbeat runs on the lease's own context until Release or loss
 		}
 		if !isPreconditionFailed(err) {
 			// The write may still have been applied (the library gave up
@@ -234,7 +234,7 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 			// the lease is ours; otherwise, if it was applied, it expires
 			// unrenewed and nobody runs meanwhile.
 			if again, rerr := m.read(ctx, name); rerr == nil && again.Token == token && !again.free() {
-				return m.start(name, ttl, again, firstSent), nil
+				return m.start(name, ttl, again, firstSent), nil //nolint:contextcheck // the lease outlives Acquire's ctx: its heartbeat runs on the lease's own context until Release or loss
 			}
 			return nil, fmt.Errorf("lease %q: acquire: %w", name, err)
 		}

@@ -17,7 +17,7 @@ func Run(ctx context.Context, m *Manager, name string, ttl time.Duration, fn fun
 		return err
 	}
 	fctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
+	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) }) //nolint:contextcheck // the AfterFunc callback only cancels; it makes no call that takes a context
 	ferr := fn(fctx, l)
 	stop()
 	cancel(nil)

@@ -130,7 +130,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 func (d *Daemon) lead(ctx context.Context, l *lease.Lease) error {
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(l.Context(), func() { cancel(fmt.Errorf("tick lease lost: %w", context.Cause(l.Context()))) })
+	stop := context.AfterFunc(l.Context(), func() { cancel(fmt.Errorf("tick lease lost: %w", context.Cause(l.Context()))) }) //nolint:contextcheck // the AfterFunc callback only cancels; it makes no call that takes a context
 	defer stop()
 
 	// Detect change streams and fix the poll cursor's start before the

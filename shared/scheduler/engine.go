@@ -337,7 +337,7 @@ func (e *Engine) Tick(ctx context.Context, scheduleTime time.Time) (*Summary, er
 	}
 	sum.Holder, sum.Epoch = l.Holder(), l.Epoch()
 	var c counters
-	work, derr := e.decide(l.Context(), l, sum.Now, &c)
+	work, derr := e.decide(l.Context(), l, sum.Now, &c) //nolint:contextcheck // deciding is bounded by the tick lease (it stops when the lease is lost), not by the request; unchanged behaviour
 	// Release as soon as the decisions are committed: the tick lease covers
 	// deciding, never executing.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TickLeaseTTL)
@@ -384,7 +384,7 @@ func (e *Engine) TickHeld(ctx, execCtx context.Context, l *lease.Lease, sweep bo
 	c := &counters{}
 	lctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
+	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) }) //nolint:contextcheck // the AfterFunc callback only cancels; it makes no call that takes a context
 	defer stop()
 	work, err := e.decide(lctx, l, sum.Now, c)
 	e.startOrHandOff(execCtx, work, c)

@@ -286,12 +286,12 @@ func (e *Engine) claimAndRun(ctx context.Context, s *schedule.Schedule, l *lease
 	// not claim, and when the lease is lost mid-run the run is cancelled at
 	// once. The run stays pending for the sweep.
 	rctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) })
+	stop := context.AfterFunc(l.Context(), func() { cancel(context.Cause(l.Context())) }) //nolint:contextcheck // the AfterFunc callback only cancels; it makes no call that takes a context
 	defer func() { stop(); cancel(nil) }()
 	// Checked on the lease's own context: AfterFunc on an already-ended
 	// context cancels rctx from another goroutine, a moment later.
 	if lctx := l.Context(); lctx.Err() != nil {
-		e.log.Warn("job lease ended before the claim; run left pending for the sweep", "run", r.ID, "cause", context.Cause(lctx))
+		e.log.Warn("job lease ended before the claim; run left pending for the sweep", "run", r.ID, "cause", context.Cause(lctx)) //nolint:contextcheck // the lease's own context on purpose (see above)
 		return
 	}
 	f := store.Fence{Epoch: l.Epoch()}
@@ -349,7 +349,7 @@ func (e *Engine) callWithHeartbeat(ctx context.Context, s *schedule.Schedule, r 
 	}()
 	out, runErr := e.callTarget(tctx, s, &r.Run)
 	if cause := context.Cause(tctx); runErr != nil && cause != nil && !errors.Is(cause, context.Canceled) {
-		runErr = fmt.Errorf("%w (cause: %v)", runErr, cause)
+		runErr = fmt.Errorf("%w (cause: %v)", runErr, cause) //nolint:errorlint // the outcome is the target's error; the cancel cause (lease lost, heartbeat refused) is only described, so how the outcome is classified is unchanged
 	}
 	cancel(nil)
 	<-hbDone
@@ -439,7 +439,7 @@ func (e *Engine) recordOutcome(ctx context.Context, id string, status schedule.R
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(wait/2 + rand.N(wait/2+1)):
+		case <-time.After(wait/2 + rand.N(wait/2+1)): //nolint:gosec // jitter, not a secret
 		}
 		wait = min(2*wait, 2*time.Second)
 	}

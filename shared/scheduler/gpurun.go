@@ -59,7 +59,7 @@ func (e *Engine) handToGPU(ctx context.Context, s *schedule.Schedule, r *runDoc,
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(wait/2 + rand.N(wait/2+1)):
+		case <-time.After(wait/2 + rand.N(wait/2+1)): //nolint:gosec // jitter, not a secret
 		}
 		wait *= 2
 	}

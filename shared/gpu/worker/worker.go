@@ -176,7 +176,7 @@ func (s *Server) serveRun(w http.ResponseWriter, r *http.Request) {
 		if !s.queueRun {
 			s.queueRun = true
 			s.wg.Add(1)
-			go s.drainQueue()
+			go s.drainQueue() //nolint:contextcheck,gosec // the queue outlives this request (answered 202 at once) and serves later ones' jobs too
 		}
 		s.mu.Unlock()
 	case s.cur != nil:
@@ -186,7 +186,9 @@ func (s *Server) serveRun(w http.ResponseWriter, r *http.Request) {
 		tooMany(w, r, "busy with job "+busy)
 		return
 	default:
-		ctx, cancel := context.WithCancelCause(context.Background())
+		// The run outlives the request, which is answered 202 at once: it
+		// keeps the request's values but not its cancellation; s.stop ends it.
+		ctx, cancel := context.WithCancelCause(context.WithoutCancel(r.Context()))
 		s.cur = &run{req: req, cancel: cancel}
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -247,7 +249,7 @@ func (s *Server) execute(ctx context.Context, j job) {
 	}
 	// Report even after a 409: if the job was cancelled under our fence,
 	// this frees the slot; if the fence is stale, it is refused again.
-	s.report(req, res, log)
+	s.report(req, res, log) //nolint:contextcheck // the completion must be delivered even when the run's ctx was cancelled (killed, timed out)
 }
 
 // heartbeat beats after min(interval, 1s) (which marks the job running)
@@ -376,7 +378,7 @@ func (s *Server) runCommand(ctx context.Context, req gpu.RunRequest, log *slog.L
 	stdout, stderr, closeOut, location := s.outputs(ctx, prefix)
 	head := &headWriter{limit: gpu.StdoutHeadBytes}
 
-	cmd := exec.CommandContext(ctx, s.cfg.Command[0], s.cfg.Command[1:]...)
+	cmd := exec.CommandContext(ctx, s.cfg.Command[0], s.cfg.Command[1:]...) //nolint:gosec // the operator's configured command (BATON_WORKER_COMMAND), not request input; the payload goes to stdin
 	setGroup(cmd)
 	cmd.WaitDelay = 2 * time.Second
 	cmd.Stdin = strings.NewReader(req.Payload)
