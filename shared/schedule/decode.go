@@ -78,8 +78,8 @@ func walkJSON(dec *json.Decoder, tok json.Token, t reflect.Type, path string) er
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	switch {
-	case t == durationType:
+	switch t {
+	case durationType:
 		s, ok := tok.(string)
 		if !ok {
 			return typeError(path, "a duration string such as \"90s\" or \"5m\"", tok)
@@ -88,7 +88,7 @@ func walkJSON(dec *json.Decoder, tok json.Token, t reflect.Type, path string) er
 			return &FieldError{Field: path, Reason: httpapi.Sprintf("invalid duration %q; want a Go duration such as \"90s\", \"5m\" or \"1h30m\"", s)}
 		}
 		return nil
-	case t == timeType:
+	case timeType:
 		s, ok := tok.(string)
 		if !ok {
 			return typeError(path, "an RFC 3339 time string", tok)

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -378,7 +379,7 @@ func TestNextFire(t *testing.T) {
 		{"* * * * *", "Mars/Olympus_Mons", "timeZone"},
 	} {
 		_, err := NextFire(tc.expr, tc.tz, time.Now())
-		if fe, ok := err.(*FieldError); !ok || fe.Field != tc.field {
+		if fe := (*FieldError)(nil); !errors.As(err, &fe) || fe.Field != tc.field {
 			t.Errorf("NextFire(%q, %q): got %v, want a *FieldError on %q", tc.expr, tc.tz, err, tc.field)
 		}
 	}

@@ -151,7 +151,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("invalid duration %q: %v", s, err)
+		return fmt.Errorf("invalid duration %q: %w", s, err)
 	}
 	*d = Duration(v)
 	return nil
@@ -321,7 +321,7 @@ type Delivery struct {
 // (a new attempt, a new run id) makes a new job.
 func GPUJobID(runID string) string { return "run-" + runID }
 
-// ErrInvalidGPUTarget: the GPU pool refuses a run's gpu target as it is
+// ErrInvalidGPUTarget means the GPU pool refuses a run's gpu target as it is
 // (a limit it breaks); enqueueing it again cannot succeed.
 var ErrInvalidGPUTarget = errors.New("schedule: the GPU pool refuses this gpu target")
 

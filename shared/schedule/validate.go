@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -409,7 +410,8 @@ func CheckTargetURL(raw string, allowed []string) (*url.URL, error) {
 }
 
 func unwrapURLError(err error) error {
-	if ue, ok := err.(*url.Error); ok {
+	var ue *url.Error
+	if errors.As(err, &ue) {
 		return ue.Err
 	}
 	return err
@@ -565,7 +567,7 @@ func hostKey(h string) (string, bool) {
 			return "", false
 		}
 		for _, c := range label {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '_' {
 				return "", false
 			}
 		}

@@ -109,15 +109,15 @@ func retryWrite(ctx context.Context, afterTimeout bool, write func() error) erro
 		if err == nil || attempt == writeAttempts-1 {
 			return err
 		}
-		if !notApplied(err) && !(afterTimeout && timedOut(err)) {
+		if !notApplied(err) && (!afterTimeout || !timedOut(err)) {
 			return err
 		}
 		d := retryBase << attempt
-		t := time.NewTimer(d/2 + rand.N(d/2+1)) // jittered, so that contending writers spread out
+		t := time.NewTimer(d/2 + rand.N(d/2+1)) //nolint:gosec // jitter, not a secret: contending writers spread out
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%w (not retried: %v)", err, context.Cause(ctx))
+			return fmt.Errorf("%w (not retried: %v)", err, context.Cause(ctx)) //nolint:errorlint // the result is the write's error (see doc); the cause is only described, so callers' errors.Is on a context error is unchanged
 		case <-t.C:
 		}
 	}

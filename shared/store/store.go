@@ -317,7 +317,7 @@ func (c *Collection) insertReadBack(ctx context.Context, doc any, insertErr erro
 		// strongly consistent), as far as a read can tell.
 		return false, c.writeError("insert into", insertErr)
 	case err != nil:
-		return false, fmt.Errorf("store: insert into %s: %w: %w; reading _id %v back failed too: %v", c.name, ErrUnknownOutcome, insertErr, id, err)
+		return false, fmt.Errorf("store: insert into %s: %w: %w; reading _id %v back failed too: %v", c.name, ErrUnknownOutcome, insertErr, id, err) //nolint:errorlint // the outcome is the insert's; wrapping the read's error too would let a read timeout change how retryWrite classifies it
 	}
 	c.meter.Add(c.op("insertCheck"), 1)
 	if why, ok := sameKind(ours, stored); !ok {

@@ -46,7 +46,7 @@ func TestNormalizeURI(t *testing.T) {
 		switch {
 		case tc.wantErr == nil && err != nil:
 			t.Errorf("NormalizeURI(%q): unexpected error %v", tc.in, err)
-		case tc.wantErr == errAny && err == nil, tc.wantErr != nil && tc.wantErr != errAny && !errors.Is(err, tc.wantErr):
+		case errors.Is(tc.wantErr, errAny) && err == nil, tc.wantErr != nil && !errors.Is(tc.wantErr, errAny) && !errors.Is(err, tc.wantErr):
 			t.Errorf("NormalizeURI(%q) error = %v, want %v", tc.in, err, tc.wantErr)
 		case tc.wantErr == nil:
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -81,7 +81,11 @@ func TestOpenUsesDatabaseFromURI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(ctx)
-	defer s.Database().Drop(ctx)
+	defer func() {
+		if err := s.Database().Drop(ctx); err != nil {
+			t.Errorf("drop the test database: %v", err)
+		}
+	}()
 	if got := s.Database().Name(); got != name {
 		t.Errorf("database = %q, want %q from the URI path", got, name)
 	}

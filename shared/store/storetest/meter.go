@@ -66,7 +66,7 @@ func (s *suite) meter(t *testing.T) {
 	step("a stale FencedUpdate, which checks the fence", 1, func() error {
 		err := c.FencedUpdate(t.Context(), byID("d00"), store.Fence{Epoch: 1}, inc("n"))
 		if !errors.Is(err, store.ErrStaleFence) {
-			return fmt.Errorf("epoch 1 under 2 = %v, want ErrStaleFence", err)
+			return fmt.Errorf("epoch 1 under 2 = %w, want ErrStaleFence", err)
 		}
 		return nil
 	})
