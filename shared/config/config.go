@@ -54,7 +54,7 @@ const (
 	EnvControlURL     = "BATON_CONTROL_URL"
 	EnvWorkerCommand  = "BATON_WORKER_COMMAND"
 	EnvLogLevel       = "BATON_LOG_LEVEL"
-	EnvTargetIDToken  = "BATON_TARGET_ID_TOKEN"
+	EnvTargetIDToken  = "BATON_TARGET_ID_TOKEN" //nolint:gosec // the name of an env var, not a credential
 	EnvTasksQueue     = "BATON_TASKS_QUEUE"
 	EnvRunURL         = "BATON_RUN_URL"
 	EnvTasksAccount   = "BATON_TASKS_SERVICE_ACCOUNT"

@@ -140,8 +140,8 @@ func cloudFirestore(ctx context.Context, c CloudConfig, r *Report) {
 	r.check(db.GetMongodbCompatibleDataAccessMode() == adminpb.Database_DATA_ACCESS_MODE_ENABLED, "firestore: MongoDB-compatible access",
 		"mongodb_compatible_data_access_mode "+db.GetMongodbCompatibleDataAccessMode().String()+" (want DATA_ACCESS_MODE_ENABLED)",
 		"terraform apply (firestore.tf sets mongodb_compatible_data_access_mode = \"DATA_ACCESS_MODE_ENABLED\"); a database created as Native cannot be switched: create one with Terraform under a new database_name")
-	switch {
-	case c.Location == "":
+	switch c.Location {
+	case "":
 		r.skip("firestore: location", db.GetLocationId()+" (no expected location given: pass --location)")
 	default:
 		r.check(strings.EqualFold(db.GetLocationId(), c.Location), "firestore: location",
@@ -500,12 +500,12 @@ func cloudLastAttempt(job *schedulerpb.Job, c CloudConfig, r *Report, now time.T
 	logs := "read Tick's logs: gcloud functions logs read " + TickFunction + " --project=" + c.Project + " --region=" + c.Region +
 		"; a PERMISSION_DENIED or UNAUTHENTICATED means " + schedulerAccount(c.Project) + " lacks roles/run.invoker on " + TickFunction + ": terraform apply (iam.tf grants it)"
 	last := job.GetLastAttemptTime()
-	if st := job.GetStatus(); st != nil && codes.Code(st.GetCode()) != codes.OK {
+	if st := job.GetStatus(); st != nil && codes.Code(st.GetCode()) != codes.OK { //nolint:gosec // a gRPC status code from the API: an out-of-range one still differs from OK and prints as Code(n)
 		at := "the last attempt"
 		if last != nil {
 			at += " at " + last.AsTime().UTC().Format(time.RFC3339)
 		}
-		r.fail(name, fmt.Sprintf("%s failed: %s: %s", at, codes.Code(st.GetCode()), st.GetMessage()), logs)
+		r.fail(name, fmt.Sprintf("%s failed: %s: %s", at, codes.Code(st.GetCode()), st.GetMessage()), logs) //nolint:gosec // as above: a status code, only printed
 		return
 	}
 	if job.GetState() != schedulerpb.Job_ENABLED {

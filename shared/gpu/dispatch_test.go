@@ -119,8 +119,8 @@ func TestNoDoubledSlots(t *testing.T) {
 // refused by the fence. Every job ends in exactly one terminal state.
 func TestCrashRequeuesExactlyOnce(t *testing.T) {
 	b := setup(t, setupOpts{workers: 3})
-	victim := b.enqueue(gpu.EnqueueRequest{ID: "victim", Payload: b.gate("release")})
-	victim = b.waitStatus("victim", gpu.StatusRunning)
+	b.enqueue(gpu.EnqueueRequest{ID: "victim", Payload: b.gate("release")})
+	victim := b.waitStatus("victim", gpu.StatusRunning)
 	dead := b.workerByURL(victim.Worker)
 	// The crash: the worker stops answering and stops calling back. Its
 	// command keeps running, as a partitioned or frozen instance's would.

@@ -406,7 +406,7 @@ func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job, secret stri
 	if job.LeaseUntil != nil {
 		leaseUntil = *job.LeaseUntil
 	}
-	body, _ := json.Marshal(RunRequest{
+	body, _ := json.Marshal(RunRequest{ //nolint:gosec // the dispatch secret goes to the worker on purpose: it proves its callbacks with it (SecretHeader)
 		JobID: job.ID, Attempt: job.Attempts + 1, Slot: slot.ID, Epoch: slot.Epoch,
 		Payload: job.Payload, Timeout: job.Timeout, Lease: schedule.Duration(d.cfg.LeaseTTL), LeaseUntil: leaseUntil,
 		Secret: secret,
@@ -488,7 +488,7 @@ func (d *Dispatcher) post(ctx context.Context, workerURL string, body []byte) er
 		if errors.As(err, &op) && op.Op == "dial" {
 			return fmt.Errorf("POST /run: %w", err)
 		}
-		return fmt.Errorf("%w: %v", ErrUnanswered, err)
+		return fmt.Errorf("%w: %v", ErrUnanswered, err) //nolint:errorlint // deliberately not wrapped: only a dial error (above) may be read as "the worker never saw the job"
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))

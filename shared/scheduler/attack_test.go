@@ -514,9 +514,7 @@ func TestAttackMisfireHolderMakesSweepBufferCatchup(t *testing.T) {
 	n0 := len(d.all())
 	sw := b.tick(t)
 	var salted []scheduler.Task
-	for _, tk := range d.all()[n0:] {
-		salted = append(salted, tk)
-	}
+	salted = append(salted, d.all()[n0:]...)
 	t.Logf("sweep: recovered %d; tasks %+v", sw.Recovered, salted)
 	for _, tk := range salted {
 		out, err := other.Execute(context.Background(), tk, nil)
