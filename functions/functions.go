@@ -256,15 +256,16 @@ func lazy(name string, b Builder, env func(context.Context) (*Deps, error)) http
 	return func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		if h == nil {
-			// The clients outlive this request: they serve every later one.
-			ctx := context.Background() //nolint:contextcheck // Deps live for the instance, not for the request that happened to build them
-			d, err := env(ctx)
+			// The clients outlive this request: they serve every later one,
+			// so they are not built on (or cancelled with) r.Context().
+			ctx := context.Background()
+			d, err := env(ctx) //nolint:contextcheck // Deps live for the instance, not for the request that happened to build them
 			if err == nil {
 				slog.SetDefault(d.Logger)
 				if h, err = b(d); err != nil {
 					// A bad setting fails every retry: do not leak a
 					// client per request.
-					d.close(ctx)
+					d.close(ctx) //nolint:contextcheck // the clients were opened on the instance's context, not the request's
 				}
 			}
 			if err != nil {

@@ -628,7 +628,7 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return s[max(i, 0)]
 }
 
-func benchHotSwap(ctx context.Context, out io.Writer, b *tickBench, swaps int) error {
+func benchHotSwap(ctx context.Context, out io.Writer, b *tickBench, swaps int) (retErr error) {
 	db, err := b.open(ctx)
 	if err != nil {
 		return err
@@ -665,9 +665,11 @@ func benchHotSwap(ctx context.Context, out io.Writer, b *tickBench, swaps int) e
 	go func() { done <- d.Run(dctx) }()
 	defer func() {
 		cancel()
-		// The daemon ends because it was cancelled just now; what it
-		// returns then says nothing about the timings measured.
-		_ = <-done
+		// Run returns nil when cancelled; anything else is the daemon
+		// failing under the bench, which its numbers must not hide.
+		if err := <-done; err != nil && retErr == nil {
+			retErr = fmt.Errorf("hot swap: daemon: %w", err)
+		}
 	}()
 	for !d.Leading() {
 		time.Sleep(10 * time.Millisecond)

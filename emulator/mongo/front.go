@@ -370,7 +370,7 @@ func parseOpMsg(raw []byte) (bson.Raw, uint32, error) {
 		if p+4 > end {
 			return nil, 0, errors.New("OP_MSG section truncated")
 		}
-		size := int(int32(binary.LittleEndian.Uint32(raw[p:])))
+		size := int(int32(binary.LittleEndian.Uint32(raw[p:]))) //nolint:gosec // G115: the wire's int32 size, bit for bit; a negative one is refused just below
 		if size < 5 || p+size > end {
 			return nil, 0, fmt.Errorf("OP_MSG section size %d out of range", size)
 		}
@@ -417,7 +417,7 @@ func parseOpQuery(raw []byte) (bson.Raw, bool, error) {
 	if p+5 > len(raw) {
 		return nil, false, errors.New("OP_QUERY too short")
 	}
-	size := int(int32(binary.LittleEndian.Uint32(raw[p:])))
+	size := int(int32(binary.LittleEndian.Uint32(raw[p:]))) //nolint:gosec // G115: the wire's int32 size, bit for bit; a negative one is refused just below
 	if size < 5 || p+size > len(raw) {
 		return nil, false, fmt.Errorf("OP_QUERY query size %d out of range", size)
 	}
