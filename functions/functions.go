@@ -196,7 +196,7 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 			Queue: q, URL: config.Get(config.EnvRunURL), ServiceAccount: config.Get(config.EnvTasksAccount),
 		}, config.Get(config.EnvTasksEmu))
 		if err != nil {
-			d.close()
+			d.close(ctx)
 			return nil, fmt.Errorf("functions: %w", err)
 		}
 		d.Tasks = tq
@@ -207,7 +207,7 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 	if d.Bucket != "" {
 		c, err := storage.NewClient(ctx)
 		if err != nil {
-			d.close() // the request that retries opens its own
+			d.close(ctx) // the request that retries opens its own
 			return nil, fmt.Errorf("functions: storage client: %w", err)
 		}
 		d.Storage = c
@@ -215,10 +215,12 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 	return d, nil
 }
 
-// close releases the clients FromEnv opened.
-func (d *Deps) close() {
+// close releases the clients FromEnv opened. It detaches from ctx's
+// cancellation: the cleanup after a failed open must run even when ctx is
+// what ended.
+func (d *Deps) close(ctx context.Context) {
 	if d.Store != nil {
-		_ = d.Store.Close(context.Background())
+		_ = d.Store.Close(context.WithoutCancel(ctx))
 	}
 	if d.Storage != nil {
 		_ = d.Storage.Close()
@@ -254,13 +256,16 @@ func lazy(name string, b Builder, env func(context.Context) (*Deps, error)) http
 	return func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		if h == nil {
-			d, err := env(context.Background())
+			// The clients outlive this request: they serve every later one,
+			// so they are not built on (or cancelled with) r.Context().
+			ctx := context.Background()
+			d, err := env(ctx) //nolint:contextcheck // Deps live for the instance, not for the request that happened to build them
 			if err == nil {
 				slog.SetDefault(d.Logger)
 				if h, err = b(d); err != nil {
 					// A bad setting fails every retry: do not leak a
 					// client per request.
-					d.close()
+					d.close(ctx) //nolint:contextcheck // the clients were opened on the instance's context, not the request's
 				}
 			}
 			if err != nil {

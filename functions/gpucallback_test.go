@@ -100,7 +100,13 @@ func TestMisdirectedWorkerKeepsItsJob(t *testing.T) {
 		HeartbeatInterval: 50 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	wsrv := httptest.NewServer(ws)
 	defer wsrv.Close()
-	defer os.WriteFile(gate, nil, 0o644)
+	defer func() {
+		// Opens the gate so the worker's command ends and the server can
+		// close; a failure would show as that close hanging.
+		if err := os.WriteFile(gate, nil, 0o600); err != nil {
+			t.Errorf("open the gate: %v", err)
+		}
+	}()
 	mux, err := Mux(&Deps{Store: emutest.Store(t), Token: "tok", GPUPool: wsrv.URL + "=1"})
 	if err != nil {
 		t.Fatal(err)

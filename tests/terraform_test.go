@@ -199,7 +199,7 @@ func objectKeys(e hclsyntax.Expression) (map[string]hclsyntax.Expression, bool) 
 	}
 	out := map[string]hclsyntax.Expression{}
 	for _, it := range o.Items {
-		k, ok := literal(it.KeyExpr.(hclsyntax.Expression))
+		k, ok := literal(it.KeyExpr)
 		if !ok {
 			// A bare identifier key: ObjectConsKeyExpr evaluates it as its
 			// name when it is not a traversal in scope.
@@ -740,7 +740,7 @@ func checkIndexes(m *tfModule) []string {
 		return []string{"local.firestore_indexes is missing"}
 	}
 	v, ok := literal(l.Expr)
-	if !ok || !(v.Type().IsTupleType() || v.Type().IsListType()) {
+	if !ok || (!v.Type().IsTupleType() && !v.Type().IsListType()) {
 		return []string{"local.firestore_indexes must be a literal list of { collection, fields = [{ path, order }] }"}
 	}
 	var got []string

@@ -142,13 +142,22 @@ func TestTickExactlyOnceOverHTTP(t *testing.T) {
 
 	// Unauthenticated and malformed deliveries are refused.
 	resp, err := http.Post(srv.URL+"/Tick", "", nil)
-	if err != nil || resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("without the token: %v %v", resp.StatusCode, err)
+	if err != nil {
+		t.Fatalf("without the token: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without the token: status %d, want %d", resp.StatusCode, http.StatusUnauthorized)
 	}
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/Tick", nil)
 	req.Header.Set("Authorization", "Bearer secret")
 	req.Header.Set(functions.HeaderScheduleTime, "yesterday")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("bad ScheduleTime: %v %v", resp.StatusCode, err)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("bad ScheduleTime: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("bad ScheduleTime: status %d, want %d", resp.StatusCode, http.StatusBadRequest)
 	}
 }

@@ -196,7 +196,7 @@ func benchTick(ctx context.Context, out io.Writer, total, due, scanPage, timed, 
 	if b.gcs, err = gcs.Start(ctx, gcs.Options{}); err != nil {
 		return err
 	}
-	defer b.gcs.Close()
+	defer b.gcs.Close() //nolint:contextcheck // Close shuts the emulator down on its own bounded context, so cleanup runs even after ctx is cancelled
 	// Ten seconds past a minute: the due schedules' fire time (the minute)
 	// is on time.
 	now := time.Now().UTC().Truncate(time.Minute).Add(10 * time.Second)
@@ -628,7 +628,7 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	return s[max(i, 0)]
 }
 
-func benchHotSwap(ctx context.Context, out io.Writer, b *tickBench, swaps int) error {
+func benchHotSwap(ctx context.Context, out io.Writer, b *tickBench, swaps int) (retErr error) {
 	db, err := b.open(ctx)
 	if err != nil {
 		return err
@@ -663,7 +663,14 @@ func benchHotSwap(ctx context.Context, out io.Writer, b *tickBench, swaps int) e
 	dctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- d.Run(dctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		// Run returns nil when cancelled; anything else is the daemon
+		// failing under the bench, which its numbers must not hide.
+		if err := <-done; err != nil && retErr == nil {
+			retErr = fmt.Errorf("hot swap: daemon: %w", err)
+		}
+	}()
 	for !d.Leading() {
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -74,7 +74,8 @@ func TestDaemonHealth(t *testing.T) {
 	}
 
 	stop()
-	if _, err := http.Get(url); err == nil {
+	if resp, err := http.Get(url); err == nil {
+		resp.Body.Close()
 		t.Error("GET after stop succeeded; want the listener closed")
 	}
 }

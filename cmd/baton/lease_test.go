@@ -39,7 +39,7 @@ func batonBinary(t *testing.T) string {
 		batonBin = filepath.Join(dir, "baton")
 		out, err := exec.Command("go", "build", "-o", batonBin, ".").CombinedOutput()
 		if err != nil {
-			batonErr = fmt.Errorf("go build: %v\n%s", err, out)
+			batonErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if batonErr != nil {

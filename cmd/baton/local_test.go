@@ -110,7 +110,8 @@ func TestLocalCommand(t *testing.T) {
 	if _, err := stderr.waitFor(context.Background(), `"message":"stack: closed"`); err != nil {
 		t.Error(err)
 	}
-	if _, err := http.Get(env["BATON_URL"] + "/healthz"); err == nil {
+	if resp, err := http.Get(env["BATON_URL"] + "/healthz"); err == nil {
+		resp.Body.Close()
 		t.Error("server still answers after shutdown")
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -86,8 +87,9 @@ func flagUsage(cmd *cobra.Command) {
 // apiFailure turns an error from the API into exit status 1, keeping usage
 // errors (2) as they are.
 func apiFailure(op string, err error) error {
-	if ee, ok := err.(*exitError); ok {
-		return ee
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err // main finds the code with errors.As, through any wrapping
 	}
 	return &exitError{code: 1, err: fmt.Errorf("%s: %w", op, err)}
 }

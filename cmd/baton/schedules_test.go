@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -284,5 +285,19 @@ func TestSchedulesClientFromEnv(t *testing.T) {
 	t.Setenv("BATON_SCHEDULES_URL", "schedules.example.com")
 	if _, err = schedulesClientFromEnv(); exitCode(err) != 2 || !strings.Contains(err.Error(), "BATON_SCHEDULES_URL") {
 		t.Errorf("bad URL: %v; want exit 2 naming the variable", err)
+	}
+}
+
+// TestAPIFailureKeepsWrappedExitCode: a usage error (exit 2) that reaches
+// apiFailure wrapped keeps its code rather than turning into a failure (1).
+func TestAPIFailureKeepsWrappedExitCode(t *testing.T) {
+	err := apiFailure("list", fmt.Errorf("page 2: %w", usageError("bad --limit")))
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 2 {
+		t.Errorf("apiFailure(wrapped usage error) = %v, want exit code 2", err)
+	}
+	err = apiFailure("list", errors.New("503"))
+	if !errors.As(err, &ee) || ee.code != 1 {
+		t.Errorf("apiFailure(plain error) = %v, want exit code 1", err)
 	}
 }

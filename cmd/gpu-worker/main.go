@@ -33,8 +33,11 @@ func run() error {
 	defer stop()
 
 	var argv []string
-	if err := json.Unmarshal([]byte(config.Get(config.EnvWorkerCommand)), &argv); err != nil || len(argv) == 0 {
-		return fmt.Errorf("%s must be a non-empty JSON list such as [\"python\",\"/app/job.py\"]: %v", config.EnvWorkerCommand, err)
+	if err := json.Unmarshal([]byte(config.Get(config.EnvWorkerCommand)), &argv); err != nil {
+		return fmt.Errorf("%s must be a non-empty JSON list such as [\"python\",\"/app/job.py\"]: %w", config.EnvWorkerCommand, err)
+	}
+	if len(argv) == 0 {
+		return fmt.Errorf("%s must be a non-empty JSON list such as [\"python\",\"/app/job.py\"]", config.EnvWorkerCommand)
 	}
 	control := config.Get(config.EnvControlURL)
 	if control == "" {

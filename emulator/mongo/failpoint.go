@@ -3,6 +3,7 @@ package mongo
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -100,8 +101,8 @@ func (fp *failPoint) configure(body bson.Raw) bson.D {
 		}
 		if v, err := data.LookupErr("errorCode"); err == nil {
 			n, ok := v.AsInt64OK()
-			if !ok {
-				return fail("configureFailPoint: data.errorCode must be an integer")
+			if !ok || n < math.MinInt32 || n > math.MaxInt32 {
+				return fail("configureFailPoint: data.errorCode must be a 32-bit integer")
 			}
 			next.code = int32(n)
 		}
@@ -115,8 +116,8 @@ func (fp *failPoint) configure(body bson.Raw) bson.D {
 		}
 		if v, err := data.LookupErr("errorCodeAfterRun"); err == nil {
 			n, ok := v.AsInt64OK()
-			if !ok || n == 0 {
-				return fail("configureFailPoint: data.errorCodeAfterRun must be a non-zero integer")
+			if !ok || n == 0 || n < math.MinInt32 || n > math.MaxInt32 {
+				return fail("configureFailPoint: data.errorCodeAfterRun must be a non-zero 32-bit integer")
 			}
 			next.afterRun = int32(n)
 		}

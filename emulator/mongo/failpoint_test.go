@@ -116,5 +116,15 @@ func TestFailCommand(t *testing.T) {
 		if !errors.As(err, &ce) || ce.Code != 2 {
 			t.Fatalf("mode sometimes: err=%v, want BadValue", err)
 		}
+		// An error code past int32 is refused, not truncated into some
+		// other code (1<<32 + 112 would otherwise fail commands with 112).
+		for _, field := range []string{"errorCode", "errorCodeAfterRun"} {
+			err := db.Client().Database("admin").RunCommand(ctx, bson.D{{Key: "configureFailPoint", Value: "failCommand"},
+				{Key: "mode", Value: "alwaysOn"}, {Key: "data", Value: bson.D{
+					{Key: "failCommands", Value: bson.A{"insert"}}, {Key: field, Value: int64(1<<32 + 112)}}}}).Err()
+			if !errors.As(err, &ce) || ce.Code != 2 {
+				t.Errorf("%s 1<<32+112: err=%v, want BadValue", field, err)
+			}
+		}
 	})
 }

@@ -277,7 +277,7 @@ func readMessage(r *bufio.Reader) (message, error) {
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return message{}, err
 	}
-	n := int32(binary.LittleEndian.Uint32(hdr[0:]))
+	n := int32(binary.LittleEndian.Uint32(hdr[0:])) //nolint:gosec // G115: the wire's int32 length, bit for bit; a negative one is refused just below
 	if n < headerLen || n > maxMessage {
 		return message{}, fmt.Errorf("message length %d out of range", n)
 	}
@@ -288,8 +288,8 @@ func readMessage(r *bufio.Reader) (message, error) {
 	}
 	return message{
 		raw:       raw,
-		requestID: int32(binary.LittleEndian.Uint32(hdr[4:])),
-		opCode:    int32(binary.LittleEndian.Uint32(hdr[12:])),
+		requestID: int32(binary.LittleEndian.Uint32(hdr[4:])),  //nolint:gosec // G115: the wire's int32 field, bit for bit
+		opCode:    int32(binary.LittleEndian.Uint32(hdr[12:])), //nolint:gosec // G115: the wire's int32 field, bit for bit
 	}, nil
 }
 
@@ -300,7 +300,7 @@ func withoutMoreToCome(raw []byte) []byte {
 	out := append([]byte(nil), raw...)
 	if flags&flagChecksumPresent != 0 {
 		out = out[:len(out)-4]
-		binary.LittleEndian.PutUint32(out[0:], uint32(len(out)))
+		binary.LittleEndian.PutUint32(out[0:], uint32(len(out))) //nolint:gosec // G115: raw came through readMessage, so it is at most maxMessage
 	}
 	flags &^= flagMoreToCome | flagChecksumPresent
 	binary.LittleEndian.PutUint32(out[headerLen:], flags)
@@ -370,7 +370,7 @@ func parseOpMsg(raw []byte) (bson.Raw, uint32, error) {
 		if p+4 > end {
 			return nil, 0, errors.New("OP_MSG section truncated")
 		}
-		size := int(int32(binary.LittleEndian.Uint32(raw[p:])))
+		size := int(int32(binary.LittleEndian.Uint32(raw[p:]))) //nolint:gosec // G115: the wire's int32 size, bit for bit; a negative one is refused just below
 		if size < 5 || p+size > end {
 			return nil, 0, fmt.Errorf("OP_MSG section size %d out of range", size)
 		}
@@ -417,7 +417,7 @@ func parseOpQuery(raw []byte) (bson.Raw, bool, error) {
 	if p+5 > len(raw) {
 		return nil, false, errors.New("OP_QUERY too short")
 	}
-	size := int(int32(binary.LittleEndian.Uint32(raw[p:])))
+	size := int(int32(binary.LittleEndian.Uint32(raw[p:]))) //nolint:gosec // G115: the wire's int32 size, bit for bit; a negative one is refused just below
 	if size < 5 || p+size > len(raw) {
 		return nil, false, fmt.Errorf("OP_QUERY query size %d out of range", size)
 	}
@@ -526,9 +526,9 @@ func replyTo(req message, d bson.D) ([]byte, error) {
 		return nil, fmt.Errorf("build reply: %w", err)
 	}
 	var b []byte
-	b = binary.LittleEndian.AppendUint32(b, 0) // length, patched below
-	b = binary.LittleEndian.AppendUint32(b, 0) // requestID
-	b = binary.LittleEndian.AppendUint32(b, uint32(req.requestID))
+	b = binary.LittleEndian.AppendUint32(b, 0)                     // length, patched below
+	b = binary.LittleEndian.AppendUint32(b, 0)                     // requestID
+	b = binary.LittleEndian.AppendUint32(b, uint32(req.requestID)) //nolint:gosec // G115: the wire's int32 field, bit for bit
 	if req.opCode == opQuery {
 		b = binary.LittleEndian.AppendUint32(b, opReply)
 		b = binary.LittleEndian.AppendUint32(b, 0) // responseFlags
@@ -541,6 +541,6 @@ func replyTo(req message, d bson.D) ([]byte, error) {
 		b = append(b, 0)                           // section kind 0
 	}
 	b = append(b, doc...)
-	binary.LittleEndian.PutUint32(b[0:], uint32(len(b)))
+	binary.LittleEndian.PutUint32(b[0:], uint32(len(b))) //nolint:gosec // G115: a header and one BSON document, which is at most 16 MiB
 	return b, nil
 }

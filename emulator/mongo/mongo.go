@@ -46,7 +46,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 		dir, s.tempDir = tmp, tmp
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("mongo emulator: data dir: %w", err)
 	}
 	abs, err := filepath.Abs(dir)
@@ -79,7 +79,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	uri, closeFront, err := startFront(addr, backend, opts.Logger)
 	if err != nil {
-		s.Close()
+		// The front's failure is the one to report; Close only tidies up
+		// FerretDB and the temporary directory behind it.
+		_ = s.Close()
 		return nil, err
 	}
 	s.closers = append(s.closers, closeFront)

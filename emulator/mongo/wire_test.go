@@ -235,7 +235,11 @@ func TestWireExhaustReplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeFront()
+	defer func() {
+		if err := closeFront(); err != nil {
+			t.Errorf("close front: %v", err)
+		}
+	}()
 	rc := dialRaw(t, uri)
 	rc.send(buildOpMsg(5, 1<<16, mustMarshal(t, bson.D{{Key: "hello", Value: 1}, {Key: "$db", Value: "admin"}})))
 	for i := 0; i < 3; i++ {

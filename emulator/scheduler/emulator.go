@@ -291,7 +291,7 @@ func (e *Emulator) attempt(ctx context.Context, j Job, scheduled time.Time, n in
 			a.Error = err.Error()
 		default:
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-			resp.Body.Close()
+			_ = resp.Body.Close() // only read, and the status is already in hand
 			a.Status = resp.StatusCode
 			if errors.Is(context.Cause(actx), errDeadline) {
 				a.Error = StatusDeadlineExceeded

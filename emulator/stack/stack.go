@@ -380,7 +380,7 @@ func (s *Stack) Close(ctx context.Context) error {
 		s.storage = nil
 	}
 	if s.gcs != nil {
-		if err := s.gcs.Close(); err != nil {
+		if err := s.gcs.Close(); err != nil { //nolint:contextcheck // Close shuts the emulator down on its own bounded context, so cleanup runs even after ctx is cancelled
 			errs = append(errs, err)
 		}
 		s.gcs = nil

@@ -105,7 +105,8 @@ func TestStackServesTicksAndRunsHooks(t *testing.T) {
 	if got := strings.Join(events, ","); got != "start,stop" {
 		t.Errorf("hook events %q, want start,stop", got)
 	}
-	if _, err := http.Get(s.URL + "/healthz"); err == nil {
+	if resp, err := http.Get(s.URL + "/healthz"); err == nil {
+		resp.Body.Close()
 		t.Error("server still answers after Close")
 	}
 }

@@ -206,7 +206,7 @@ func (s *Server) startLocked(q *queue, t *task, now time.Time) {
 		t.first = now
 		t.pb.FirstAttempt = &cloudtaskspb.Attempt{DispatchTime: timestamppb.New(now)}
 	}
-	t.pb.DispatchCount = int32(t.attempts)
+	t.pb.DispatchCount = int32(t.attempts) //nolint:gosec // G115: one task's dispatches in an emulator never reach 2^31
 	t.pb.LastAttempt = &cloudtaskspb.Attempt{
 		ScheduleTime: timestamppb.New(t.schedule),
 		DispatchTime: timestamppb.New(now),

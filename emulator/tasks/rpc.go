@@ -112,7 +112,7 @@ func (v *service) CreateQueue(_ context.Context, req *cloudtaskspb.CreateQueueRe
 	if err := s.queueFreeLocked(pb.Name, time.Now()); err != nil {
 		return nil, err
 	}
-	s.addQueueLocked(pb, id)
+	s.addQueueLocked(pb, id) //nolint:contextcheck // the queue's dispatch loop outlives this RPC; Close stops it through hardCtx
 	return proto.Clone(pb).(*cloudtaskspb.Queue), nil
 }
 
@@ -243,7 +243,7 @@ func (v *service) UpdateQueue(_ context.Context, req *cloudtaskspb.UpdateQueueRe
 		if err := s.queueFreeLocked(pb.Name, time.Now()); err != nil {
 			return nil, err
 		}
-		s.addQueueLocked(pb, id)
+		s.addQueueLocked(pb, id) //nolint:contextcheck // the queue's dispatch loop outlives this RPC; Close stops it through hardCtx
 	} else {
 		q.pb = pb
 		q.poke()
@@ -405,7 +405,7 @@ func (v *service) CreateTask(_ context.Context, req *cloudtaskspb.CreateTaskRequ
 	if pb.Name == "" {
 		for pb.Name == "" || q.taken(pb.Name, now) {
 			// The real service's generated ids are long decimal numbers.
-			pb.Name = req.GetParent() + "/tasks/" + strconv.FormatUint(rand.Uint64(), 10)
+			pb.Name = req.GetParent() + "/tasks/" + strconv.FormatUint(rand.Uint64(), 10) //nolint:gosec // G404: a task id, unique not secret (the name is visible to anyone who lists the queue)
 		}
 	} else if q.taken(pb.Name, now) {
 		// Dedupe: a live task, or one that finished or was deleted within

@@ -69,10 +69,10 @@ func run(root, out string, check bool) error {
 	if err := write(&buf, root, files); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil { //nolint:gosec // G301: a build output dir for a zip of the public source, nothing secret
 		return fmt.Errorf("create output dir: %w", err)
 	}
-	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil { //nolint:gosec // G306: a zip of the public source, which Terraform uploads; nothing secret
 		return fmt.Errorf("write %s: %w", out, err)
 	}
 	fmt.Printf("package: wrote %s (%d files, %d bytes)\n", out, len(files)+1, buf.Len())
@@ -160,7 +160,7 @@ func build(data []byte) error {
 			return fmt.Errorf("check: bad entry %q", f.Name)
 		}
 		dst := filepath.Join(dir, filepath.FromSlash(f.Name))
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
 			return fmt.Errorf("check: %w", err)
 		}
 		rc, err := f.Open()
@@ -168,11 +168,11 @@ func build(data []byte) error {
 			return fmt.Errorf("check: open %s: %w", f.Name, err)
 		}
 		b, err := io.ReadAll(rc)
-		rc.Close()
+		_ = rc.Close() // only read; a read error is caught just below
 		if err != nil {
 			return fmt.Errorf("check: read %s: %w", f.Name, err)
 		}
-		if err := os.WriteFile(dst, b, 0o644); err != nil {
+		if err := os.WriteFile(dst, b, 0o600); err != nil {
 			return fmt.Errorf("check: %w", err)
 		}
 	}
