@@ -5,12 +5,17 @@ ARGS      ?=
 # the race detector; the others run without it, so no package runs twice.
 RACE_PKGS := ./shared/lease/... ./shared/store/... ./shared/catalog/... ./shared/scheduler/... ./shared/gpu/... ./emulator/... ./cmd/gpu-worker/...
 
-.PHONY: run test test-unit test-race vet fmt-check fmt build package deploy tf-check bench
+.PHONY: run test test-unit test-race vet lint fmt-check fmt build package deploy tf-check bench
+
+# golangci-lint, pinned; make lint installs it from the Go module proxy on
+# first use (into GOPATH/bin), so a fresh machine needs nothing else.
+GOLANGCI_LINT_VERSION := 2.15.0
+GOLANGCI_LINT         := $(shell $(GO) env GOPATH)/bin/golangci-lint
 
 run:
 	@$(GO) run ./cmd/baton local $(ARGS)
 
-test: fmt-check vet test-unit test-race
+test: fmt-check vet lint test-unit test-race
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -21,6 +26,13 @@ fmt:
 
 vet:
 	$(GO) vet ./...
+
+lint:
+	@if ! "$(GOLANGCI_LINT)" version 2>/dev/null | grep -q "version $(GOLANGCI_LINT_VERSION) "; then \
+		echo "lint: installing golangci-lint v$(GOLANGCI_LINT_VERSION) (first use only)"; \
+		GOBIN="$(dir $(GOLANGCI_LINT))" $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$(GOLANGCI_LINT_VERSION); \
+	fi
+	"$(GOLANGCI_LINT)" run ./...
 
 test-unit:
 	@pkgs=$$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PKGS))"); \
