@@ -66,21 +66,23 @@ func indexName(ix store.Index) string {
 }
 
 func keysText(ix store.Index) string {
+	return "(" + strings.Join(keyParts(ix), ", ") + ")"
+}
+
+// keyParts spells each key of ix as "path ORDER", the form both the
+// report and firestore.tf's resource keys use.
+func keyParts(ix store.Index) []string {
 	parts := make([]string, 0, len(ix.Keys))
 	for _, f := range fields(ix) {
 		parts = append(parts, f.Path+" "+f.Order)
 	}
-	return "(" + strings.Join(parts, ", ") + ")"
+	return parts
 }
 
 // terraformAddress is the index's resource address in infra/terraform:
 // firestore.tf keys google_firestore_index.baton by this string.
 func terraformAddress(ix store.Index) string {
-	parts := make([]string, 0, len(ix.Keys))
-	for _, f := range fields(ix) {
-		parts = append(parts, f.Path+" "+f.Order)
-	}
-	return fmt.Sprintf(`google_firestore_index.baton["%s(%s)"]`, ix.Collection, strings.Join(parts, ","))
+	return fmt.Sprintf(`google_firestore_index.baton["%s(%s)"]`, ix.Collection, strings.Join(keyParts(ix), ","))
 }
 
 // createIndexFix is the Terraform step and the gcloud one that make a
