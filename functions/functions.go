@@ -20,7 +20,7 @@ import (
 	"github.com/baton-cron/baton/shared/logging"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 	"github.com/baton-cron/baton/shared/taskqueue"
 )
 
@@ -31,7 +31,7 @@ import (
 type Deps struct {
 	// Store is nil when BATON_MONGO_URI is unset; functions that need it
 	// answer 503 naming the variable.
-	Store *store.Store
+	Store *mongostore.Store
 	// Storage and Bucket are unset when BATON_BUCKET is unset.
 	Storage *storage.Client
 	Bucket  string
@@ -184,7 +184,7 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 		return nil, fmt.Errorf("functions: %w", err)
 	}
 	if uri := config.Get(config.EnvMongoURI); uri != "" {
-		s, err := store.Open(ctx, uri, store.Options{Database: config.Get(config.EnvDatabase), PageKey: d.PageSecret})
+		s, err := mongostore.Open(ctx, uri, mongostore.Options{Database: config.Get(config.EnvDatabase), PageKey: d.PageSecret})
 		if err != nil {
 			return nil, fmt.Errorf("functions: open store: %w", err)
 		}

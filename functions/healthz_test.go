@@ -15,6 +15,7 @@ import (
 	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // TestHealthzDegradedWhileTicksFail: /healthz said ok while every tick
@@ -24,7 +25,7 @@ func TestHealthzDegradedWhileTicksFail(t *testing.T) {
 	st := emutest.Store(t)
 	gcs, bucket := emutest.GCS(t)
 	ctx := context.Background()
-	if err := st.EnsureIndexes(ctx, scheduler.Indexes...); err != nil {
+	if err := st.EnsureIndexes(ctx, mongostore.SchedulerIndexes...); err != nil {
 		t.Fatal(err)
 	}
 	mux, err := functions.Mux(&functions.Deps{Store: st, Storage: gcs, Bucket: bucket, Token: "k",

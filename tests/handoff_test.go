@@ -27,7 +27,7 @@ import (
 	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 	"github.com/baton-cron/baton/shared/taskqueue"
 )
 
@@ -167,7 +167,7 @@ func TestSlowTargetDelaysNoOtherSchedule(t *testing.T) {
 // with runs handed off through the Cloud Tasks emulator to /Run, and a
 // scripted clock for decisions.
 type handOffRig struct {
-	st     *store.Store
+	st     *mongostore.Store
 	db     string // the database and bucket, for another process
 	bucket string
 	srv    *httptest.Server
@@ -185,7 +185,7 @@ func newHandOffRig(t *testing.T, start time.Time, retry *cloudtaskspb.RetryConfi
 	r := &handOffRig{st: emutest.Store(t), now: start}
 	gcs, bucket := emutest.GCS(t)
 	r.db, r.bucket = r.st.Database().Name(), bucket
-	if err := r.st.EnsureIndexes(ctx, scheduler.Indexes...); err != nil {
+	if err := r.st.EnsureIndexes(ctx, mongostore.SchedulerIndexes...); err != nil {
 		t.Fatal(err)
 	}
 	var err error

@@ -20,6 +20,7 @@ import (
 	"github.com/baton-cron/baton/shared/catalog"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // apiCaller calls one running server with the bearer token and decodes
@@ -86,7 +87,7 @@ func (c apiCaller) runIDs(scheduleID string) []string {
 func TestHotSwapExactTimes(t *testing.T) {
 	st := emutest.Store(t)
 	gcs, bucket := emutest.GCS(t)
-	if err := st.EnsureIndexes(context.Background(), scheduler.Indexes...); err != nil {
+	if err := st.EnsureIndexes(context.Background(), mongostore.SchedulerIndexes...); err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex

@@ -19,9 +19,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/baton-cron/baton/shared/config"
-	"github.com/baton-cron/baton/shared/gpu"
-	"github.com/baton-cron/baton/shared/scheduler"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // The checks below read infra/terraform as HCL syntax, without evaluating
@@ -654,10 +652,10 @@ func checkFirestore(m *tfModule) []string {
 
 // indexPackages are the packages whose Indexes the deployment must declare,
 // by directory under shared/. codeIndexes refuses to run when another
-// package declares store.Index values, so a new one cannot be missed.
-var indexPackages = map[string][]store.Index{
-	"scheduler": scheduler.Indexes,
-	"gpu":       gpu.Indexes,
+// package declares mongostore.Index values, so a new one cannot be missed.
+var indexPackages = map[string][]mongostore.Index{
+	"scheduler": mongostore.SchedulerIndexes,
+	"gpu":       mongostore.GPUIndexes,
 }
 
 // codeIndexes are the indexes the Go code declares, one string per index
@@ -670,10 +668,10 @@ func codeIndexes() ([]string, error) {
 	}
 	for _, p := range declaring {
 		if _, ok := indexPackages[p]; !ok {
-			return nil, fmt.Errorf("shared/%s declares store.Index values: add its Indexes to indexPackages in tests/terraform_test.go and to local.firestore_indexes", p)
+			return nil, fmt.Errorf("shared/%s declares mongostore.Index values: add its Indexes to indexPackages in tests/terraform_test.go and to local.firestore_indexes", p)
 		}
 	}
-	var all []store.Index
+	var all []mongostore.Index
 	for _, p := range sortedKeys(indexPackages) {
 		all = append(all, indexPackages[p]...)
 	}
@@ -708,7 +706,7 @@ func codeIndexes() ([]string, error) {
 }
 
 // packagesDeclaringIndexes lists the directories under root whose non-test
-// Go files build a []store.Index.
+// Go files build a []mongostore.Index.
 func packagesDeclaringIndexes(root string) ([]string, error) {
 	set := map[string]bool{}
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
@@ -719,7 +717,7 @@ func packagesDeclaringIndexes(root string) ([]string, error) {
 		if err != nil {
 			return err
 		}
-		if strings.Contains(string(b), "[]store.Index{") {
+		if strings.Contains(string(b), "[]mongostore.Index{") {
 			rel, _ := filepath.Rel(root, filepath.Dir(p))
 			set[filepath.ToSlash(rel)] = true
 		}
@@ -1740,9 +1738,9 @@ func checkMutations(t *testing.T, cases []tfMutation) {
 func TestIndexPackagesGuard(t *testing.T) {
 	root := t.TempDir()
 	for name, body := range map[string]string{
-		"foo/foo.go":      "package foo\n\nvar Indexes = []store.Index{{Collection: \"foo\"}}\n",
-		"foo/foo_test.go": "package foo\n\nvar x = []store.Index{}\n",
-		"bar/bar_test.go": "package bar\n\nvar x = []store.Index{}\n",
+		"foo/foo.go":      "package foo\n\nvar Indexes = []mongostore.Index{{Collection: \"foo\"}}\n",
+		"foo/foo_test.go": "package foo\n\nvar x = []mongostore.Index{}\n",
+		"bar/bar_test.go": "package bar\n\nvar x = []mongostore.Index{}\n",
 		"baz/baz.go":      "package baz\n",
 	} {
 		p := filepath.Join(root, filepath.FromSlash(name))

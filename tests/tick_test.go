@@ -20,6 +20,7 @@ import (
 	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 var tickCalls sync.Map // key → *atomic.Int64
@@ -41,7 +42,7 @@ func init() {
 func TestTickExactlyOnceOverHTTP(t *testing.T) {
 	st := emutest.Store(t)
 	gcs, bucket := emutest.GCS(t)
-	if err := st.EnsureIndexes(context.Background(), scheduler.Indexes...); err != nil {
+	if err := st.EnsureIndexes(context.Background(), mongostore.SchedulerIndexes...); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)

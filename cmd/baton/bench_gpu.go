@@ -8,7 +8,7 @@ import (
 
 	"github.com/baton-cron/baton/emulator/mongo"
 	"github.com/baton-cron/baton/shared/gpu/bench"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 func init() { benchCmd.AddCommand(newBenchGPUCmd()) }
@@ -42,7 +42,7 @@ emulator. The last line is p99_wait_ratio_rr_over_busy=<number>.`,
 				return fmt.Errorf("bench gpu: start Mongo emulator: %w", err)
 			}
 			defer emu.Close()
-			st, err := store.Open(ctx, emu.URI(), store.Options{Database: "benchgpu"})
+			st, err := mongostore.Open(ctx, emu.URI(), mongostore.Options{Database: "benchgpu"})
 			if err != nil {
 				return fmt.Errorf("bench gpu: %w", err)
 			}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/baton-cron/baton/shared/store"
 	"io"
 	"log/slog"
 	"maps"
@@ -28,7 +29,7 @@ import (
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 	"github.com/baton-cron/baton/shared/taskqueue"
 )
 
@@ -107,7 +108,7 @@ type tickBench struct {
 // benchDB is one fresh database and bucket.
 type benchDB struct {
 	name    string // database
-	st      *store.Store
+	st      *mongostore.Store
 	storage *storage.Client
 	bucket  string
 	leases  *lease.Manager
@@ -117,10 +118,10 @@ func (b *tickBench) open(ctx context.Context) (*benchDB, error) {
 	b.n++
 	db := &benchDB{name: fmt.Sprintf("bench_tick_%d", b.n), bucket: fmt.Sprintf("bench-tick-%d", b.n)}
 	var err error
-	if db.st, err = store.Open(ctx, b.mongo.URI(), store.Options{Database: db.name}); err != nil {
+	if db.st, err = mongostore.Open(ctx, b.mongo.URI(), mongostore.Options{Database: db.name}); err != nil {
 		return nil, err
 	}
-	if err := db.st.EnsureIndexes(ctx, scheduler.Indexes...); err != nil {
+	if err := db.st.EnsureIndexes(ctx, mongostore.SchedulerIndexes...); err != nil {
 		_ = db.st.Close(ctx)
 		return nil, err
 	}
@@ -161,7 +162,7 @@ func benchSchedule(id string, overlap schedule.Overlap, target schedule.Target, 
 // insertSchedules writes n schedules with raw InsertMany batches (setup
 // only: FerretDB on SQLite is slow for one-by-one inserts, and raw writes
 // stay off the meter); due of them are due at now.
-func insertSchedules(ctx context.Context, st *store.Store, n, due int, overlap schedule.Overlap, target schedule.Target, now time.Time) error {
+func insertSchedules(ctx context.Context, st *mongostore.Store, n, due int, overlap schedule.Overlap, target schedule.Target, now time.Time) error {
 	coll := st.Database().Collection(schedule.SchedulesCollection)
 	const batch = 1000
 	docs := make([]any, 0, batch)
@@ -229,7 +230,7 @@ func benchTick(ctx context.Context, out io.Writer, total, due, scanPage, timed, 
 	m := db.st.Meter()
 	m.Reset()
 	t = time.Now()
-	q := store.PageQuery{SortField: "nextRunAt", Limit: scanPage}
+	q := mongostore.PageQuery{SortField: "nextRunAt", Limit: scanPage}
 	seen := 0
 	for page := 0; ; page++ {
 		var docs []bson.Raw
@@ -499,7 +500,7 @@ func (b *tickBench) timeHandOff(ctx context.Context, n int, now time.Time, targe
 	// Run is another function instance in the cloud, with its own
 	// connection; here its own store on the same database, whose meter
 	// keeps the runs' writes out of the tick's count.
-	runSt, err := store.Open(ctx, b.mongo.URI(), store.Options{Database: db.name})
+	runSt, err := mongostore.Open(ctx, b.mongo.URI(), mongostore.Options{Database: db.name})
 	if err != nil {
 		return nil, err
 	}
@@ -594,7 +595,7 @@ func (b *tickBench) timeHandOff(ctx context.Context, n int, now time.Time, targe
 
 // runStatuses says what became of the runs: how many have each status,
 // and, when some did not succeed, the first such run's error.
-func runStatuses(ctx context.Context, st *store.Store) (string, error) {
+func runStatuses(ctx context.Context, st *mongostore.Store) (string, error) {
 	cur, err := st.Collection(schedule.RunsCollection).Raw().Find(ctx, bson.D{})
 	if err != nil {
 		return "", fmt.Errorf("read runs: %w", err)

@@ -14,12 +14,11 @@ import (
 
 	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/config"
-	"github.com/baton-cron/baton/shared/gpu"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/logging"
 	"github.com/baton-cron/baton/shared/scheduler"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 func init() { rootCmd.AddCommand(newDaemonCmd()) }
@@ -71,13 +70,13 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 				return usageError("daemon: %v", err)
 			}
 			log := logging.New(cmd.ErrOrStderr(), config.Get(config.EnvLogLevel))
-			st, err := store.Open(ctx, mongoURI, store.Options{Database: config.Get(config.EnvDatabase)})
+			st, err := mongostore.Open(ctx, mongoURI, mongostore.Options{Database: config.Get(config.EnvDatabase)})
 			if err != nil {
 				return fmt.Errorf("daemon: %w", err)
 			}
 			defer st.Close(ctx)
 			if ensureIndexes {
-				if err := st.EnsureIndexes(ctx, append(append([]store.Index{}, scheduler.Indexes...), gpu.Indexes...)...); err != nil {
+				if err := st.EnsureIndexes(ctx, mongostore.Indexes()...); err != nil {
 					return fmt.Errorf("daemon: %w", err)
 				}
 			}

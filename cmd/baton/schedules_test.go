@@ -20,14 +20,14 @@ import (
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // cliBundle is the real Schedules handler (catalog over the Mongo emulator,
 // the scheduler Engine over the GCS emulator for :trigger) behind an
 // httptest server, and a CLI client pointed at it.
 type cliBundle struct {
-	st     *store.Store
+	st     *mongostore.Store
 	srv    *httptest.Server
 	client clientFunc
 }

@@ -11,7 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/baton-cron/baton/emulator/mongo"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 var (
@@ -52,9 +52,9 @@ func DBName(t testing.TB) string {
 
 // Store opens a store on a fresh database of the shared emulator and closes
 // it when the test ends.
-func Store(t testing.TB) *store.Store {
+func Store(t testing.TB) *mongostore.Store {
 	t.Helper()
-	s, err := store.Open(context.Background(), MongoURI(t), store.Options{Database: DBName(t)})
+	s, err := mongostore.Open(context.Background(), MongoURI(t), mongostore.Options{Database: DBName(t)})
 	if err != nil {
 		t.Fatalf("emutest: open store: %v", err)
 	}
@@ -70,7 +70,7 @@ func Store(t testing.TB) *store.Store {
 // turns it off when the test ends. mode is "alwaysOn", bson.D{{"times",
 // n}} or bson.D{{"skip", n}}. As in mongod there is one fail point per
 // emulator, so tests that use it must not run in parallel with each other.
-func FailCommand(t testing.TB, st *store.Store, coll string, mode any, commands ...string) {
+func FailCommand(t testing.TB, st *mongostore.Store, coll string, mode any, commands ...string) {
 	t.Helper()
 	// 1 is InternalError: a refusal that nothing retries (the driver runs
 	// with retryWrites=false; the store retries only 112, and 262 on
@@ -82,7 +82,7 @@ func FailCommand(t testing.TB, st *store.Store, coll string, mode any, commands 
 // FailCommandCode is FailCommand with the error code chosen: 112 for
 // Firestore's Aborted (WriteConflict), 262 for its DeadlineExceeded
 // (ExceededTimeLimit). The command does not run.
-func FailCommandCode(t testing.TB, st *store.Store, coll string, mode any, code int32, commands ...string) {
+func FailCommandCode(t testing.TB, st *mongostore.Store, coll string, mode any, code int32, commands ...string) {
 	t.Helper()
 	failCommand(t, st, coll, mode, bson.D{{Key: "errorCode", Value: code}}, commands)
 }
@@ -91,7 +91,7 @@ func FailCommandCode(t testing.TB, st *store.Store, coll string, mode any, code 
 // commands run, and their reply is then replaced by a top-level error with
 // code (the emulator's data.errorCodeAfterRun), e.g. 262 for a write that
 // committed while its deadline expired.
-func FailCommandCodeAfterRun(t testing.TB, st *store.Store, coll string, mode any, code int32, commands ...string) {
+func FailCommandCodeAfterRun(t testing.TB, st *mongostore.Store, coll string, mode any, code int32, commands ...string) {
 	t.Helper()
 	failCommand(t, st, coll, mode, bson.D{{Key: "errorCodeAfterRun", Value: code}}, commands)
 }
@@ -99,7 +99,7 @@ func FailCommandCodeAfterRun(t testing.TB, st *store.Store, coll string, mode an
 // FailCommandAfterWrite is FailCommand for the other half of a lost answer:
 // matching writes land, and then their reply carries a write concern
 // error, so the caller sees a failure for a write that happened.
-func FailCommandAfterWrite(t testing.TB, st *store.Store, coll string, mode any, commands ...string) {
+func FailCommandAfterWrite(t testing.TB, st *mongostore.Store, coll string, mode any, commands ...string) {
 	t.Helper()
 	failCommand(t, st, coll, mode, bson.D{{Key: "writeConcernError", Value: bson.D{
 		{Key: "code", Value: 64}, {Key: "errmsg", Value: "waiting for replication timed out (emulator fail point)"}}}}, commands)
@@ -108,12 +108,12 @@ func FailCommandAfterWrite(t testing.TB, st *store.Store, coll string, mode any,
 // FailCommandDrop is FailCommand for a dropped connection: the emulator
 // closes the connection instead of answering matching commands, which
 // apply nothing, and the caller sees a network error.
-func FailCommandDrop(t testing.TB, st *store.Store, coll string, mode any, commands ...string) {
+func FailCommandDrop(t testing.TB, st *mongostore.Store, coll string, mode any, commands ...string) {
 	t.Helper()
 	failCommand(t, st, coll, mode, bson.D{{Key: "closeConnection", Value: true}}, commands)
 }
 
-func failCommand(t testing.TB, st *store.Store, coll string, mode any, how bson.D, commands []string) {
+func failCommand(t testing.TB, st *mongostore.Store, coll string, mode any, how bson.D, commands []string) {
 	t.Helper()
 	names := bson.A{}
 	for _, c := range commands {
@@ -127,7 +127,7 @@ func failCommand(t testing.TB, st *store.Store, coll string, mode any, how bson.
 }
 
 // FailCommandOff turns the fail point off before the test ends.
-func FailCommandOff(t testing.TB, st *store.Store) {
+func FailCommandOff(t testing.TB, st *mongostore.Store) {
 	t.Helper()
 	if err := configureFailPoint(st, "off", nil); err != nil {
 		t.Fatalf("emutest: turn failCommand off: %v", err)
@@ -136,7 +136,7 @@ func FailCommandOff(t testing.TB, st *store.Store) {
 
 // configureFailPoint sends configureFailPoint for failCommand to the
 // emulator behind st; data is omitted when nil (mode "off").
-func configureFailPoint(st *store.Store, mode any, data bson.D) error {
+func configureFailPoint(st *mongostore.Store, mode any, data bson.D) error {
 	cmd := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: mode}}
 	if data != nil {
 		cmd = append(cmd, bson.E{Key: "data", Value: data})

@@ -24,10 +24,8 @@ import (
 	"github.com/baton-cron/baton/emulator/tasks"
 	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/config"
-	"github.com/baton-cron/baton/shared/gpu"
 	"github.com/baton-cron/baton/shared/httpapi"
-	tick "github.com/baton-cron/baton/shared/scheduler"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 	"github.com/baton-cron/baton/shared/taskqueue"
 )
 
@@ -133,7 +131,7 @@ type Stack struct {
 
 	mongo   *mongo.Server
 	gcs     *gcs.Server
-	store   *store.Store
+	store   *mongostore.Store
 	storage *storage.Client
 	http    *http.Server
 	served  chan error
@@ -202,11 +200,11 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
-	if s.store, err = store.Open(ctx, s.MongoURI, store.Options{Database: cfg.Database, PageKey: pageSecret}); err != nil {
+	if s.store, err = mongostore.Open(ctx, s.MongoURI, mongostore.Options{Database: cfg.Database, PageKey: pageSecret}); err != nil {
 		return nil, fmt.Errorf("stack: open store: %w", err)
 	}
 	// In the cloud Terraform declares these; locally the stack creates them.
-	if err := s.store.EnsureIndexes(ctx, append(append([]store.Index{}, tick.Indexes...), gpu.Indexes...)...); err != nil {
+	if err := s.store.EnsureIndexes(ctx, mongostore.Indexes()...); err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 

@@ -1,7 +1,6 @@
 package stack_test
 
 import (
-	"cloud.google.com/go/storage"
 	"context"
 	"errors"
 	"fmt"
@@ -12,12 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/storage"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/baton-cron/baton/emulator/scheduler"
 	"github.com/baton-cron/baton/emulator/stack"
-	tick "github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 func start(t *testing.T, cfg stack.Config) *stack.Stack {
@@ -266,7 +267,7 @@ func TestStartCreatesTheSchedulerIndexes(t *testing.T) {
 	s := start(t, stack.Config{Tick: -1})
 	defer closeStack(t, s)
 	ctx := context.Background()
-	for _, ix := range tick.Indexes {
+	for _, ix := range mongostore.SchedulerIndexes {
 		cur, err := s.Deps.Store.Database().Collection(ix.Collection).Indexes().List(ctx)
 		if err != nil {
 			t.Fatal(err)

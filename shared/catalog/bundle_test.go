@@ -18,7 +18,7 @@ import (
 	"github.com/baton-cron/baton/shared/catalog"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/schedule"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 const testToken = "test-token"
@@ -39,7 +39,7 @@ func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 type recordingTriggerer struct {
 	mu    sync.Mutex
 	calls []string
-	runs  *store.Collection
+	runs  *mongostore.Collection
 	now   func() time.Time
 }
 
@@ -56,7 +56,7 @@ func (r *recordingTriggerer) Trigger(ctx context.Context, id string) (*schedule.
 }
 
 type testBundle struct {
-	st    *store.Store
+	st    *mongostore.Store
 	svc   *catalog.Service
 	srv   *httptest.Server
 	clock *clock

@@ -15,6 +15,7 @@ import (
 
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // Triggerer starts a manual run of a schedule now. The scheduler's Engine
@@ -41,13 +42,13 @@ type Options struct {
 // Service is the schedule catalog over a store. It is safe for concurrent
 // use.
 type Service struct {
-	schedules *store.Collection
-	runs      *store.Collection
+	schedules *mongostore.Collection
+	runs      *mongostore.Collection
 	opts      Options
 }
 
 // New returns a Service on st.
-func New(st *store.Store, o Options) *Service {
+func New(st *mongostore.Store, o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -207,15 +208,15 @@ func (s *Service) Get(ctx context.Context, id string) (*schedule.Schedule, error
 	return &sc, nil
 }
 
-func pageQuery(o ListOptions) (store.PageQuery, error) {
+func pageQuery(o ListOptions) (mongostore.PageQuery, error) {
 	switch {
 	case o.PageSize == 0:
 		o.PageSize = DefaultPageSize
 	case o.PageSize < 0 || o.PageSize > MaxPageSize:
-		return store.PageQuery{}, &schedule.FieldError{Field: "pageSize", Reason: fmt.Sprintf("must be between 1 and %d, not %d", MaxPageSize, o.PageSize)}
+		return mongostore.PageQuery{}, &schedule.FieldError{Field: "pageSize", Reason: fmt.Sprintf("must be between 1 and %d, not %d", MaxPageSize, o.PageSize)}
 	}
 	// Every id is a string: a token carrying anything else was not ours.
-	return store.PageQuery{Limit: o.PageSize, Token: o.PageToken, IDType: bson.TypeString}, nil
+	return mongostore.PageQuery{Limit: o.PageSize, Token: o.PageToken, IDType: bson.TypeString}, nil
 }
 
 func pageError(op string, err error) error {

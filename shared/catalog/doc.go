@@ -29,7 +29,7 @@
 // Schedules are listed by _id, and runs newest first by (fireTime, _id),
 // both with store.Page's keyset cursor, never skip: a page of n costs n
 // document reads however deep it is. Page tokens are opaque to callers.
-// The runs query is served by the "history" index in scheduler.Indexes,
+// The runs query is served by the "history" index in mongostore.SchedulerIndexes,
 // and the schedule list by its "list" index on _id: Firestore indexes
 // nothing, not even _id, unless told to.
 package catalog

@@ -14,7 +14,7 @@ import (
 
 	"github.com/baton-cron/baton/shared/catalog"
 	"github.com/baton-cron/baton/shared/schedule"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 func TestCreateGetDelete(t *testing.T) {
@@ -450,7 +450,7 @@ func TestListPagination(t *testing.T) {
 	// skipped documents, so deep pages cost more and more.
 	for i := range pages {
 		var docs []schedule.Schedule
-		if err := b.st.Collection(schedule.SchedulesCollection).PageSkip(ctx, store.PageQuery{Limit: size}, i, &docs); err != nil {
+		if err := b.st.Collection(schedule.SchedulesCollection).PageSkip(ctx, mongostore.PageQuery{Limit: size}, i, &docs); err != nil {
 			t.Fatal(err)
 		}
 	}

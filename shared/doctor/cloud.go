@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/baton-cron/baton/shared/schedule"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // leasePrefix is where leases live in the bucket (functions.LeasePrefix,
@@ -228,7 +228,7 @@ func cloudIndexes(ctx context.Context, cl *admin.FirestoreAdminClient, c CloudCo
 // with __name__ (the document name, its own tie-breaker), which the code
 // does not declare, so a trailing __name__ is ignored. Of several matches the
 // READY one wins, so that a stray duplicate does not hide a good index.
-func matchIndex(listed []*adminpb.Index, ix store.Index) *adminpb.Index {
+func matchIndex(listed []*adminpb.Index, ix mongostore.Index) *adminpb.Index {
 	want := fields(ix)
 	var best *adminpb.Index
 	for _, got := range listed {
@@ -302,7 +302,7 @@ func (e *changeStreamRefused) Unwrap() error { return e.err }
 func openChangeStream(ctx context.Context, uri, database string) error {
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	st, err := store.Open(cctx, uri, store.Options{Database: database})
+	st, err := mongostore.Open(cctx, uri, mongostore.Options{Database: database})
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}

@@ -27,7 +27,7 @@ import (
 
 	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/functions"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 const (
@@ -117,7 +117,7 @@ func goodDatabase() *adminpb.Database {
 }
 
 // firestoreIndex is ix as the admin API lists it once Terraform made it.
-func firestoreIndex(ix store.Index, state adminpb.Index_State) *adminpb.Index {
+func firestoreIndex(ix mongostore.Index, state adminpb.Index_State) *adminpb.Index {
 	out := &adminpb.Index{
 		Name:       "projects/" + testProject + "/databases/" + testDB + "/collectionGroups/" + ix.Collection + "/indexes/CICAg" + ix.Name,
 		QueryScope: adminpb.Index_COLLECTION_GROUP,
@@ -288,7 +288,7 @@ func TestCloudMissingIndexFailsNamingIt(t *testing.T) {
 	}
 	// A near miss stays: the same shape and orders, another field. It is
 	// not the index the history query needs.
-	near := firestoreIndex(store.Index{Collection: "runs", Name: "near", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}}, adminpb.Index_READY)
+	near := firestoreIndex(mongostore.Index{Collection: "runs", Name: "near", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}}, adminpb.Index_READY)
 	w.admin.indexes["runs"] = append(kept, near)
 	rep := w.run(t)
 	if rep.OK {

@@ -10,8 +10,8 @@
 //     (cloud.google.com/go/firestore/apiv1/admin): Enterprise edition, the
 //     MongoDB-compatible data access mode on, the expected location, and
 //     point-in-time recovery (off is a WARN: Terraform may choose it);
-//   - every index the code declares (Needed: scheduler.Indexes and
-//     gpu.Indexes, the same list infra/terraform/firestore.tf declares),
+//   - every index the code declares (Needed: mongostore.SchedulerIndexes and
+//     mongostore.GPUIndexes, the same list infra/terraform/firestore.tf declares),
 //     present with the MongoDB-compatible API scope and READY. A CREATING
 //     index fails too: until it is READY, its queries are billed scans;
 //   - the change stream on schedules. The admin client this module pins has

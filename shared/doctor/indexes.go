@@ -4,17 +4,15 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/baton-cron/baton/shared/gpu"
-	"github.com/baton-cron/baton/shared/scheduler"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // Needed are the indexes baton's queries need: the packages' own lists, so
 // a new index in the code is checked without touching this package.
 // tests/terraform_test.go holds infra/terraform/firestore.tf to the same
 // lists.
-func Needed() []store.Index {
-	return append(append([]store.Index(nil), scheduler.Indexes...), gpu.Indexes...)
+func Needed() []mongostore.Index {
+	return mongostore.Indexes()
 }
 
 // field is one key of an index, as Firestore and Terraform spell it.
@@ -25,7 +23,7 @@ type field struct {
 
 // fields turns an index's keys into Firestore fields; a direction other than
 // 1 or -1 (which tests/terraform_test.go refuses) comes out as its value.
-func fields(ix store.Index) []field {
+func fields(ix mongostore.Index) []field {
 	out := make([]field, 0, len(ix.Keys))
 	for _, k := range ix.Keys {
 		out = append(out, field{Path: k.Key, Order: order(k.Value)})
@@ -61,17 +59,17 @@ func direction(v any) int64 {
 
 // indexName is how a result names an index: collection, the code's name,
 // and the keys, so the line can be matched to the code and to Terraform.
-func indexName(ix store.Index) string {
+func indexName(ix mongostore.Index) string {
 	return "index " + ix.Collection + "." + ix.Name
 }
 
-func keysText(ix store.Index) string {
+func keysText(ix mongostore.Index) string {
 	return "(" + strings.Join(keyParts(ix), ", ") + ")"
 }
 
 // keyParts spells each key of ix as "path ORDER", the form both the
 // report and firestore.tf's resource keys use.
-func keyParts(ix store.Index) []string {
+func keyParts(ix mongostore.Index) []string {
 	parts := make([]string, 0, len(ix.Keys))
 	for _, f := range fields(ix) {
 		parts = append(parts, f.Path+" "+f.Order)
@@ -81,13 +79,13 @@ func keyParts(ix store.Index) []string {
 
 // terraformAddress is the index's resource address in infra/terraform:
 // firestore.tf keys google_firestore_index.baton by this string.
-func terraformAddress(ix store.Index) string {
+func terraformAddress(ix mongostore.Index) string {
 	return fmt.Sprintf(`google_firestore_index.baton["%s(%s)"]`, ix.Collection, strings.Join(keyParts(ix), ","))
 }
 
 // createIndexFix is the Terraform step and the gcloud one that make a
 // missing index, with the flags firestore.tf uses.
-func createIndexFix(project, database string, ix store.Index) string {
+func createIndexFix(project, database string, ix mongostore.Index) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "terraform apply -target='%s' (infra/terraform), or: gcloud firestore indexes composite create --project=%s --database=%s --collection-group=%s --api-scope=mongodb-compatible-api --query-scope=collection-group --density=dense",
 		terraformAddress(ix), project, database, ix.Collection)

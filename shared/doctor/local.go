@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // LocalConfig names what `baton local` started: the values of the env file
@@ -60,7 +60,7 @@ func localMongo(ctx context.Context, c LocalConfig, r *Report) {
 		skipIndexes(r, "no database")
 		return
 	}
-	st, err := store.Open(ctx, c.MongoURI, store.Options{Database: c.Database, ConnectTimeout: 5 * time.Second})
+	st, err := mongostore.Open(ctx, c.MongoURI, mongostore.Options{Database: c.Database, ConnectTimeout: 5 * time.Second})
 	if err != nil {
 		r.fail(name, err.Error(), localHint)
 		skipIndexes(r, "the database did not answer")
@@ -97,7 +97,7 @@ func localMongo(ctx context.Context, c LocalConfig, r *Report) {
 
 // hasKeys reports whether one of the listed key documents is ix's keys, in
 // order, whatever number type the server wrote the directions in.
-func hasKeys(listed []bson.Raw, ix store.Index) bool {
+func hasKeys(listed []bson.Raw, ix mongostore.Index) bool {
 	for _, raw := range listed {
 		elems, err := raw.Elements()
 		if err != nil || len(elems) != len(ix.Keys) {
@@ -128,7 +128,7 @@ func rawDirection(v bson.RawValue) int64 {
 }
 
 // mongoKeys writes an index's keys as a mongosh document.
-func mongoKeys(ix store.Index) string {
+func mongoKeys(ix mongostore.Index) string {
 	parts := make([]string, 0, len(ix.Keys))
 	for _, k := range ix.Keys {
 		parts = append(parts, fmt.Sprintf("%s: %d", k.Key, direction(k.Value)))

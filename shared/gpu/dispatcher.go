@@ -22,6 +22,7 @@ import (
 
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // Defaults for Config.
@@ -34,7 +35,7 @@ const (
 // Config configures a Dispatcher.
 type Config struct {
 	// Store holds gpu_jobs and gpu_slots. Required.
-	Store *store.Store
+	Store *mongostore.Store
 	// Pool lists the workers (see ParsePool).
 	Pool Pool
 	// HTTPClient posts /run to workers; nil means a client with RunTimeout.
@@ -64,8 +65,8 @@ type Config struct {
 // database: every state change is a conditional update.
 type Dispatcher struct {
 	cfg   Config
-	jobs  *store.Collection
-	slots *store.Collection
+	jobs  *mongostore.Collection
+	slots *mongostore.Collection
 	ids   []string
 	urls  map[string]string // slot id → worker URL
 

@@ -20,7 +20,7 @@ import (
 	"github.com/baton-cron/baton/shared/gpu"
 	"github.com/baton-cron/baton/shared/gpu/worker"
 	"github.com/baton-cron/baton/shared/httpapi"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 const testToken = "test-token"
@@ -76,7 +76,7 @@ type bundle struct {
 	workers []*testWorker
 	bucket  *storage.BucketHandle
 	dir     string // scratch directory for gate files
-	st      *store.Store
+	st      *mongostore.Store
 }
 
 type setupOpts struct {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/schedule"
-	"github.com/baton-cron/baton/shared/store"
 )
 
 // Collections.
@@ -232,15 +231,6 @@ func (r *EnqueueRequest) normalize() error {
 		return httpapi.BadRequest("timeout", "must be from %s to %s, not %s", MinTimeout, MaxTimeout, r.Timeout)
 	}
 	return nil
-}
-
-// Indexes are the indexes the dispatcher's queries need.
-var Indexes = []store.Index{
-	{Collection: JobsCollection, Name: "queue", Keys: bson.D{{Key: "status", Value: 1}, {Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}},
-	{Collection: JobsCollection, Name: "leases", Keys: bson.D{{Key: "status", Value: 1}, {Key: "leaseUntil", Value: 1}}},
-	{Collection: JobsCollection, Name: "list", Keys: bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
-	{Collection: JobsCollection, Name: "list_status", Keys: bson.D{{Key: "status", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
-	{Collection: SlotsCollection, Name: "claim", Keys: bson.D{{Key: "leaseUntil", Value: 1}, {Key: "_id", Value: 1}}},
 }
 
 // JobPage is one page of GET /gpu/jobs. NextPageToken continues the list;

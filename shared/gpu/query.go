@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // Get reads one job, or returns ErrNotFound.
@@ -45,7 +46,7 @@ func (d *Dispatcher) List(ctx context.Context, q ListQuery) (jobs []Job, next st
 	if q.PageSize < 0 || q.PageSize > 1000 {
 		return nil, "", httpapi.BadRequest("pageSize", "must be from 1 to 1000, not %d", q.PageSize)
 	}
-	p, err := d.jobs.Page(ctx, store.PageQuery{Filter: filter, SortField: "createdAt", SortType: bson.TypeDateTime, IDType: bson.TypeString, Desc: true, Limit: q.PageSize, Token: q.PageToken}, &jobs)
+	p, err := d.jobs.Page(ctx, mongostore.PageQuery{Filter: filter, SortField: "createdAt", SortType: bson.TypeDateTime, IDType: bson.TypeString, Desc: true, Limit: q.PageSize, Token: q.PageToken}, &jobs)
 	if errors.Is(err, store.ErrBadPageToken) {
 		return nil, "", httpapi.BadRequest("pageToken", "is not a token from this listing; start without it")
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // recDispatcher records the tasks it is given. block, when set, runs inside
@@ -126,7 +127,7 @@ func attackSetup(t *testing.T, d *recDispatcher) *attackRig {
 	t.Helper()
 	s := emutest.Store(t)
 	client, bucket := emutest.GCS(t)
-	if err := s.EnsureIndexes(context.Background(), scheduler.Indexes...); err != nil {
+	if err := s.EnsureIndexes(context.Background(), mongostore.SchedulerIndexes...); err != nil {
 		t.Fatal(err)
 	}
 	m := lease.NewManager(client.Bucket(bucket), "leases/", lease.Options{Holder: "test-" + t.Name()})

@@ -12,12 +12,12 @@ import (
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // benchSchedules inserts total schedules, of which due are due at now, with
 // raw InsertMany (setup only).
-func benchSchedules(b *testing.B, s *store.Store, total, due int, overlap schedule.Overlap, now time.Time) {
+func benchSchedules(b *testing.B, s *mongostore.Store, total, due int, overlap schedule.Overlap, now time.Time) {
 	b.Helper()
 	every := max(total/due, 1)
 	var docs []any
@@ -41,10 +41,10 @@ func benchSchedules(b *testing.B, s *store.Store, total, due int, overlap schedu
 	}
 }
 
-func benchEngine(b *testing.B, total, due int, overlap schedule.Overlap) (*store.Store, *scheduler.Engine) {
+func benchEngine(b *testing.B, total, due int, overlap schedule.Overlap) (*mongostore.Store, *scheduler.Engine) {
 	s := emutest.Store(b)
 	client, bucket := emutest.GCS(b)
-	if err := s.EnsureIndexes(context.Background(), scheduler.Indexes...); err != nil {
+	if err := s.EnsureIndexes(context.Background(), mongostore.SchedulerIndexes...); err != nil {
 		b.Fatal(err)
 	}
 	now := time.Date(2026, 3, 2, 9, 0, 10, 0, time.UTC)
@@ -73,7 +73,7 @@ func BenchmarkTickReads(b *testing.B) {
 		}
 		b.StopTimer()
 		s.Meter().Reset()
-		q := store.PageQuery{SortField: "nextRunAt", Limit: 100}
+		q := mongostore.PageQuery{SortField: "nextRunAt", Limit: 100}
 		for page := 0; ; page++ {
 			var docs []bson.Raw
 			if err := s.Collection(schedule.SchedulesCollection).PageSkip(context.Background(), q, page, &docs); err != nil {

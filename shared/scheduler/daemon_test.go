@@ -13,7 +13,7 @@ import (
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // daemonUnder is one daemon process: its own lease holder and engine on the
@@ -26,7 +26,7 @@ type daemonUnder struct {
 	lose   chan error
 }
 
-func startDaemon(t *testing.T, s *store.Store, bucket *lease.Manager, mod func(*scheduler.DaemonConfig)) *daemonUnder {
+func startDaemon(t *testing.T, s *mongostore.Store, bucket *lease.Manager, mod func(*scheduler.DaemonConfig)) *daemonUnder {
 	t.Helper()
 	e, err := scheduler.New(scheduler.Config{Store: s, Leases: bucket, TickLeaseTTL: 3 * time.Second})
 	if err != nil {
@@ -68,7 +68,7 @@ func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
-func insertNow(t *testing.T, s *store.Store, sc schedule.Schedule) {
+func insertNow(t *testing.T, s *mongostore.Store, sc schedule.Schedule) {
 	t.Helper()
 	if err := sc.Normalize(schedule.ValidateOptions{Builtins: scheduler.Builtins()}); err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func insertNow(t *testing.T, s *store.Store, sc schedule.Schedule) {
 func TestDaemonTakeover(t *testing.T) {
 	s := emutest.Store(t)
 	client, bucket := emutest.GCS(t)
-	if err := s.EnsureIndexes(context.Background(), scheduler.Indexes...); err != nil {
+	if err := s.EnsureIndexes(context.Background(), mongostore.SchedulerIndexes...); err != nil {
 		t.Fatal(err)
 	}
 	mgr := func(holder string) *lease.Manager {
@@ -185,7 +185,7 @@ func TestDaemonTakeover(t *testing.T) {
 func TestDaemonPicksUpEdits(t *testing.T) {
 	s := emutest.Store(t)
 	client, bucket := emutest.GCS(t)
-	if err := s.EnsureIndexes(context.Background(), scheduler.Indexes...); err != nil {
+	if err := s.EnsureIndexes(context.Background(), mongostore.SchedulerIndexes...); err != nil {
 		t.Fatal(err)
 	}
 	key, g := newGate(t, 0)
@@ -226,7 +226,7 @@ func TestDaemonPicksUpEdits(t *testing.T) {
 func TestDaemonSlowRunDelaysNoTick(t *testing.T) {
 	s := emutest.Store(t)
 	client, bucket := emutest.GCS(t)
-	if err := s.EnsureIndexes(context.Background(), scheduler.Indexes...); err != nil {
+	if err := s.EnsureIndexes(context.Background(), mongostore.SchedulerIndexes...); err != nil {
 		t.Fatal(err)
 	}
 	slowKey, slow := newGate(t, 1<<30) // blocks until the test ends

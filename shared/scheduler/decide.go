@@ -13,6 +13,7 @@ import (
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // runDoc is a run document as the scheduler writes it: the model's Run plus
@@ -74,7 +75,7 @@ func (e *Engine) pendingRun(scheduleID string, fireTime time.Time, source schedu
 // claim executes a run, so that work is safe to start, and left alone it
 // would wait for the sweep until its reservation ends.
 func (e *Engine) decide(ctx context.Context, l *lease.Lease, now time.Time, c *counters) ([]*scheduleWork, error) {
-	q := store.PageQuery{
+	q := mongostore.PageQuery{
 		Filter: bson.D{
 			{Key: "enabled", Value: true},
 			{Key: "nextRunAt", Value: bson.D{{Key: "$lte", Value: now}}},

@@ -17,6 +17,7 @@ import (
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // TickLease is the name of the lease that covers deciding (object
@@ -56,7 +57,7 @@ type GPU interface {
 // Config configures an Engine.
 type Config struct {
 	// Store is the database. Required.
-	Store *store.Store
+	Store *mongostore.Store
 	// Leases makes the tick lease and the job leases. Required.
 	Leases *lease.Manager
 	// Now is the clock used for decisions and run timestamps; nil means
@@ -115,8 +116,8 @@ type Engine struct {
 	cfg       Config
 	now       func() time.Time
 	log       *slog.Logger
-	schedules *store.Collection
-	runs      *store.Collection
+	schedules *mongostore.Collection
+	runs      *mongostore.Collection
 	http      *http.Client
 	idClients sync.Map // audience → *http.Client
 
@@ -187,38 +188,6 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.http = guardClient(e.http, cfg.AllowedTargets, cfg.LookupIP)
 	return e, nil
-}
-
-// Indexes are the indexes the scheduler's queries need. EnsureIndexes them
-// locally; Terraform declares the same ones.
-var Indexes = []store.Index{
-	// The due query: {enabled: true, nextRunAt <= now} sorted by (nextRunAt, _id).
-	{Collection: schedule.SchedulesCollection, Name: "due", Keys: bson.D{{Key: "enabled", Value: 1}, {Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}},
-	// The schedule list (catalog.List): keyset on _id alone. MongoDB
-	// indexes _id by itself; Firestore with MongoDB compatibility does not
-	// (it only keeps _id unique), and without this index every page is a
-	// scan billed for every schedule. Here and locally, creating it is a
-	// no-op over the built-in _id index.
-	{Collection: schedule.SchedulesCollection, Name: "list", Keys: bson.D{{Key: "_id", Value: 1}}},
-	// The daemon's edit poll: keyset on (updatedAt, _id).
-	{Collection: schedule.SchedulesCollection, Name: "updated", Keys: bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},
-	// Run history and the latest-run lookups, newest first.
-	{Collection: schedule.RunsCollection, Name: "history", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}},
-	// The sweeps: pending runs that are due or orphaned, running runs whose
-	// heartbeat expired. sweepAt is when the sweeper should look at a run.
-	{Collection: schedule.RunsCollection, Name: "sweep", Keys: bson.D{{Key: "status", Value: 1}, {Key: "sweepAt", Value: 1}}},
-	// The recovery sweep's check for a live sibling: a running run decided
-	// by the same tick (same createdAt) as a pending one.
-	{Collection: schedule.RunsCollection, Name: "siblings", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "status", Value: 1}, {Key: "createdAt", Value: 1}, {Key: "sweepAt", Value: -1}}},
-	// The job lease holder's look for retries that waited for it
-	// (drainWaiting), oldest fire first.
-	{Collection: schedule.RunsCollection, Name: "waiting", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "status", Value: 1}, {Key: "waiting", Value: 1}, {Key: "fireTime", Value: 1}}},
-	// The stranded-misfire sweep: schedules whose misfire flag is set.
-	{Collection: schedule.SchedulesCollection, Name: "misfire", Keys: bson.D{{Key: "misfire", Value: 1}}},
-	// EpochFloor: the highest fence a lease wrote, read when its object
-	// is missing.
-	{Collection: schedule.SchedulesCollection, Name: "fence", Keys: bson.D{{Key: "fence", Value: -1}}},
-	{Collection: schedule.RunsCollection, Name: "fence", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "fence", Value: -1}}},
 }
 
 // Summary is what a tick did. It is the Tick function's JSON answer.

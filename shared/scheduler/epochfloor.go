@@ -11,6 +11,7 @@ import (
 
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // EpochFloor is the lease.Options.EpochFloor of the scheduler's leases: the
@@ -22,10 +23,10 @@ import (
 // It is asked only when a lease object is missing, so it costs nothing in
 // steady state: one or two indexed reads (the "fence" indexes in Indexes)
 // after a lease store forgot.
-func EpochFloor(s *store.Store) func(ctx context.Context, name string) (int64, error) {
+func EpochFloor(s *mongostore.Store) func(ctx context.Context, name string) (int64, error) {
 	schedules := s.Collection(schedule.SchedulesCollection)
 	runs := s.Collection(schedule.RunsCollection)
-	highest := func(ctx context.Context, c *store.Collection, filter bson.D, field string) (int64, error) {
+	highest := func(ctx context.Context, c *mongostore.Collection, filter bson.D, field string) (int64, error) {
 		var doc bson.M
 		err := c.FindOne(ctx, filter, &doc, options.FindOne().SetSort(bson.D{{Key: field, Value: -1}}).SetProjection(bson.D{{Key: field, Value: 1}}))
 		if errors.Is(err, store.ErrNotFound) {

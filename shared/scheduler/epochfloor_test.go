@@ -9,6 +9,7 @@ import (
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // TestLeaseResetDoesNotStallFencedWrites: the lease objects are deleted
@@ -23,7 +24,7 @@ func TestLeaseResetDoesNotStallFencedWrites(t *testing.T) {
 	s := emutest.Store(t)
 	client, bucket := emutest.GCS(t)
 	ctx := context.Background()
-	if err := s.EnsureIndexes(ctx, scheduler.Indexes...); err != nil {
+	if err := s.EnsureIndexes(ctx, mongostore.SchedulerIndexes...); err != nil {
 		t.Fatal(err)
 	}
 	m := lease.NewManager(client.Bucket(bucket), "leases/", lease.Options{Holder: "h", EpochFloor: scheduler.EpochFloor(s)})

@@ -15,7 +15,7 @@ import (
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // clock is an injected, settable clock for decisions. Lease expiry is
@@ -125,7 +125,7 @@ func (g *gate) waitStarted(t *testing.T) int64 {
 }
 
 type bundle struct {
-	store  *store.Store
+	store  *mongostore.Store
 	leases *lease.Manager
 	clock  *clock
 	eng    *scheduler.Engine
@@ -138,7 +138,7 @@ func setup(t *testing.T, mod ...func(*scheduler.Config)) *bundle {
 	t.Helper()
 	s := emutest.Store(t)
 	client, bucket := emutest.GCS(t)
-	if err := s.EnsureIndexes(context.Background(), scheduler.Indexes...); err != nil {
+	if err := s.EnsureIndexes(context.Background(), mongostore.SchedulerIndexes...); err != nil {
 		t.Fatal(err)
 	}
 	m := lease.NewManager(client.Bucket(bucket), "leases/", lease.Options{Holder: "test-" + t.Name()})

@@ -13,7 +13,7 @@ import (
 	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // TestOutcomeWriteFaultRunsTheTargetOnce: the target answered, and then the
@@ -26,15 +26,15 @@ import (
 func TestOutcomeWriteFaultRunsTheTargetOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		arm  func(t *testing.T, st *store.Store)
+		arm  func(t *testing.T, st *mongostore.Store)
 	}{
-		{"refused", func(t *testing.T, st *store.Store) {
+		{"refused", func(t *testing.T, st *mongostore.Store) {
 			emutest.FailCommand(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")
 		}},
-		{"dropped connection", func(t *testing.T, st *store.Store) {
+		{"dropped connection", func(t *testing.T, st *mongostore.Store) {
 			emutest.FailCommandDrop(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")
 		}},
-		{"landed, answered an error", func(t *testing.T, st *store.Store) {
+		{"landed, answered an error", func(t *testing.T, st *mongostore.Store) {
 			emutest.FailCommandAfterWrite(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")
 		}},
 	} {
@@ -80,12 +80,12 @@ func TestOutcomeWriteFaultRunsTheTargetOnce(t *testing.T) {
 func TestOwedRetryIsRecordedBySweep(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		arm  func(t *testing.T, st *store.Store)
+		arm  func(t *testing.T, st *mongostore.Store)
 	}{
-		{"refused", func(t *testing.T, st *store.Store) {
+		{"refused", func(t *testing.T, st *mongostore.Store) {
 			emutest.FailCommand(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "insert")
 		}},
-		{"dropped connection", func(t *testing.T, st *store.Store) {
+		{"dropped connection", func(t *testing.T, st *mongostore.Store) {
 			emutest.FailCommandDrop(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "insert")
 		}},
 	} {
@@ -132,24 +132,24 @@ func TestOwedRetryIsRecordedBySweep(t *testing.T) {
 func TestClaimWhoseAnswerWasLost(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		arm     func(t *testing.T, st *store.Store)
+		arm     func(t *testing.T, st *mongostore.Store)
 		retried bool // Execute asks for another delivery
 	}{
-		{"landed, answered an error", func(t *testing.T, st *store.Store) {
+		{"landed, answered an error", func(t *testing.T, st *mongostore.Store) {
 			emutest.FailCommandAfterWrite(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")
 		}, false},
 		// Firestore's shape of the lost answer: DeadlineExceeded for a
 		// claim that committed. The store does not retry it (the retry
 		// would miss its own condition and say "conflict"), and the
 		// executor reads the claim back.
-		{"landed, answered DeadlineExceeded", func(t *testing.T, st *store.Store) {
+		{"landed, answered DeadlineExceeded", func(t *testing.T, st *mongostore.Store) {
 			emutest.FailCommandCodeAfterRun(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, 262, "update")
 		}, false},
 		// Aborted: not applied; the store retries it and the claim lands.
-		{"Aborted, retried", func(t *testing.T, st *store.Store) {
+		{"Aborted, retried", func(t *testing.T, st *mongostore.Store) {
 			emutest.FailCommandCode(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, 112, "update")
 		}, false},
-		{"dropped connection, not applied", func(t *testing.T, st *store.Store) {
+		{"dropped connection, not applied", func(t *testing.T, st *mongostore.Store) {
 			emutest.FailCommandDrop(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")
 		}, true},
 	} {

@@ -25,6 +25,7 @@ import (
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // twoTicks is a stale engine and a live one on one database and bucket.
@@ -36,7 +37,7 @@ func newTwoTicks(t *testing.T, stale, live func(*scheduler.Config)) *twoTicks {
 	t.Helper()
 	s := emutest.Store(t)
 	client, bucket := emutest.GCS(t)
-	if err := s.EnsureIndexes(context.Background(), scheduler.Indexes...); err != nil {
+	if err := s.EnsureIndexes(context.Background(), mongostore.SchedulerIndexes...); err != nil {
 		t.Fatal(err)
 	}
 	mk := func(holder string, mod func(*scheduler.Config)) *bundle {
@@ -191,7 +192,7 @@ func TestPausedTickStopsAtItsLeaseDeadline(t *testing.T) {
 	t.Parallel()
 	s := emutest.Store(t)
 	_, bucket := emutest.GCS(t)
-	if err := s.EnsureIndexes(context.Background(), scheduler.Indexes...); err != nil {
+	if err := s.EnsureIndexes(context.Background(), mongostore.SchedulerIndexes...); err != nil {
 		t.Fatal(err)
 	}
 	rt := &stalledRenews{base: http.DefaultTransport, release: make(chan struct{})}

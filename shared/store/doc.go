@@ -1,38 +1,20 @@
-// Package store is baton's data layer over Firestore with MongoDB
-// compatibility, on go.mongodb.org/mongo-driver/v2.
+// Package store is the contract between baton's domain packages and its
+// database: the domain-shaped interfaces (Backend and its views Schedules,
+// Runs, Catalog and GPU), the fencing token (Fence), the Meter that counts
+// documents read and written, and the errors every implementation returns
+// (ErrNotFound, ErrConflict, ErrStaleFence, ErrUnknownOutcome,
+// ErrBadPageToken), each carrying an errcode.Code that the HTTP layer
+// answers by.
 //
-// Firestore does not support retryable writes, so Open insists on
-// retryWrites=false. With driver retries off, an application retry must not
-// duplicate anything, so the package offers only idempotent writes:
+// The domain packages (shared/scheduler, shared/gpu, shared/catalog) import
+// this package and never a database driver. Fencing and idempotency are the
+// implementation's: each rule is written once, inside the method that
+// needs it, and documented on the interface, including what the method
+// guarantees when its write landed but the answer was lost.
 //
-//   - InsertIdempotent takes a deterministic _id and treats a duplicate key as
-//     "already done", and, not relying on that one code, reads the _id back
-//     after any other error: a document of the same kind there is "already
-//     done" too;
-//   - UpdateOne, FindOneAndUpdate and DeleteOne are conditional, and return
-//     ErrConflict when the condition no longer holds;
-//   - FencedUpdate adds a fencing-token condition (a lease epoch), and returns
-//     ErrStaleFence when a newer holder has written since; its filter must
-//     hold the document's _id, by which a refused write is re-read.
-//
-// Firestore answers Aborted (112, not applied) and DeadlineExceeded (262,
-// maybe applied) under contention. Every write is retried after 112, a
-// bounded few times with jittered backoff (retryWrite). After 262 only an
-// insert is retried, since its retry can only answer a duplicate; a
-// conditional write is not, because a retry of a write that landed would
-// miss its own condition and report ErrConflict for the caller's own
-// write. It returns ErrUnknownOutcome, which wraps neither ErrConflict nor
-// ErrStaleFence, as does any write that may have landed (a lost
-// connection, a write concern error). docs/emulators-mongo.md has the
-// whole table of codes.
-//
-// Firestore bills per document read, and skip(N) still reads the N documents
-// it skips, so lists page with a keyset cursor (Page) and every read is
-// counted by a Meter. PageSkip exists only as the baseline for benchmarks, and
-// meters the skipped documents as read.
-//
-// The guarantees above are pinned by one conformance suite,
-// shared/store/storetest, which every implementation must pass; it runs
-// against the emulator in make test, and against a real database named by
-// BATON_TEST_MONGO_URI (docs/deploy.md).
+// shared/store/mongostore implements the contract over the MongoDB API
+// (Firestore with MongoDB compatibility, and the embedded emulator).
+// shared/store/storetest is the conformance suite every implementation
+// must pass; it runs against the emulator in make test, and against a real
+// database named by BATON_TEST_MONGO_URI (docs/deploy.md).
 package store

@@ -20,13 +20,13 @@ import (
 	"github.com/baton-cron/baton/shared/gpu/worker"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/schedule"
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // Options describes one benchmark run.
 type Options struct {
 	// Store is an empty database for the busy-aware run. Required.
-	Store *store.Store
+	Store *mongostore.Store
 	// Jobs and Workers: the mix's size and the pool's (one slot each).
 	Jobs, Workers int
 	// Ideal is the target for Σd/K, the busy time per worker.

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // rounds is how many times each race is run: a lost compare-and-set
@@ -20,14 +21,14 @@ const rounds = 3
 // and two winners would mean two runs of one fire time.
 func (s *suite) compareAndSet(t *testing.T) {
 	t.Run("UpdateOne", func(t *testing.T) {
-		s.casRace(t, func(c *store.Collection, v int64, racer int) error {
+		s.casRace(t, func(c *mongostore.Collection, v int64, racer int) error {
 			return c.UpdateOne(t.Context(),
 				bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: v}},
 				set(bson.E{Key: "version", Value: v + 1}, bson.E{Key: "owner", Value: racer}))
 		})
 	})
 	t.Run("FindOneAndUpdate", func(t *testing.T) {
-		s.casRace(t, func(c *store.Collection, v int64, racer int) error {
+		s.casRace(t, func(c *mongostore.Collection, v int64, racer int) error {
 			var out doc
 			err := c.FindOneAndUpdate(t.Context(),
 				bson.D{{Key: "_id", Value: "x"}, {Key: "version", Value: v}},
@@ -44,7 +45,7 @@ func (s *suite) compareAndSet(t *testing.T) {
 // casRace runs rounds of Racers goroutines that each try to move document
 // x from version v to v+1 with write; exactly one may win each round, and
 // the stored document must be the winner's.
-func (s *suite) casRace(t *testing.T, write func(c *store.Collection, v int64, racer int) error) {
+func (s *suite) casRace(t *testing.T, write func(c *mongostore.Collection, v int64, racer int) error) {
 	_, c := s.coll(t)
 	insert(t, c, doc{ID: "x"})
 	for v := range int64(rounds) {

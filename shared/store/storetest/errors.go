@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // errorCodes: the sentinel errors callers branch on, and how they relate.
@@ -69,7 +70,7 @@ func (s *suite) errorCodes(t *testing.T) {
 // (docs/emulators-mongo.md, "Error codes").
 func (s *suite) faults(t *testing.T) {
 	// rig is a collection with document x, and the fault injector.
-	rig := func(t *testing.T) (*store.Collection, Faults) {
+	rig := func(t *testing.T) (*mongostore.Collection, Faults) {
 		t.Helper()
 		st, c := s.coll(t)
 		f := s.faultsFor(t, st)
@@ -80,17 +81,17 @@ func (s *suite) faults(t *testing.T) {
 	// applies, with the wire command it sends.
 	type write struct {
 		name, command string
-		do            func(t *testing.T, c *store.Collection) error
+		do            func(t *testing.T, c *mongostore.Collection) error
 	}
 	writes := []write{
-		{"UpdateOne", "update", func(t *testing.T, c *store.Collection) error {
+		{"UpdateOne", "update", func(t *testing.T, c *mongostore.Collection) error {
 			return c.UpdateOne(t.Context(), bson.D{{Key: "_id", Value: "x"}, {Key: "n", Value: 0}}, inc("n"))
 		}},
-		{"FindOneAndUpdate", "findAndModify", func(t *testing.T, c *store.Collection) error {
+		{"FindOneAndUpdate", "findAndModify", func(t *testing.T, c *mongostore.Collection) error {
 			var d doc
 			return c.FindOneAndUpdate(t.Context(), bson.D{{Key: "_id", Value: "x"}, {Key: "n", Value: 0}}, inc("n"), &d)
 		}},
-		{"FencedUpdate", "update", func(t *testing.T, c *store.Collection) error {
+		{"FencedUpdate", "update", func(t *testing.T, c *mongostore.Collection) error {
 			return c.FencedUpdate(t.Context(), bson.D{{Key: "_id", Value: "x"}, {Key: "n", Value: 0}}, store.Fence{Epoch: 1}, inc("n"))
 		}},
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // fence: FencedUpdate refuses a holder whose lease epoch is older than the
@@ -17,7 +18,7 @@ import (
 // caller of a stale write stops, the caller of a conflict re-reads.
 func (s *suite) fence(t *testing.T) {
 	// fenced is a collection with document x written under epoch 5.
-	fenced := func(t *testing.T) *store.Collection {
+	fenced := func(t *testing.T) *mongostore.Collection {
 		t.Helper()
 		_, c := s.coll(t)
 		insert(t, c, doc{ID: "x"})

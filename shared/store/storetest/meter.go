@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // meter: the Meter counts what Firestore bills, documents read, so that
@@ -42,11 +43,11 @@ func (s *suite) meter(t *testing.T) {
 	step("Find of all", 10, func() error { var ds []doc; return c.Find(t.Context(), bson.D{}, &ds) })
 	step("a Page of 4", 4, func() error {
 		var ds []doc
-		_, err := c.Page(t.Context(), store.PageQuery{Limit: 4}, &ds)
+		_, err := c.Page(t.Context(), mongostore.PageQuery{Limit: 4}, &ds)
 		return err
 	})
 	step("the last Page, of 2 after 8", 2, func() error {
-		q := store.PageQuery{Limit: 8}
+		q := mongostore.PageQuery{Limit: 8}
 		var ds []doc
 		p, err := c.Page(t.Context(), q, &ds)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // pdoc is a paged document; K is nil for a document without the sort key.
@@ -49,13 +49,13 @@ func (s *suite) page(t *testing.T) {
 
 // query is the page query of the cases: by k, typed, 5 or 7 a page so
 // that boundaries fall inside runs of equal keys.
-func query(desc bool, limit int) store.PageQuery {
-	return store.PageQuery{SortField: "k", SortType: bson.TypeInt64, IDType: bson.TypeString, Desc: desc, Limit: limit}
+func query(desc bool, limit int) mongostore.PageQuery {
+	return mongostore.PageQuery{SortField: "k", SortType: bson.TypeInt64, IDType: bson.TypeString, Desc: desc, Limit: limit}
 }
 
 // seedPages inserts n documents whose key takes three values, and nulls
 // documents without the key.
-func seedPages(t *testing.T, c *store.Collection, prefix string, n, nulls int) []pdoc {
+func seedPages(t *testing.T, c *mongostore.Collection, prefix string, n, nulls int) []pdoc {
 	t.Helper()
 	var docs []pdoc
 	for i := range n {

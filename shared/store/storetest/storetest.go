@@ -10,6 +10,7 @@ import (
 
 	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // Harness opens the stores the suite runs against. An implementation of
@@ -20,11 +21,11 @@ type Harness interface {
 	// start empty: a fresh database per call does that, and so does one
 	// database shared by a whole run, since each case uses collection
 	// names no other case uses.
-	Open(t *testing.T) *store.Store
+	Open(t *testing.T) *mongostore.Store
 	// Faults returns the fault injector for st, a store Open returned; or
 	// nil and the reason when this implementation cannot inject faults,
 	// which skips the cases that need it with that reason.
-	Faults(t *testing.T, st *store.Store) (Faults, string)
+	Faults(t *testing.T, st *mongostore.Store) (Faults, string)
 }
 
 // CollectionPrefixer is implemented by a harness whose stores share a
@@ -99,7 +100,7 @@ type suite struct {
 
 // coll opens a store for the case t and a collection on it named after
 // the case, so that cases sharing a database never share a collection.
-func (s *suite) coll(t *testing.T) (*store.Store, *store.Collection) {
+func (s *suite) coll(t *testing.T) (*mongostore.Store, *mongostore.Collection) {
 	t.Helper()
 	st := s.h.Open(t)
 	return st, st.Collection(s.collName(t))
@@ -122,7 +123,7 @@ func (s *suite) collName(t *testing.T) string {
 
 // faultsFor returns the injector for st, or skips t with the harness's
 // reason.
-func (s *suite) faultsFor(t *testing.T, st *store.Store) Faults {
+func (s *suite) faultsFor(t *testing.T, st *mongostore.Store) Faults {
 	t.Helper()
 	f, why := s.h.Faults(t, st)
 	if f == nil {
@@ -150,14 +151,14 @@ func inc(field string) bson.D {
 	return bson.D{{Key: "$inc", Value: bson.D{{Key: field, Value: 1}}}}
 }
 
-func insert(t *testing.T, c *store.Collection, d any) {
+func insert(t *testing.T, c *mongostore.Collection, d any) {
 	t.Helper()
 	if ok, err := c.InsertIdempotent(t.Context(), d); err != nil || !ok {
 		t.Fatalf("insert %+v = %v, %v; want true, nil", d, ok, err)
 	}
 }
 
-func get(t *testing.T, c *store.Collection, id string) doc {
+func get(t *testing.T, c *mongostore.Collection, id string) doc {
 	t.Helper()
 	var d doc
 	if err := c.Get(t.Context(), id, &d); err != nil {

@@ -1,4 +1,4 @@
-package store
+package mongostore
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/baton-cron/baton/shared/store"
 	"net/url"
 	"strings"
 	"time"
@@ -27,7 +28,7 @@ type Options struct {
 	// Database overrides the database named in the URI path.
 	Database string
 	// Meter receives read and write counts; nil makes a new one.
-	Meter *Meter
+	Meter *store.Meter
 	// PageKey signs page tokens, so that a token the caller edits or makes
 	// up is refused rather than read into a query. It must be secret, and
 	// at least MinPageKeyLen bytes: a public key (as baton once had) lets
@@ -39,19 +40,25 @@ type Options struct {
 	PageKey []byte
 	// ConnectTimeout bounds the initial ping; default 10s.
 	ConnectTimeout time.Duration
+	// CollectionPrefix begins the name of every collection the domain
+	// views (Schedules, Runs, Catalog, GPU) use. Empty in production; the
+	// conformance suite sets it to run in a shared database without
+	// touching baton's own collections.
+	CollectionPrefix string
 }
 
 // Store is a connected database handle. It is safe for concurrent use.
 type Store struct {
 	client  *mongo.Client
 	db      *mongo.Database
-	meter   *Meter
+	meter   *store.Meter
 	pageKey []byte
+	prefix  string
 }
 
 // NormalizeURI checks a connection string for Firestore compatibility. It
 // adds retryWrites=false when the URI says nothing, and refuses
-// retryWrites=true with ErrRetryableWrites. Everything else in the URI is
+// retryWrites=true with store.ErrRetryableWrites. Everything else in the URI is
 // kept byte for byte (a re-encoded query would mangle values such as
 // authMechanismProperties=ENVIRONMENT:gcp,TOKEN_RESOURCE:FIRESTORE), and
 // multi-host URIs, which net/url cannot parse, are accepted.
@@ -68,7 +75,7 @@ func NormalizeURI(uri string) (string, error) {
 		if strings.EqualFold(k, "retryWrites") {
 			for _, v := range vs {
 				if !strings.EqualFold(v, "false") {
-					return "", fmt.Errorf("store: open %s: %w", redact(uri), ErrRetryableWrites)
+					return "", fmt.Errorf("store: open %s: %w", redact(uri), store.ErrRetryableWrites)
 				}
 			}
 			return uri, nil
@@ -209,9 +216,9 @@ func Open(ctx context.Context, uri string, o Options) (*Store, error) {
 	}
 	m := o.Meter
 	if m == nil {
-		m = NewMeter()
+		m = store.NewMeter()
 	}
-	return &Store{client: client, db: client.Database(name), meter: m, pageKey: key}, nil
+	return &Store{client: client, db: client.Database(name), meter: m, pageKey: key, prefix: o.CollectionPrefix}, nil
 }
 
 // pageKey checks Options.PageKey, or draws a random one when it is empty.
@@ -238,7 +245,7 @@ func (s *Store) Close(ctx context.Context) error {
 }
 
 // Meter returns the store's meter of documents read and written.
-func (s *Store) Meter() *Meter { return s.meter }
+func (s *Store) Meter() *store.Meter { return s.meter }
 
 // Database returns the underlying database, for tests and benchmarks that
 // need a raw driver handle. Production code goes through Collection.
@@ -253,7 +260,7 @@ func (s *Store) Collection(name string) *Collection {
 type Collection struct {
 	c     *mongo.Collection
 	name  string
-	meter *Meter
+	meter *store.Meter
 	key   []byte
 }
 
@@ -279,7 +286,7 @@ func (c *Collection) op(name string) string { return c.name + "." + name }
 // answer was lost, or a twin's) and it returns false, nil. Callers must
 // therefore treat inserted == false as "it is there", never as "another
 // writer's". When the read-back fails too, the error wraps
-// ErrUnknownOutcome.
+// store.ErrUnknownOutcome.
 func (c *Collection) InsertIdempotent(ctx context.Context, doc any) (inserted bool, err error) {
 	err = retryWrite(ctx, true, func() error {
 		_, err := c.c.InsertOne(ctx, doc)
@@ -317,7 +324,7 @@ func (c *Collection) insertReadBack(ctx context.Context, doc any, insertErr erro
 		// strongly consistent), as far as a read can tell.
 		return false, c.writeError("insert into", insertErr)
 	case err != nil:
-		return false, fmt.Errorf("store: insert into %s: %w: %w; reading _id %v back failed too: %v", c.name, ErrUnknownOutcome, insertErr, id, err) //nolint:errorlint // the outcome is the insert's; wrapping the read's error too would let a read timeout change how retryWrite classifies it
+		return false, fmt.Errorf("store: insert into %s: %w: %w; reading _id %v back failed too: %v", c.name, store.ErrUnknownOutcome, insertErr, id, err) //nolint:errorlint // the outcome is the insert's; wrapping the read's error too would let a read timeout change how retryWrite classifies it
 	}
 	c.meter.Add(c.op("insertCheck"), 1)
 	if why, ok := sameKind(ours, stored); !ok {
@@ -326,17 +333,17 @@ func (c *Collection) insertReadBack(ctx context.Context, doc any, insertErr erro
 	return false, nil
 }
 
-// Get reads one document by _id into out. It returns ErrNotFound when absent.
+// Get reads one document by _id into out. It returns store.ErrNotFound when absent.
 func (c *Collection) Get(ctx context.Context, id any, out any) error {
 	return c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}, out)
 }
 
 // FindOne reads the first document matching filter into out, or returns
-// ErrNotFound.
+// store.ErrNotFound.
 func (c *Collection) FindOne(ctx context.Context, filter any, out any, opts ...options.Lister[options.FindOneOptions]) error {
 	err := c.c.FindOne(ctx, filter, opts...).Decode(out)
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		return fmt.Errorf("store: find in %s: %w", c.name, ErrNotFound)
+		return fmt.Errorf("store: find in %s: %w", c.name, store.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("store: find in %s: %w", c.name, err)
@@ -376,11 +383,11 @@ func (c *Collection) Count(ctx context.Context, filter any) (int64, error) {
 }
 
 // UpdateOne applies update to one document matching filter. When nothing
-// matches, the filter's condition no longer holds and it returns ErrConflict.
+// matches, the filter's condition no longer holds and it returns store.ErrConflict.
 //
 // A 112 (Aborted) is retried (writeAttempts in all); a write that may have
 // landed (262, 50, a lost connection) is not, and gives an error wrapping
-// ErrUnknownOutcome, never ErrConflict.
+// store.ErrUnknownOutcome, never store.ErrConflict.
 func (c *Collection) UpdateOne(ctx context.Context, filter, update any) error {
 	var res *mongo.UpdateResult
 	err := retryWrite(ctx, false, func() (err error) {
@@ -391,7 +398,7 @@ func (c *Collection) UpdateOne(ctx context.Context, filter, update any) error {
 		return c.writeError("update", err)
 	}
 	if res.MatchedCount == 0 {
-		return fmt.Errorf("store: update %s: %w", c.name, ErrConflict)
+		return fmt.Errorf("store: update %s: %w", c.name, store.ErrConflict)
 	}
 	// Matched, not only modified: each matched document was written to,
 	// even by an update that left its fields as they were.
@@ -401,7 +408,7 @@ func (c *Collection) UpdateOne(ctx context.Context, filter, update any) error {
 
 // FindOneAndUpdate atomically updates the first document matching filter
 // (in sort order, if opts set one) and decodes the document after the update
-// into out. When nothing matches it returns ErrConflict. Errors are
+// into out. When nothing matches it returns store.ErrConflict. Errors are
 // retried and reported as UpdateOne's.
 func (c *Collection) FindOneAndUpdate(ctx context.Context, filter, update any, out any, opts ...options.Lister[options.FindOneAndUpdateOptions]) error {
 	opts = append([]options.Lister[options.FindOneAndUpdateOptions]{options.FindOneAndUpdate().SetReturnDocument(options.After)}, opts...)
@@ -418,14 +425,14 @@ func (c *Collection) FindOneAndUpdate(ctx context.Context, filter, update any, o
 		return c.writeError("find-and-update", err)
 	}
 	if noDoc {
-		return fmt.Errorf("store: find-and-update %s: %w", c.name, ErrConflict)
+		return fmt.Errorf("store: find-and-update %s: %w", c.name, store.ErrConflict)
 	}
 	c.meter.Add(c.op("findAndModify"), 1)
 	c.meter.AddWrite(c.op("findAndModify"), 1)
 	return nil
 }
 
-// DeleteOne deletes one document matching filter, or returns ErrConflict.
+// DeleteOne deletes one document matching filter, or returns store.ErrConflict.
 // Errors are retried and reported as UpdateOne's.
 func (c *Collection) DeleteOne(ctx context.Context, filter any) error {
 	var res *mongo.DeleteResult
@@ -437,38 +444,18 @@ func (c *Collection) DeleteOne(ctx context.Context, filter any) error {
 		return c.writeError("delete from", err)
 	}
 	if res.DeletedCount == 0 {
-		return fmt.Errorf("store: delete from %s: %w", c.name, ErrConflict)
+		return fmt.Errorf("store: delete from %s: %w", c.name, store.ErrConflict)
 	}
 	c.meter.AddWrite(c.op("delete"), res.DeletedCount)
 	return nil
 }
 
-// DefaultFenceField is the document field that records the last fencing
-// token (lease epoch) that wrote the document.
-const DefaultFenceField = "fence"
-
-// Fence is a fencing token: the epoch of the lease under which a write is
-// made, and the document field that records it.
-type Fence struct {
-	// Field is the document field; empty means DefaultFenceField.
-	Field string
-	// Epoch is the lease epoch; it only goes up.
-	Epoch int64
-}
-
-func (f Fence) field() string {
-	if f.Field == "" {
-		return DefaultFenceField
-	}
-	return f.Field
-}
-
 // FencedUpdate applies update to the document matching filter only while the
 // document's stored fence is at most f.Epoch, and records f.Epoch as the new
 // fence. A holder that paused past its lease and woke after a newer holder
-// wrote gets ErrStaleFence; a filter that matches nothing while the stored
+// wrote gets store.ErrStaleFence; a filter that matches nothing while the stored
 // fence is not newer (an edit moved the condition, or the document is gone)
-// gets ErrConflict; when that check itself fails, the error wraps neither.
+// gets store.ErrConflict; when that check itself fails, the error wraps neither.
 // update must be a bson.D of update operators.
 //
 // filter must hold the document's _id at its top level: on a miss the
@@ -476,12 +463,12 @@ func (f Fence) field() string {
 // value the holder read, which the newer holder's own write has changed
 // too, so a re-read by the whole filter would find nothing and call every
 // stale write a conflict.
-func (c *Collection) FencedUpdate(ctx context.Context, filter bson.D, f Fence, update bson.D) error {
+func (c *Collection) FencedUpdate(ctx context.Context, filter bson.D, f store.Fence, update bson.D) error {
 	id, ok := idOf(filter)
 	if !ok {
 		return fmt.Errorf("store: fenced update %s: the filter must hold _id (the stale-fence check re-reads by it): %v", c.name, filter)
 	}
-	field := f.field()
+	field := fenceField(f)
 	fenced := bson.D{{Key: "$and", Value: bson.A{
 		filter,
 		bson.D{{Key: "$or", Value: bson.A{
@@ -512,7 +499,7 @@ func (c *Collection) FencedUpdate(ctx context.Context, filter bson.D, f Fence, u
 	err = c.c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc)
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
-		return fmt.Errorf("store: fenced update %s: %w", c.name, ErrConflict)
+		return fmt.Errorf("store: fenced update %s: %w", c.name, store.ErrConflict)
 	case err != nil:
 		// Not a conflict: the caller must not take an unknown for an
 		// edit that wins.
@@ -521,10 +508,10 @@ func (c *Collection) FencedUpdate(ctx context.Context, filter bson.D, f Fence, u
 	c.meter.Add(c.op("fenceCheck"), 1)
 	if v, lerr := doc.LookupErr(field); lerr == nil {
 		if stored, ok := v.AsInt64OK(); ok && stored > f.Epoch {
-			return fmt.Errorf("store: fenced update %s: stored fence %d > epoch %d: %w", c.name, stored, f.Epoch, ErrStaleFence)
+			return fmt.Errorf("store: fenced update %s: stored fence %d > epoch %d: %w", c.name, stored, f.Epoch, store.ErrStaleFence)
 		}
 	}
-	return fmt.Errorf("store: fenced update %s: %w", c.name, ErrConflict)
+	return fmt.Errorf("store: fenced update %s: %w", c.name, store.ErrConflict)
 }
 
 // idOf returns the value of filter's top-level _id.
@@ -590,4 +577,12 @@ func (s *Store) EnsureIndexes(ctx context.Context, idx ...Index) error {
 		}
 	}
 	return nil
+}
+
+// fenceField is the document field a fence is recorded in.
+func fenceField(f store.Fence) string {
+	if f.Field == "" {
+		return store.DefaultFenceField
+	}
+	return f.Field
 }

@@ -1,8 +1,9 @@
-package store_test
+package mongostore_test
 
 import (
 	"context"
 	"errors"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -22,7 +23,7 @@ func inc(field string) bson.D {
 }
 
 // faultRig is a fresh database with job "j" at n=1.
-func faultRig(t *testing.T) (*store.Store, *store.Collection) {
+func faultRig(t *testing.T) (*mongostore.Store, *mongostore.Collection) {
 	t.Helper()
 	st := emutest.Store(t)
 	c := st.Collection("jobs")
@@ -32,7 +33,7 @@ func faultRig(t *testing.T) (*store.Store, *store.Collection) {
 	return st, c
 }
 
-func nOf(t *testing.T, c *store.Collection, id string) int {
+func nOf(t *testing.T, c *mongostore.Collection, id string) int {
 	t.Helper()
 	var j job
 	if err := c.Get(context.Background(), id, &j); err != nil {
@@ -112,13 +113,13 @@ func TestConditionalWriteAfterDeadlineIsNotConflict(t *testing.T) {
 	versioned := bson.D{{Key: "_id", Value: "j"}, {Key: "n", Value: 1}}
 	writes := []struct {
 		name, command string
-		write         func(c *store.Collection) error
+		write         func(c *mongostore.Collection) error
 	}{
-		{"update", "update", func(c *store.Collection) error { return c.UpdateOne(ctx, versioned, inc("n")) }},
-		{"fenced update", "update", func(c *store.Collection) error {
+		{"update", "update", func(c *mongostore.Collection) error { return c.UpdateOne(ctx, versioned, inc("n")) }},
+		{"fenced update", "update", func(c *mongostore.Collection) error {
 			return c.FencedUpdate(ctx, versioned, store.Fence{Epoch: 3}, inc("n"))
 		}},
-		{"findAndModify", "findAndModify", func(c *store.Collection) error {
+		{"findAndModify", "findAndModify", func(c *mongostore.Collection) error {
 			var after job
 			return c.FindOneAndUpdate(ctx, versioned, inc("n"), &after)
 		}},

@@ -1,4 +1,4 @@
-package store
+package mongostore
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"github.com/baton-cron/baton/shared/store"
 	"reflect"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -114,24 +115,24 @@ func (c *Collection) encodeToken(q PageQuery, last bson.Raw) (string, error) {
 func (c *Collection) decodeToken(q PageQuery) (*pageToken, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(q.Token)
 	if err != nil || len(raw) < 17 {
-		return nil, ErrBadPageToken
+		return nil, store.ErrBadPageToken
 	}
 	mac, body := raw[:16], raw[16:]
 	if !hmac.Equal(mac, c.sign(body)) {
-		return nil, ErrBadPageToken
+		return nil, store.ErrBadPageToken
 	}
 	var t pageToken
 	if err := bson.Unmarshal(body, &t); err != nil {
-		return nil, ErrBadPageToken
+		return nil, store.ErrBadPageToken
 	}
 	qh, err := c.queryHash(q)
 	if err != nil || !bytes.Equal(qh, t.Query) {
-		return nil, fmt.Errorf("%w: it belongs to a different query", ErrBadPageToken)
+		return nil, fmt.Errorf("%w: it belongs to a different query", store.ErrBadPageToken)
 	}
 	// Only our encoder can sign a body, but a body it could not have made
 	// (from an older version, say) must not reach the query as a zero value.
 	if t.ID.Type == 0 || (q.SortField != "" && t.Sort.Type == 0) {
-		return nil, fmt.Errorf("%w: incomplete position", ErrBadPageToken)
+		return nil, fmt.Errorf("%w: incomplete position", store.ErrBadPageToken)
 	}
 	// The values go into the filter as operands ({$gt: value}): a document
 	// there would be read as operators ($where, $expr...), an array as a
@@ -166,10 +167,10 @@ func checkTokenValue(field string, v bson.RawValue, want bson.Type, nullOK bool)
 		return nil
 	}
 	if !scalarTypes[v.Type] || want != 0 && v.Type != want {
-		return fmt.Errorf("%w: %s holds a %v", ErrBadPageToken, field, v.Type)
+		return fmt.Errorf("%w: %s holds a %v", store.ErrBadPageToken, field, v.Type)
 	}
 	if err := v.Validate(); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrBadPageToken, field, err)
+		return fmt.Errorf("%w: %s: %w", store.ErrBadPageToken, field, err)
 	}
 	return nil
 }

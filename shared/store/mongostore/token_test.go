@@ -1,8 +1,9 @@
-package store
+package mongostore
 
 import (
 	"encoding/base64"
 	"errors"
+	"github.com/baton-cron/baton/shared/store"
 	"testing"
 	"time"
 
@@ -69,8 +70,8 @@ func TestTokenValuesAreTyped(t *testing.T) {
 		switch {
 		case tc.ok && err != nil:
 			t.Errorf("%s: refused: %v", tc.name, err)
-		case !tc.ok && !errors.Is(err, ErrBadPageToken):
-			t.Errorf("%s: decodeToken = %v, want ErrBadPageToken", tc.name, err)
+		case !tc.ok && !errors.Is(err, store.ErrBadPageToken):
+			t.Errorf("%s: decodeToken = %v, want store.ErrBadPageToken", tc.name, err)
 		}
 	}
 }

@@ -1,10 +1,11 @@
-package store_test
+package mongostore_test
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 	"os"
 	"strings"
 	"sync"
@@ -16,7 +17,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 
 	"github.com/baton-cron/baton/emulator/emutest"
-	"github.com/baton-cron/baton/shared/store"
 	"github.com/baton-cron/baton/shared/store/storetest"
 )
 
@@ -46,9 +46,9 @@ func TestConformance(t *testing.T) {
 // emulator, and faults through its failCommand fail point.
 type emulatorHarness struct{}
 
-func (emulatorHarness) Open(t *testing.T) *store.Store { return emutest.Store(t) }
+func (emulatorHarness) Open(t *testing.T) *mongostore.Store { return emutest.Store(t) }
 
-func (emulatorHarness) Faults(_ *testing.T, st *store.Store) (storetest.Faults, string) {
+func (emulatorHarness) Faults(_ *testing.T, st *mongostore.Store) (storetest.Faults, string) {
 	return failPoint{st: st, answerLost: true}, ""
 }
 
@@ -57,7 +57,7 @@ func (emulatorHarness) Faults(_ *testing.T, st *store.Store) (storetest.Faults, 
 // enableTestCommands=1 has. answerLost says whether the server knows the
 // emulator's errorCodeAfterRun, which mongod does not.
 type failPoint struct {
-	st         *store.Store
+	st         *mongostore.Store
 	answerLost bool
 }
 
@@ -113,7 +113,7 @@ func newURIHarness(t *testing.T, uri string) storetest.Harness {
 	}
 	// One connection up front, so that a wrong URI fails once rather
 	// than in every case; it cleans up at the end.
-	st, err := store.Open(t.Context(), uri, store.Options{Database: h.db})
+	st, err := mongostore.Open(t.Context(), uri, mongostore.Options{Database: h.db})
 	if err != nil {
 		t.Fatalf("open %s: %v", envTestMongoURI, err)
 	}
@@ -149,9 +149,9 @@ func newURIHarness(t *testing.T, uri string) storetest.Harness {
 	return uriHarnessPrefixed{h}
 }
 
-func (h *uriHarness) Open(t *testing.T) *store.Store {
+func (h *uriHarness) Open(t *testing.T) *mongostore.Store {
 	t.Helper()
-	st, err := store.Open(t.Context(), h.uri, store.Options{Database: h.db})
+	st, err := mongostore.Open(t.Context(), h.uri, mongostore.Options{Database: h.db})
 	if err != nil {
 		t.Fatalf("open %s: %v", envTestMongoURI, err)
 	}
@@ -159,7 +159,7 @@ func (h *uriHarness) Open(t *testing.T) *store.Store {
 	return st
 }
 
-func (h *uriHarness) Faults(t *testing.T, st *store.Store) (storetest.Faults, string) {
+func (h *uriHarness) Faults(t *testing.T, st *mongostore.Store) (storetest.Faults, string) {
 	h.probe.Do(func() { h.probeFaults(t, st) })
 	if !h.faults {
 		return nil, h.why
@@ -171,7 +171,7 @@ func (h *uriHarness) Faults(t *testing.T, st *store.Store) (storetest.Faults, st
 // changes nothing where it exists: Firestore refuses the command. Then it
 // arms errorCodeAfterRun once on a collection of its own, and inserts: a
 // server that ignores the option answers the insert with success.
-func (h *uriHarness) probeFaults(t *testing.T, st *store.Store) {
+func (h *uriHarness) probeFaults(t *testing.T, st *mongostore.Store) {
 	ctx := t.Context()
 	admin := st.Database().Client().Database("admin")
 	off := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}}

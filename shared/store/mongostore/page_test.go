@@ -1,10 +1,11 @@
-package store_test
+package mongostore_test
 
 import (
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,7 +23,7 @@ type item struct {
 
 // seed inserts n documents whose sort key k takes only `distinct` values, so
 // most documents share their key with many others.
-func seed(t *testing.T, c *store.Collection, n, distinct int) {
+func seed(t *testing.T, c *mongostore.Collection, n, distinct int) {
 	t.Helper()
 	docs := make([]any, n)
 	for i := range docs {
@@ -83,7 +84,7 @@ func TestPageEachDocumentOnceWhileInserting(t *testing.T) {
 
 			seen := map[string]int{}
 			var prev *item
-			q := store.PageQuery{SortField: "k", Desc: tc.desc, Limit: 45}
+			q := mongostore.PageQuery{SortField: "k", Desc: tc.desc, Limit: 45}
 			for pages := 0; ; pages++ {
 				if pages > 200 {
 					t.Fatal("no end after 200 pages")
@@ -158,7 +159,7 @@ func TestPageSortKeyMissing(t *testing.T) {
 	}
 	for _, desc := range []bool{false, true} {
 		seen := map[string]int{}
-		q := store.PageQuery{SortField: "k", Desc: desc, Limit: 3}
+		q := mongostore.PageQuery{SortField: "k", Desc: desc, Limit: 3}
 		for pages := 0; pages < 20; pages++ {
 			var docs []bson.M
 			p, err := c.Page(ctx, q, &docs)
@@ -194,7 +195,7 @@ func TestPageReadCost(t *testing.T) {
 	c := s.Collection("items")
 	seed(t, c, 400, 10)
 	const k, size = 5, 50
-	q := store.PageQuery{SortField: "k", Limit: size}
+	q := mongostore.PageQuery{SortField: "k", Limit: size}
 	var cursorPage []item
 	for i := 0; i <= k; i++ {
 		if i == k {
@@ -216,7 +217,7 @@ func TestPageReadCost(t *testing.T) {
 
 	s.Meter().Reset()
 	var skipPage []item
-	if err := c.PageSkip(ctx, store.PageQuery{SortField: "k", Limit: size}, k, &skipPage); err != nil {
+	if err := c.PageSkip(ctx, mongostore.PageQuery{SortField: "k", Limit: size}, k, &skipPage); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := s.Meter().Op("items.pageSkip"), int64((k+1)*size); got != want {
@@ -238,7 +239,7 @@ func TestPageTokenErrors(t *testing.T) {
 	s := emutest.Store(t)
 	c := s.Collection("items")
 	seed(t, c, 30, 3)
-	base := store.PageQuery{SortField: "k", Limit: 10, Filter: bson.D{{Key: "k", Value: bson.D{{Key: "$gte", Value: 0}}}}}
+	base := mongostore.PageQuery{SortField: "k", Limit: 10, Filter: bson.D{{Key: "k", Value: bson.D{{Key: "$gte", Value: 0}}}}}
 	var docs []item
 	p, err := c.Page(ctx, base, &docs)
 	if err != nil || p.NextToken == "" {
@@ -262,7 +263,7 @@ func TestPageTokenErrors(t *testing.T) {
 		b[i] ^= 1
 		return base64.RawURLEncoding.EncodeToString(b)
 	}
-	other := func(f func(*store.PageQuery)) store.PageQuery {
+	other := func(f func(*mongostore.PageQuery)) mongostore.PageQuery {
 		q := base
 		f(&q)
 		q.Token = tok
@@ -270,16 +271,16 @@ func TestPageTokenErrors(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		q    store.PageQuery
+		q    mongostore.PageQuery
 		coll string
 	}{
-		{"tampered body", other(func(q *store.PageQuery) { q.Token = "" }), ""},
-		{"other filter", other(func(q *store.PageQuery) { q.Filter = bson.D{{Key: "k", Value: 1}} }), ""},
-		{"no filter", other(func(q *store.PageQuery) { q.Filter = nil }), ""},
-		{"other sort field", other(func(q *store.PageQuery) { q.SortField = "x" }), ""},
-		{"other direction", other(func(q *store.PageQuery) { q.Desc = true }), ""},
-		{"other collection", other(func(*store.PageQuery) {}), "others"},
-		{"garbage", other(func(q *store.PageQuery) {}), ""},
+		{"tampered body", other(func(q *mongostore.PageQuery) { q.Token = "" }), ""},
+		{"other filter", other(func(q *mongostore.PageQuery) { q.Filter = bson.D{{Key: "k", Value: 1}} }), ""},
+		{"no filter", other(func(q *mongostore.PageQuery) { q.Filter = nil }), ""},
+		{"other sort field", other(func(q *mongostore.PageQuery) { q.SortField = "x" }), ""},
+		{"other direction", other(func(q *mongostore.PageQuery) { q.Desc = true }), ""},
+		{"other collection", other(func(*mongostore.PageQuery) {}), "others"},
+		{"garbage", other(func(q *mongostore.PageQuery) {}), ""},
 	}
 	tests[0].q.Token = flip(len(raw) - 3)
 	tests[len(tests)-1].q.Token = "not a token!"
@@ -289,7 +290,7 @@ func TestPageTokenErrors(t *testing.T) {
 		q.Token = g
 		tests = append(tests, struct {
 			name string
-			q    store.PageQuery
+			q    mongostore.PageQuery
 			coll string
 		}{"garbage " + g, q, ""})
 	}
@@ -305,7 +306,7 @@ func TestPageTokenErrors(t *testing.T) {
 	}
 
 	// A token signed with another key is refused too.
-	s2, err := store.Open(ctx, emutest.MongoURI(t), store.Options{Database: s.Database().Name(), PageKey: []byte("another deployment's secret, 32+ bytes")})
+	s2, err := mongostore.Open(ctx, emutest.MongoURI(t), mongostore.Options{Database: s.Database().Name(), PageKey: []byte("another deployment's secret, 32+ bytes")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +323,7 @@ func TestPageLimit(t *testing.T) {
 	c := emutest.Store(t).Collection("items")
 	for _, n := range []int{-1, 1001} {
 		var out []item
-		if _, err := c.Page(context.Background(), store.PageQuery{Limit: n}, &out); err == nil {
+		if _, err := c.Page(context.Background(), mongostore.PageQuery{Limit: n}, &out); err == nil {
 			t.Errorf("Limit %d accepted", n)
 		}
 	}

@@ -1,9 +1,10 @@
-package store
+package mongostore
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/baton-cron/baton/shared/store"
 	"math/rand/v2"
 	"time"
 
@@ -124,10 +125,10 @@ func retryWrite(ctx context.Context, afterTimeout bool, write func() error) erro
 }
 
 // writeError wraps err, a failed write's error, naming the operation, and
-// with ErrUnknownOutcome when the write may have been applied.
+// with store.ErrUnknownOutcome when the write may have been applied.
 func (c *Collection) writeError(op string, err error) error {
 	if unknownOutcome(err) {
-		return fmt.Errorf("store: %s %s: %w: %w", op, c.name, ErrUnknownOutcome, err)
+		return fmt.Errorf("store: %s %s: %w: %w", op, c.name, store.ErrUnknownOutcome, err)
 	}
 	return fmt.Errorf("store: %s %s: %w", op, c.name, err)
 }

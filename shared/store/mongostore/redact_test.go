@@ -1,4 +1,4 @@
-package store
+package mongostore
 
 import (
 	"strings"

@@ -1,9 +1,10 @@
-package store_test
+package mongostore_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 	"strings"
 	"sync"
 	"testing"
@@ -42,7 +43,7 @@ func TestNormalizeURI(t *testing.T) {
 		{in: "mongodb://localhost/?%zz=1", wantErr: errAny},
 	}
 	for _, tc := range tests {
-		got, err := store.NormalizeURI(tc.in)
+		got, err := mongostore.NormalizeURI(tc.in)
 		switch {
 		case tc.wantErr == nil && err != nil:
 			t.Errorf("NormalizeURI(%q): unexpected error %v", tc.in, err)
@@ -63,7 +64,7 @@ var errAny = errors.New("any error")
 
 func TestOpenRefusesRetryableWrites(t *testing.T) {
 	t.Parallel()
-	_, err := store.Open(context.Background(), emutest.MongoURI(t)+"?retryWrites=true", store.Options{Database: "x"})
+	_, err := mongostore.Open(context.Background(), emutest.MongoURI(t)+"?retryWrites=true", mongostore.Options{Database: "x"})
 	if !errors.Is(err, store.ErrRetryableWrites) {
 		t.Fatalf("Open with retryWrites=true = %v, want ErrRetryableWrites", err)
 	}
@@ -76,7 +77,7 @@ func TestOpenUsesDatabaseFromURI(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	name := emutest.DBName(t)
-	s, err := store.Open(ctx, emutest.MongoURI(t)+name, store.Options{})
+	s, err := mongostore.Open(ctx, emutest.MongoURI(t)+name, mongostore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +158,7 @@ func TestEnsureIndexesUnique(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := emutest.Store(t)
-	idx := store.Index{Collection: "slots", Name: "jobId_unique", Keys: bson.D{{Key: "jobId", Value: 1}}, Unique: true}
+	idx := mongostore.Index{Collection: "slots", Name: "jobId_unique", Keys: bson.D{{Key: "jobId", Value: 1}}, Unique: true}
 	if err := s.EnsureIndexes(ctx, idx); err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestEnsureIndexesUnique(t *testing.T) {
 func TestEnsureIndexOnIDAlone(t *testing.T) {
 	t.Parallel()
 	s := emutest.Store(t)
-	idx := store.Index{Collection: "schedules", Name: "list", Keys: bson.D{{Key: "_id", Value: 1}}}
+	idx := mongostore.Index{Collection: "schedules", Name: "list", Keys: bson.D{{Key: "_id", Value: 1}}}
 	if err := s.EnsureIndexes(context.Background(), idx); err != nil {
 		t.Fatalf("EnsureIndexes on _id alone: %v", err)
 	}

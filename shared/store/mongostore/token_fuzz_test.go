@@ -1,8 +1,9 @@
-package store
+package mongostore
 
 import (
 	"encoding/base64"
 	"errors"
+	"github.com/baton-cron/baton/shared/store"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -11,7 +12,7 @@ import (
 // FuzzPageToken feeds arbitrary tokens to the decoder, both as they come and
 // signed with the collection's key (so the fuzzer also reaches the BSON
 // decoding and the keyset filter behind the signature check). Whatever the
-// input, the answer is a filter or ErrBadPageToken, never a panic.
+// input, the answer is a filter or store.ErrBadPageToken, never a panic.
 func FuzzPageToken(f *testing.F) {
 	c := &Collection{name: "items", key: []byte("baton page token v1")}
 	q := PageQuery{SortField: "k", Limit: 10, Filter: bson.D{{Key: "enabled", Value: true}}}
@@ -45,8 +46,8 @@ func FuzzPageToken(f *testing.F) {
 		qq.Token = tok
 		pt, err := c.decodeToken(qq)
 		if err != nil {
-			if !errors.Is(err, ErrBadPageToken) {
-				t.Fatalf("decodeToken(%q) = %v, want ErrBadPageToken", tok, err)
+			if !errors.Is(err, store.ErrBadPageToken) {
+				t.Fatalf("decodeToken(%q) = %v, want store.ErrBadPageToken", tok, err)
 			}
 			return
 		}

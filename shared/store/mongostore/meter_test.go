@@ -1,4 +1,4 @@
-package store_test
+package mongostore_test
 
 import (
 	"context"

@@ -1,0 +1,4 @@
+package mongostore
+
+// catalog implements store.Catalog.
+type catalog struct{ s *Store }

@@ -1,0 +1,4 @@
+package mongostore
+
+// gpuQueue implements store.GPU.
+type gpuQueue struct{ s *Store }

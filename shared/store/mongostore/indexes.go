@@ -1,0 +1,70 @@
+package mongostore
+
+import (
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/shared/schedule"
+)
+
+// Collection names of the GPU queue. (The schedule and run collections are
+// named in shared/schedule, which the HTTP surface shares.)
+const (
+	// GPUJobsCollection holds the GPU jobs.
+	GPUJobsCollection = "gpu_jobs"
+	// GPUSlotsCollection holds one document per GPU worker slot.
+	GPUSlotsCollection = "gpu_slots"
+)
+
+// The indexes are the implementation's, because the queries that need them
+// are: each one names the query it serves. Terraform declares the same ones
+// as google_firestore_index resources (infra/terraform/firestore.tf), and
+// tests hold the two lists equal.
+
+// SchedulerIndexes are the indexes the scheduler's and the catalog's queries
+// need. EnsureIndexes them
+// locally; Terraform declares the same ones.
+var SchedulerIndexes = []Index{
+	// The due query: {enabled: true, nextRunAt <= now} sorted by (nextRunAt, _id).
+	{Collection: schedule.SchedulesCollection, Name: "due", Keys: bson.D{{Key: "enabled", Value: 1}, {Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}},
+	// The schedule list (catalog.List): keyset on _id alone. MongoDB
+	// indexes _id by itself; Firestore with MongoDB compatibility does not
+	// (it only keeps _id unique), and without this index every page is a
+	// scan billed for every schedule. Here and locally, creating it is a
+	// no-op over the built-in _id index.
+	{Collection: schedule.SchedulesCollection, Name: "list", Keys: bson.D{{Key: "_id", Value: 1}}},
+	// The daemon's edit poll: keyset on (updatedAt, _id).
+	{Collection: schedule.SchedulesCollection, Name: "updated", Keys: bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},
+	// Run history and the latest-run lookups, newest first.
+	{Collection: schedule.RunsCollection, Name: "history", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}},
+	// The sweeps: pending runs that are due or orphaned, running runs whose
+	// heartbeat expired. sweepAt is when the sweeper should look at a run.
+	{Collection: schedule.RunsCollection, Name: "sweep", Keys: bson.D{{Key: "status", Value: 1}, {Key: "sweepAt", Value: 1}}},
+	// The recovery sweep's check for a live sibling: a running run decided
+	// by the same tick (same createdAt) as a pending one.
+	{Collection: schedule.RunsCollection, Name: "siblings", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "status", Value: 1}, {Key: "createdAt", Value: 1}, {Key: "sweepAt", Value: -1}}},
+	// The job lease holder's look for retries that waited for it
+	// (drainWaiting), oldest fire first.
+	{Collection: schedule.RunsCollection, Name: "waiting", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "status", Value: 1}, {Key: "waiting", Value: 1}, {Key: "fireTime", Value: 1}}},
+	// The stranded-misfire sweep: schedules whose misfire flag is set.
+	{Collection: schedule.SchedulesCollection, Name: "misfire", Keys: bson.D{{Key: "misfire", Value: 1}}},
+	// EpochFloor: the highest fence a lease wrote, read when its object
+	// is missing.
+	{Collection: schedule.SchedulesCollection, Name: "fence", Keys: bson.D{{Key: "fence", Value: -1}}},
+	{Collection: schedule.RunsCollection, Name: "fence", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "fence", Value: -1}}},
+}
+
+// GPUIndexes are the indexes the GPU dispatcher's queries need.
+var GPUIndexes = []Index{
+	{Collection: GPUJobsCollection, Name: "queue", Keys: bson.D{{Key: "status", Value: 1}, {Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}},
+	{Collection: GPUJobsCollection, Name: "leases", Keys: bson.D{{Key: "status", Value: 1}, {Key: "leaseUntil", Value: 1}}},
+	{Collection: GPUJobsCollection, Name: "list", Keys: bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: GPUJobsCollection, Name: "list_status", Keys: bson.D{{Key: "status", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: GPUSlotsCollection, Name: "claim", Keys: bson.D{{Key: "leaseUntil", Value: 1}, {Key: "_id", Value: 1}}},
+}
+
+// Indexes is every index baton's queries need: SchedulerIndexes, then
+// GPUIndexes. EnsureIndexes them locally; `baton doctor` checks them in the
+// cloud.
+func Indexes() []Index {
+	return append(append([]Index(nil), SchedulerIndexes...), GPUIndexes...)
+}

@@ -1,0 +1,4 @@
+package mongostore
+
+// runs implements store.Runs.
+type runs struct{ s *Store }

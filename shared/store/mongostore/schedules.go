@@ -1,0 +1,4 @@
+package mongostore
+
+// schedules implements store.Schedules.
+type schedules struct{ s *Store }
