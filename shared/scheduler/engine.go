@@ -57,7 +57,7 @@ type GPU interface {
 // Config configures an Engine.
 type Config struct {
 	// Store is the database. Required.
-	Store *mongostore.Store
+	Store store.Backend
 	// Leases makes the tick lease and the job leases. Required.
 	Leases *lease.Manager
 	// Now is the clock used for decisions and run timestamps; nil means
@@ -173,8 +173,8 @@ func New(cfg Config) (*Engine, error) {
 		cfg:       cfg,
 		now:       cfg.Now,
 		log:       cfg.Logger,
-		schedules: cfg.Store.Collection(schedule.SchedulesCollection),
-		runs:      cfg.Store.Collection(schedule.RunsCollection),
+		schedules: cfg.Store.(*mongostore.Store).Collection(schedule.SchedulesCollection), // TRANSITIONAL: replaced by cfg.Store.Schedules()
+		runs:      cfg.Store.(*mongostore.Store).Collection(schedule.RunsCollection),      // TRANSITIONAL: replaced by cfg.Store.Runs()
 		http:      cfg.HTTPClient,
 	}
 	if e.now == nil {
