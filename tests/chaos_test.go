@@ -14,6 +14,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 )
@@ -156,8 +157,8 @@ func TestChaosRunPath(t *testing.T) {
 			}
 		}
 	}
-	db := r.st.Database().Name()
-	admin := r.st.Database().Client().Database("admin")
+	db := r.st.DatabaseName()
+	admin := emutest.RawClient(t, emutest.MongoURI(t)).Database("admin")
 	arm := func(mode any, data bson.D) int64 {
 		cmd := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: mode}}
 		if data != nil {

@@ -184,7 +184,7 @@ func newHandOffRig(t *testing.T, start time.Time, retry *cloudtaskspb.RetryConfi
 	ctx := context.Background()
 	r := &handOffRig{st: emutest.Store(t), now: start}
 	gcs, bucket := emutest.GCS(t)
-	r.db, r.bucket = r.st.Database().Name(), bucket
+	r.db, r.bucket = r.st.DatabaseName(), bucket
 	if err := r.st.EnsureIndexes(ctx, mongostore.SchedulerIndexes...); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/baton-cron/baton/shared/store"
 	"io"
 	"log/slog"
 	"maps"
@@ -14,10 +13,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/baton-cron/baton/internal/skipscan"
+	"github.com/baton-cron/baton/shared/store"
+
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"cloud.google.com/go/storage"
 	"github.com/spf13/cobra"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	driver "go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/baton-cron/baton/emulator/gcs"
@@ -102,13 +106,31 @@ const maxSlow = 10 * time.Minute
 type tickBench struct {
 	mongo *mongo.Server
 	gcs   *gcs.Server
+	raw   *driver.Client // unmetered, beside the store: bulk setup and the skip baseline
 	n     int
+}
+
+// rawDB is a plain driver handle on database name of the bench's
+// emulator; the store has none, so that production code cannot step
+// around its meter.
+func (b *tickBench) rawDB(name string) (*driver.Database, error) {
+	if b.raw == nil {
+		norm, err := mongostore.NormalizeURI(b.mongo.URI())
+		if err != nil {
+			return nil, err
+		}
+		if b.raw, err = driver.Connect(options.Client().ApplyURI(norm)); err != nil {
+			return nil, fmt.Errorf("bench tick: connect: %w", err)
+		}
+	}
+	return b.raw.Database(name), nil
 }
 
 // benchDB is one fresh database and bucket.
 type benchDB struct {
 	name    string // database
 	st      *mongostore.Store
+	raw     *driver.Database // the same database, unmetered: setup and the skip baseline
 	storage *storage.Client
 	bucket  string
 	leases  *lease.Manager
@@ -122,6 +144,10 @@ func (b *tickBench) open(ctx context.Context) (*benchDB, error) {
 		return nil, err
 	}
 	if err := db.st.EnsureIndexes(ctx, mongostore.SchedulerIndexes...); err != nil {
+		_ = db.st.Close(ctx)
+		return nil, err
+	}
+	if db.raw, err = b.rawDB(db.name); err != nil {
 		_ = db.st.Close(ctx)
 		return nil, err
 	}
@@ -162,8 +188,8 @@ func benchSchedule(id string, overlap schedule.Overlap, target schedule.Target, 
 // insertSchedules writes n schedules with raw InsertMany batches (setup
 // only: FerretDB on SQLite is slow for one-by-one inserts, and raw writes
 // stay off the meter); due of them are due at now.
-func insertSchedules(ctx context.Context, st *mongostore.Store, n, due int, overlap schedule.Overlap, target schedule.Target, now time.Time) error {
-	coll := st.Database().Collection(schedule.SchedulesCollection)
+func insertSchedules(ctx context.Context, db *driver.Database, n, due int, overlap schedule.Overlap, target schedule.Target, now time.Time) error {
+	coll := db.Collection(schedule.SchedulesCollection)
 	const batch = 1000
 	docs := make([]any, 0, batch)
 	// Spread the due ones through the id space, so neither the _id order nor
@@ -194,6 +220,11 @@ func benchTick(ctx context.Context, out io.Writer, total, due, scanPage, timed, 
 		return err
 	}
 	defer b.mongo.Close()
+	defer func() {
+		if b.raw != nil {
+			_ = b.raw.Disconnect(context.WithoutCancel(ctx))
+		}
+	}()
 	if b.gcs, err = gcs.Start(ctx, gcs.Options{}); err != nil {
 		return err
 	}
@@ -212,7 +243,7 @@ func benchTick(ctx context.Context, out io.Writer, total, due, scanPage, timed, 
 	// job leases or misfire checks, whose conditional point writes
 	// FerretDB on SQLite (which pushes down only a lone _id filter)
 	// evaluates by scanning the whole collection.
-	if err := insertSchedules(ctx, db.st, total, due, schedule.OverlapAllow, noopTarget(), now); err != nil {
+	if err := insertSchedules(ctx, db.raw, total, due, schedule.OverlapAllow, noopTarget(), now); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "setup: %d schedules (%d due) inserted in %s\n", total, due, time.Since(t).Round(time.Millisecond))
@@ -227,23 +258,12 @@ func benchTick(ctx context.Context, out io.Writer, total, due, scanPage, timed, 
 	if sum.Due != due {
 		return fmt.Errorf("bench tick: the tick found %d due schedules, want %d", sum.Due, due)
 	}
-	m := db.st.Meter()
-	m.Reset()
 	t = time.Now()
-	q := mongostore.PageQuery{SortField: "nextRunAt", Limit: scanPage}
-	seen := 0
-	for page := 0; ; page++ {
-		var docs []bson.Raw
-		if err := db.st.Collection(schedule.SchedulesCollection).PageSkip(ctx, q, page, &docs); err != nil {
-			return err
-		}
-		seen += len(docs)
-		if len(docs) < scanPage {
-			break
-		}
+	seen, skipReads, err := skipscan.Scan(ctx, db.raw.Collection(schedule.SchedulesCollection), "nextRunAt", scanPage)
+	if err != nil {
+		return err
 	}
 	skipTook := time.Since(t)
-	skipReads := m.Op(schedule.SchedulesCollection + ".pageSkip")
 	if seen != total {
 		return fmt.Errorf("bench tick: the skip scan saw %d schedules, want %d", seen, total)
 	}
@@ -395,7 +415,7 @@ func (b *tickBench) timeInline(ctx context.Context, n int, now time.Time) (*tick
 		return nil, err
 	}
 	defer db.close(ctx)
-	if err := insertSchedules(ctx, db.st, n, n, "", noopTarget(), now); err != nil {
+	if err := insertSchedules(ctx, db.raw, n, n, "", noopTarget(), now); err != nil {
 		return nil, err
 	}
 	eng, err := scheduler.New(scheduler.Config{Store: db.st, Leases: db.leases, Now: func() time.Time { return now }})
@@ -428,7 +448,7 @@ func (b *tickBench) timeWritesAlone(ctx context.Context, n int, now time.Time) (
 		return 0, 0, err
 	}
 	defer db.close(ctx)
-	if err := insertSchedules(ctx, db.st, n, n, "", noopTarget(), now); err != nil {
+	if err := insertSchedules(ctx, db.raw, n, n, "", noopTarget(), now); err != nil {
 		return 0, 0, err
 	}
 	runs, scheds := db.st.Collection(schedule.RunsCollection), db.st.Collection(schedule.SchedulesCollection)
@@ -493,7 +513,7 @@ func (b *tickBench) timeHandOff(ctx context.Context, n int, now time.Time, targe
 		return nil, err
 	}
 	defer db.close(ctx)
-	if err := insertSchedules(ctx, db.st, n, n, "", target, now); err != nil {
+	if err := insertSchedules(ctx, db.raw, n, n, "", target, now); err != nil {
 		return nil, err
 	}
 	clock := func() time.Time { return now }
@@ -587,7 +607,7 @@ func (b *tickBench) timeHandOff(ctx context.Context, n int, now time.Time, targe
 	}
 	r.finished = last.Sub(t)
 	r.runWrites = runSt.Meter().Writes()
-	if r.runs, err = runStatuses(ctx, db.st); err != nil {
+	if r.runs, err = runStatuses(ctx, db.raw); err != nil {
 		return nil, fmt.Errorf("bench tick: hand-off: %w", err)
 	}
 	return r, nil
@@ -595,8 +615,8 @@ func (b *tickBench) timeHandOff(ctx context.Context, n int, now time.Time, targe
 
 // runStatuses says what became of the runs: how many have each status,
 // and, when some did not succeed, the first such run's error.
-func runStatuses(ctx context.Context, st *mongostore.Store) (string, error) {
-	cur, err := st.Collection(schedule.RunsCollection).Raw().Find(ctx, bson.D{})
+func runStatuses(ctx context.Context, db *driver.Database) (string, error) {
+	cur, err := db.Collection(schedule.RunsCollection).Find(ctx, bson.D{})
 	if err != nil {
 		return "", fmt.Errorf("read runs: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/emulator/stack"
 	"github.com/baton-cron/baton/shared/doctor"
 )
@@ -74,7 +75,7 @@ func TestDoctorAgainstBatonLocal(t *testing.T) {
 		}
 	}
 
-	if err := s.Deps.Store.Database().Collection("runs").Indexes().DropOne(ctx, "history"); err != nil {
+	if err := emutest.RawClient(t, s.MongoURI).Database(s.Deps.Store.DatabaseName()).Collection("runs").Indexes().DropOne(ctx, "history"); err != nil {
 		t.Fatalf("drop runs.history: %v", err)
 	}
 	out, code = runDoctor(t)

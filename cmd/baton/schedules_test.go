@@ -94,7 +94,7 @@ func exitCode(err error) int {
 func (b *cliBundle) stored(t *testing.T, id string) *schedule.Schedule {
 	t.Helper()
 	var sc schedule.Schedule
-	if err := b.st.Collection(schedule.SchedulesCollection).Raw().FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&sc); err != nil {
+	if err := emutest.Raw(t, b.st).Collection(schedule.SchedulesCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&sc); err != nil {
 		t.Fatalf("read %s: %v", id, err)
 	}
 	return &sc
@@ -102,7 +102,7 @@ func (b *cliBundle) stored(t *testing.T, id string) *schedule.Schedule {
 
 func (b *cliBundle) count(t *testing.T) int64 {
 	t.Helper()
-	n, err := b.st.Collection(schedule.SchedulesCollection).Raw().CountDocuments(context.Background(), bson.D{})
+	n, err := emutest.Raw(t, b.st).Collection(schedule.SchedulesCollection).CountDocuments(context.Background(), bson.D{})
 	if err != nil {
 		t.Fatal(err)
 	}

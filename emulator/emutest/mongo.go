@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	driver "go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/baton-cron/baton/emulator/mongo"
 	"github.com/baton-cron/baton/shared/store/mongostore"
@@ -59,10 +61,46 @@ func Store(t testing.TB) *mongostore.Store {
 		t.Fatalf("emutest: open store: %v", err)
 	}
 	t.Cleanup(func() {
-		_ = s.Database().Drop(context.Background())
+		_ = Raw(t, s).Drop(context.Background())
 		_ = s.Close(context.Background())
 	})
 	return s
+}
+
+var (
+	rawMu      sync.Mutex
+	rawClients = map[string]*driver.Client{}
+)
+
+// RawClient is a plain driver client on uri, for what a test must do
+// beside the store: seed in bulk, read back unmetered, run admin
+// commands. The store itself offers no raw handle, so that nothing in
+// production can step around its metering and its write rules. Clients
+// are shared per URI by the whole test binary, and live until it exits.
+func RawClient(t testing.TB, uri string) *driver.Client {
+	t.Helper()
+	rawMu.Lock()
+	defer rawMu.Unlock()
+	if c, ok := rawClients[uri]; ok {
+		return c
+	}
+	norm, err := mongostore.NormalizeURI(uri)
+	if err != nil {
+		t.Fatalf("emutest: raw client: %v", err)
+	}
+	c, err := driver.Connect(options.Client().ApplyURI(norm))
+	if err != nil {
+		t.Fatalf("emutest: raw client: %v", err)
+	}
+	rawClients[uri] = c
+	return c
+}
+
+// Raw is a plain driver handle on the database of st, a store Store
+// opened on the shared emulator.
+func Raw(t testing.TB, st *mongostore.Store) *driver.Database {
+	t.Helper()
+	return RawClient(t, MongoURI(t)).Database(st.DatabaseName())
 }
 
 // FailCommand turns on the Mongo emulator's failCommand fail point (see
@@ -119,27 +157,30 @@ func failCommand(t testing.TB, st *mongostore.Store, coll string, mode any, how 
 	for _, c := range commands {
 		names = append(names, c)
 	}
-	data := append(bson.D{{Key: "failCommands", Value: names}, {Key: "namespace", Value: st.Database().Name() + "." + coll}}, how...)
-	if err := configureFailPoint(st, mode, data); err != nil {
+	data := append(bson.D{{Key: "failCommands", Value: names}, {Key: "namespace", Value: st.DatabaseName() + "." + coll}}, how...)
+	admin := RawClient(t, MongoURI(t)).Database("admin")
+	if err := ConfigureFailPoint(admin, mode, data); err != nil {
 		t.Fatalf("emutest: configure failCommand: %v", err)
 	}
-	t.Cleanup(func() { _ = configureFailPoint(st, "off", nil) })
+	t.Cleanup(func() { _ = ConfigureFailPoint(admin, "off", nil) })
 }
 
 // FailCommandOff turns the fail point off before the test ends.
 func FailCommandOff(t testing.TB, st *mongostore.Store) {
 	t.Helper()
-	if err := configureFailPoint(st, "off", nil); err != nil {
+	if err := ConfigureFailPoint(RawClient(t, MongoURI(t)).Database("admin"), "off", nil); err != nil {
 		t.Fatalf("emutest: turn failCommand off: %v", err)
 	}
 }
 
-// configureFailPoint sends configureFailPoint for failCommand to the
-// emulator behind st; data is omitted when nil (mode "off").
-func configureFailPoint(st *mongostore.Store, mode any, data bson.D) error {
+// ConfigureFailPoint sends configureFailPoint for failCommand to the
+// server of admin (its admin database); data is omitted when nil (mode
+// "off"). The FailCommand helpers call it for the shared emulator; a
+// harness on another server calls it with its own RawClient.
+func ConfigureFailPoint(admin *driver.Database, mode any, data bson.D) error {
 	cmd := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: mode}}
 	if data != nil {
 		cmd = append(cmd, bson.E{Key: "data", Value: data})
 	}
-	return st.Database().Client().Database("admin").RunCommand(context.Background(), cmd).Err()
+	return admin.RunCommand(context.Background(), cmd).Err()
 }

@@ -15,6 +15,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/emulator/scheduler"
 	"github.com/baton-cron/baton/emulator/stack"
 	"github.com/baton-cron/baton/shared/store"
@@ -268,7 +269,7 @@ func TestStartCreatesTheSchedulerIndexes(t *testing.T) {
 	defer closeStack(t, s)
 	ctx := context.Background()
 	for _, ix := range mongostore.SchedulerIndexes {
-		cur, err := s.Deps.Store.Database().Collection(ix.Collection).Indexes().List(ctx)
+		cur, err := emutest.RawClient(t, s.MongoURI).Database(s.Deps.Store.DatabaseName()).Collection(ix.Collection).Indexes().List(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

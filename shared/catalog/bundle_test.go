@@ -132,7 +132,7 @@ func (b *testBundle) do(t *testing.T, method, path, body string, header ...strin
 
 func (b *testBundle) count(t *testing.T, coll string) int64 {
 	t.Helper()
-	n, err := b.st.Collection(coll).Raw().CountDocuments(context.Background(), bson.D{})
+	n, err := emutest.Raw(t, b.st).Collection(coll).CountDocuments(context.Background(), bson.D{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func (b *testBundle) count(t *testing.T, coll string) int64 {
 func (b *testBundle) stored(t *testing.T, id string) *schedule.Schedule {
 	t.Helper()
 	var sc schedule.Schedule
-	if err := b.st.Collection(schedule.SchedulesCollection).Raw().FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&sc); err != nil {
+	if err := emutest.Raw(t, b.st).Collection(schedule.SchedulesCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&sc); err != nil {
 		t.Fatalf("read %s from the database: %v", id, err)
 	}
 	return &sc

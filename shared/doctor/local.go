@@ -67,22 +67,17 @@ func localMongo(ctx context.Context, c LocalConfig, r *Report) {
 		return
 	}
 	defer st.Close(context.WithoutCancel(ctx))
-	db := st.Database()
-	r.pass(name, "database "+db.Name()+" answers")
+	r.pass(name, "database "+st.DatabaseName()+" answers")
 
 	listed := map[string][]bson.Raw{}
 	for _, ix := range Needed() {
 		name := indexName(ix)
 		keys, seen := listed[ix.Collection]
 		if !seen {
-			specs, err := db.Collection(ix.Collection).Indexes().ListSpecifications(ctx)
-			if err != nil {
-				r.fail(name, fmt.Sprintf("list indexes of %s: %v", ix.Collection, err), localHint)
+			var err error
+			if keys, err = st.IndexKeys(ctx, ix.Collection); err != nil {
+				r.fail(name, err.Error(), localHint)
 				continue
-			}
-			keys = []bson.Raw{}
-			for _, s := range specs {
-				keys = append(keys, s.KeysDocument)
 			}
 			listed[ix.Collection] = keys
 		}

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/baton-cron/baton/emulator/emutest"
+	"github.com/baton-cron/baton/internal/skipscan"
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
@@ -36,7 +35,7 @@ func benchSchedules(b *testing.B, s *mongostore.Store, total, due int, overlap s
 		sc.Enabled, sc.CreatedAt, sc.UpdatedAt = true, now, now
 		docs = append(docs, sc)
 	}
-	if _, err := s.Database().Collection(schedule.SchedulesCollection).InsertMany(context.Background(), docs); err != nil {
+	if _, err := emutest.Raw(b, s).Collection(schedule.SchedulesCollection).InsertMany(context.Background(), docs); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -72,18 +71,10 @@ func BenchmarkTickReads(b *testing.B) {
 			b.Fatalf("tick: %v %+v", err, sum)
 		}
 		b.StopTimer()
-		s.Meter().Reset()
-		q := mongostore.PageQuery{SortField: "nextRunAt", Limit: 100}
-		for page := 0; ; page++ {
-			var docs []bson.Raw
-			if err := s.Collection(schedule.SchedulesCollection).PageSkip(context.Background(), q, page, &docs); err != nil {
-				b.Fatal(err)
-			}
-			if len(docs) < q.Limit {
-				break
-			}
+		_, skip, err := skipscan.Scan(context.Background(), emutest.Raw(b, s).Collection(schedule.SchedulesCollection), "nextRunAt", 100)
+		if err != nil {
+			b.Fatal(err)
 		}
-		skip := s.Meter().Op(schedule.SchedulesCollection + ".pageSkip")
 		b.ReportMetric(float64(sum.SchedulesRead), "schedule-reads/tick")
 		b.ReportMetric(float64(skip), "skip-scan-reads")
 		b.ReportMetric(float64(skip)/float64(sum.SchedulesRead), "skip/cursor")

@@ -5,12 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"github.com/baton-cron/baton/shared/store/mongostore"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/baton-cron/baton/shared/store/mongostore"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -48,8 +49,8 @@ type emulatorHarness struct{}
 
 func (emulatorHarness) Open(t *testing.T) *mongostore.Store { return emutest.Store(t) }
 
-func (emulatorHarness) Faults(_ *testing.T, st *mongostore.Store) (storetest.Faults, string) {
-	return failPoint{st: st, answerLost: true}, ""
+func (emulatorHarness) Faults(t *testing.T, st *mongostore.Store) (storetest.Faults, string) {
+	return failPoint{admin: emutest.RawClient(t, emutest.MongoURI(t)).Database("admin"), db: st.DatabaseName(), answerLost: true}, ""
 }
 
 // failPoint injects faults through MongoDB's failCommand fail point, which
@@ -57,13 +58,14 @@ func (emulatorHarness) Faults(_ *testing.T, st *mongostore.Store) (storetest.Fau
 // enableTestCommands=1 has. answerLost says whether the server knows the
 // emulator's errorCodeAfterRun, which mongod does not.
 type failPoint struct {
-	st         *mongostore.Store
+	admin      *mongo.Database // the server's admin database
+	db         string          // the database whose commands fail
 	answerLost bool
 }
 
 func (f failPoint) Refuse(t *testing.T, coll string, times int, code int32, commands ...string) {
 	t.Helper()
-	emutest.FailCommandCode(t, f.st, coll, bson.D{{Key: "times", Value: times}}, code, commands...)
+	f.arm(t, bson.D{{Key: "times", Value: times}}, coll, bson.D{{Key: "errorCode", Value: code}}, commands)
 }
 
 func (f failPoint) LoseAnswer(t *testing.T, coll string, times int, code int32, commands ...string) {
@@ -71,7 +73,21 @@ func (f failPoint) LoseAnswer(t *testing.T, coll string, times int, code int32, 
 	if !f.answerLost {
 		t.Skip("the endpoint's failCommand has no errorCodeAfterRun (the emulator's addition), so a landed write's lost answer cannot be injected")
 	}
-	emutest.FailCommandCodeAfterRun(t, f.st, coll, bson.D{{Key: "times", Value: times}}, code, commands...)
+	f.arm(t, bson.D{{Key: "times", Value: times}}, coll, bson.D{{Key: "errorCodeAfterRun", Value: code}}, commands)
+}
+
+// arm turns failCommand on for commands on coll until t ends.
+func (f failPoint) arm(t *testing.T, mode bson.D, coll string, how bson.D, commands []string) {
+	t.Helper()
+	names := bson.A{}
+	for _, c := range commands {
+		names = append(names, c)
+	}
+	data := append(bson.D{{Key: "failCommands", Value: names}, {Key: "namespace", Value: f.db + "." + coll}}, how...)
+	if err := emutest.ConfigureFailPoint(f.admin, mode, data); err != nil {
+		t.Fatalf("configure failCommand: %v", err)
+	}
+	t.Cleanup(func() { _ = emutest.ConfigureFailPoint(f.admin, "off", nil) })
 }
 
 // uriHarness runs the suite on a real endpoint, in a database of the
@@ -121,13 +137,14 @@ func newURIHarness(t *testing.T, uri string) storetest.Harness {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		defer func() { _ = st.Close(ctx) }()
+		raw := emutest.RawClient(t, uri).Database(h.db)
 		if h.prefix == "" {
-			if err := st.Database().Drop(ctx); err != nil {
+			if err := raw.Drop(ctx); err != nil {
 				t.Errorf("drop the suite's database %s: %v; drop it by hand", h.db, err)
 			}
 			return
 		}
-		names, err := st.Database().ListCollectionNames(ctx, bson.D{})
+		names, err := raw.ListCollectionNames(ctx, bson.D{})
 		if err != nil {
 			t.Errorf("list the collections of %s to drop the suite's (%s*): %v; drop them by hand", h.db, h.prefix, err)
 			return
@@ -136,7 +153,7 @@ func newURIHarness(t *testing.T, uri string) storetest.Harness {
 			if !strings.HasPrefix(n, h.prefix) {
 				continue
 			}
-			if err := st.Database().Collection(n).Drop(ctx); err != nil {
+			if err := raw.Collection(n).Drop(ctx); err != nil {
 				t.Errorf("drop the suite's collection %s.%s: %v; drop it by hand", h.db, n, err)
 			}
 		}
@@ -164,7 +181,7 @@ func (h *uriHarness) Faults(t *testing.T, st *mongostore.Store) (storetest.Fault
 	if !h.faults {
 		return nil, h.why
 	}
-	return failPoint{st: st, answerLost: h.answerLost}, ""
+	return failPoint{admin: emutest.RawClient(t, h.uri).Database("admin"), db: h.db, answerLost: h.answerLost}, ""
 }
 
 // probeFaults asks the endpoint to turn the fail point off, which
@@ -173,7 +190,7 @@ func (h *uriHarness) Faults(t *testing.T, st *mongostore.Store) (storetest.Fault
 // server that ignores the option answers the insert with success.
 func (h *uriHarness) probeFaults(t *testing.T, st *mongostore.Store) {
 	ctx := t.Context()
-	admin := st.Database().Client().Database("admin")
+	admin := emutest.RawClient(t, h.uri).Database("admin")
 	off := bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}}
 	if err := admin.RunCommand(ctx, off).Err(); err != nil {
 		h.why = "the endpoint refused configureFailPoint: " + err.Error()
@@ -188,7 +205,7 @@ func (h *uriHarness) probeFaults(t *testing.T, st *mongostore.Store) {
 		return
 	}
 	defer func() { _ = admin.RunCommand(context.Background(), off).Err() }()
-	_, err := st.Database().Collection(probe).InsertOne(ctx, bson.D{{Key: "_id", Value: "probe"}})
+	_, err := emutest.RawClient(t, h.uri).Database(h.db).Collection(probe).InsertOne(ctx, bson.D{{Key: "_id", Value: "probe"}})
 	var ce mongo.CommandError
 	h.answerLost = errors.As(err, &ce) && ce.Code == storetest.CodeDeadlineExceeded
 }

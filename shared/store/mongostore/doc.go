@@ -29,8 +29,8 @@
 //
 // Firestore bills per document read, and skip(N) still reads the N documents
 // it skips, so lists page with a keyset cursor (Page) and every read is
-// counted by a Meter. PageSkip exists only as the baseline for benchmarks, and
-// meters the skipped documents as read.
+// counted by a Meter. (The skip/limit baseline the benchmarks compare with
+// is internal/skipscan, outside the store.)
 //
 // The guarantees above are pinned by one conformance suite,
 // shared/store/storetest, which every implementation must pass; it runs

@@ -3,8 +3,9 @@ package mongostore_test
 import (
 	"context"
 	"errors"
-	"github.com/baton-cron/baton/shared/store/mongostore"
 	"testing"
+
+	"github.com/baton-cron/baton/shared/store/mongostore"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 

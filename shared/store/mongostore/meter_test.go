@@ -56,7 +56,7 @@ func TestMeterCountsWrites(t *testing.T) {
 		t.Fatalf("second delete = %v, want ErrConflict", err)
 	}
 	// Writes through the raw driver handle are not metered.
-	if _, err := c.Raw().InsertOne(ctx, job{ID: "raw"}); err != nil {
+	if _, err := emutest.Raw(t, s).Collection(c.Name()).InsertOne(ctx, job{ID: "raw"}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -225,35 +225,6 @@ func (c *Collection) Page(ctx context.Context, q PageQuery, out any) (Page, erro
 	return p, nil
 }
 
-// PageSkip reads page number index (from 0) with skip/limit. It exists only
-// as the baseline that benchmarks compare Page against. Firestore bills the
-// skipped documents, so they are metered as read.
-func (c *Collection) PageSkip(ctx context.Context, q PageQuery, index int, out any) error {
-	if err := q.normalize(); err != nil {
-		return err
-	}
-	dir := 1
-	if q.Desc {
-		dir = -1
-	}
-	sort := bson.D{}
-	if q.SortField != "" {
-		sort = append(sort, bson.E{Key: q.SortField, Value: dir})
-	}
-	sort = append(sort, bson.E{Key: "_id", Value: dir})
-	filter := q.Filter
-	if filter == nil {
-		filter = bson.D{}
-	}
-	skip := int64(index) * int64(q.Limit)
-	raws, err := c.findRaw(ctx, "pageSkip", filter, options.Find().SetSort(sort).SetSkip(skip).SetLimit(int64(q.Limit)))
-	if err != nil {
-		return err
-	}
-	c.meter.Add(c.op("pageSkip"), skip)
-	return decodeAll(raws, out)
-}
-
 func (c *Collection) findRaw(ctx context.Context, op string, filter any, opts ...options.Lister[options.FindOptions]) ([]bson.Raw, error) {
 	cur, err := c.c.Find(ctx, filter, opts...)
 	if err != nil {

@@ -249,7 +249,28 @@ func (s *Store) Meter() *store.Meter { return s.meter }
 
 // Database returns the underlying database, for tests and benchmarks that
 // need a raw driver handle. Production code goes through Collection.
+//
+// Deprecated: TRANSITIONAL, removed once its last users are gone; tests
+// use emutest.Raw.
 func (s *Store) Database() *mongo.Database { return s.db }
+
+// DatabaseName is the name of the database the Store writes to.
+func (s *Store) DatabaseName() string { return s.db.Name() }
+
+// IndexKeys lists the key documents of the indexes on collection, in the
+// server's order, for `baton doctor` to compare with the ones the queries
+// need (Indexes).
+func (s *Store) IndexKeys(ctx context.Context, collection string) ([]bson.Raw, error) {
+	specs, err := s.db.Collection(collection).Indexes().ListSpecifications(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("store: list indexes of %s: %w", collection, err)
+	}
+	keys := make([]bson.Raw, 0, len(specs))
+	for _, sp := range specs {
+		keys = append(keys, sp.KeysDocument)
+	}
+	return keys, nil
+}
 
 // Collection returns a metered handle on the named collection.
 func (s *Store) Collection(name string) *Collection {

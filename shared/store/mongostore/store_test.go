@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/baton-cron/baton/shared/store/mongostore"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/baton-cron/baton/shared/store/mongostore"
 
 	"github.com/google/go-cmp/cmp"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -83,11 +84,11 @@ func TestOpenUsesDatabaseFromURI(t *testing.T) {
 	}
 	defer s.Close(ctx)
 	defer func() {
-		if err := s.Database().Drop(ctx); err != nil {
+		if err := emutest.Raw(t, s).Drop(ctx); err != nil {
 			t.Errorf("drop the test database: %v", err)
 		}
 	}()
-	if got := s.Database().Name(); got != name {
+	if got := s.DatabaseName(); got != name {
 		t.Errorf("database = %q, want %q from the URI path", got, name)
 	}
 }

@@ -3,8 +3,9 @@ package mongostore
 import (
 	"encoding/base64"
 	"errors"
-	"github.com/baton-cron/baton/shared/store"
 	"testing"
+
+	"github.com/baton-cron/baton/shared/store"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )

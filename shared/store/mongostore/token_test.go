@@ -3,9 +3,10 @@ package mongostore
 import (
 	"encoding/base64"
 	"errors"
-	"github.com/baton-cron/baton/shared/store"
 	"testing"
 	"time"
+
+	"github.com/baton-cron/baton/shared/store"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
