@@ -171,7 +171,7 @@ func New(cfg Config) (*Engine, error) {
 		now:       cfg.Now,
 		log:       cfg.Logger,
 		schedules: cfg.Store.Schedules(),
-		runs:      cfg.Store.(*mongostore.Store).Collection(schedule.RunsCollection),      // TRANSITIONAL: replaced by cfg.Store.Runs()
+		runs:      cfg.Store.(*mongostore.Store).Collection(schedule.RunsCollection), // TRANSITIONAL: replaced by cfg.Store.Runs()
 		http:      cfg.HTTPClient,
 	}
 	if e.now == nil {
