@@ -156,6 +156,33 @@ func (s *suite) schedules(t *testing.T) {
 			t.Errorf("Runs.HighestFence with no runs = %d, %v; want 0", f, err)
 		}
 	})
+	t.Run("Watch", func(t *testing.T) {
+		// Watching is optional; a server that cannot must say so with
+		// ErrCannotWatch, which the daemon takes for "poll".
+		b := s.backend(t)
+		w, ok := b.Schedules().(store.ScheduleWatcher)
+		if !ok {
+			t.Skip("this implementation's Schedules cannot watch")
+		}
+		create(t, b, newSchedule("x", t0))
+		stream, err := w.WatchSchedules(t.Context())
+		if err != nil {
+			if !errors.Is(err, store.ErrCannotWatch) {
+				t.Fatalf("WatchSchedules = %v; want a stream, or ErrCannotWatch", err)
+			}
+			wantCode(t, "WatchSchedules", err, errcode.Unimplemented)
+			t.Skipf("the server cannot watch: %v", err)
+		}
+		defer func() { _ = stream.Close(t.Context()) }()
+		read := getSchedule(t, b, "x")
+		if err := b.Schedules().Advance(t.Context(), &read, t0.Add(time.Minute), store.Fence{Epoch: 1}); err != nil {
+			t.Fatal(err)
+		}
+		ev, ok := stream.Next(t.Context())
+		if !ok || ev.ID != "x" || !ev.NextRunAt.Equal(t0.Add(time.Minute)) {
+			t.Errorf("the stream's first edit = %+v, %v (err %v); want x at %v", ev, ok, stream.Err(), t0.Add(time.Minute))
+		}
+	})
 	t.Run("AdvanceAnswerLost", func(t *testing.T) {
 		// The advance landed and its answer was lost: the caller must hear
 		// "unknown", never "conflict" (which would have it take an edit
