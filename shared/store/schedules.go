@@ -167,6 +167,7 @@ type ScheduleEdit struct {
 	NextRunAt time.Time
 }
 
-// ErrCannotWatch: the server has no change streams, so ScheduleWatcher
-// cannot open a stream; the caller polls instead. Unimplemented.
+// ErrCannotWatch says the server has no change streams, so
+// ScheduleWatcher cannot open a stream; the caller polls instead.
+// Unimplemented.
 var ErrCannotWatch = errcode.New(errcode.Unimplemented, "store: the server cannot watch for changes (no change streams)")
