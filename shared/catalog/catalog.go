@@ -11,11 +11,8 @@ import (
 	"net/http"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
-	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // Triggerer starts a manual run of a schedule now. The scheduler's Engine
@@ -42,24 +39,19 @@ type Options struct {
 // Service is the schedule catalog over a store. It is safe for concurrent
 // use.
 type Service struct {
-	schedules *mongostore.Collection
-	runs      *mongostore.Collection
-	opts      Options
+	store store.Catalog
+	opts  Options
 }
 
-// New returns a Service on st.
-func New(st *mongostore.Store, o Options) *Service {
+// New returns a Service on st's catalog view.
+func New(st store.Backend, o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	if o.NewID == nil {
 		o.NewID = randomID
 	}
-	return &Service{
-		schedules: st.Collection(schedule.SchedulesCollection),
-		runs:      st.Collection(schedule.RunsCollection),
-		opts:      o,
-	}
+	return &Service{store: st.Catalog(), opts: o}
 }
 
 // Page sizes for List and ListRuns.
@@ -161,45 +153,22 @@ func (s *Service) Create(ctx context.Context, sc *schedule.Schedule) (*schedule.
 		return nil, err
 	}
 	out.Version, out.CreatedAt, out.UpdatedAt, out.Misfire, out.Fence = 1, now, now, false, 0
-	inserted, err := s.schedules.InsertIdempotent(ctx, &out)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: create %s: %w", out.ID, err)
-	}
-	if !inserted {
-		// "It is there" is all the store can say: a lost answer to this
-		// very insert looks like a taken id. The stored document tells
-		// them apart: ours, byte for byte (down to createdAt, which is
-		// this call's clock), is a create that succeeded.
-		if s.isOurs(ctx, &out) {
-			return &out, nil
-		}
+	// The store tells a lost answer to this very insert from a taken id
+	// by reading the stored schedule back (store.Catalog.Create).
+	err := s.store.Create(ctx, &out)
+	switch {
+	case errors.Is(err, store.ErrConflict):
 		return nil, fmt.Errorf("catalog: create %s: %w", out.ID, ErrExists)
+	case err != nil:
+		return nil, fmt.Errorf("catalog: create %s: %w", out.ID, err)
 	}
 	return &out, nil
 }
 
-// isOurs reports whether the stored schedule with sc's id is sc exactly, as
-// Create would have written it. Both sides go through the Go type and back
-// to BSON, so that the comparison does not depend on the order in which
-// the database keeps fields. Any difference, or a failed read, is "not
-// ours": answering ErrExists for our own create is the safe mistake.
-func (s *Service) isOurs(ctx context.Context, sc *schedule.Schedule) bool {
-	want, err := bson.Marshal(sc)
-	if err != nil {
-		return false
-	}
-	var stored schedule.Schedule
-	if err := s.schedules.Get(ctx, sc.ID, &stored); err != nil {
-		return false
-	}
-	got, err := bson.Marshal(&stored)
-	return err == nil && bytes.Equal(want, got)
-}
-
 // Get reads one schedule, or returns ErrNotFound.
 func (s *Service) Get(ctx context.Context, id string) (*schedule.Schedule, error) {
-	var sc schedule.Schedule
-	if err := s.schedules.Get(ctx, id, &sc); err != nil {
+	sc, err := s.store.Get(ctx, id)
+	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("catalog: get %s: %w", id, ErrNotFound)
 		}
@@ -208,15 +177,15 @@ func (s *Service) Get(ctx context.Context, id string) (*schedule.Schedule, error
 	return &sc, nil
 }
 
-func pageQuery(o ListOptions) (mongostore.PageQuery, error) {
+// pageSize checks o's page size and fills the default.
+func pageSize(o ListOptions) (int, error) {
 	switch {
 	case o.PageSize == 0:
-		o.PageSize = DefaultPageSize
+		return DefaultPageSize, nil
 	case o.PageSize < 0 || o.PageSize > MaxPageSize:
-		return mongostore.PageQuery{}, &schedule.FieldError{Field: "pageSize", Reason: fmt.Sprintf("must be between 1 and %d, not %d", MaxPageSize, o.PageSize)}
+		return 0, &schedule.FieldError{Field: "pageSize", Reason: fmt.Sprintf("must be between 1 and %d, not %d", MaxPageSize, o.PageSize)}
 	}
-	// Every id is a string: a token carrying anything else was not ours.
-	return mongostore.PageQuery{Limit: o.PageSize, Token: o.PageToken, IDType: bson.TypeString}, nil
+	return o.PageSize, nil
 }
 
 func pageError(op string, err error) error {
@@ -229,20 +198,18 @@ func pageError(op string, err error) error {
 // List returns one page of schedules in id order, with a keyset cursor: a
 // page of n costs n reads, however deep it is.
 func (s *Service) List(ctx context.Context, o ListOptions) (*SchedulePage, error) {
-	q, err := pageQuery(o)
+	n, err := pageSize(o)
 	if err != nil {
 		return nil, err
 	}
-	out := &SchedulePage{Schedules: []schedule.Schedule{}}
-	p, err := s.schedules.Page(ctx, q, &out.Schedules)
+	page, next, err := s.store.ListSchedules(ctx, n, o.PageToken)
 	if err != nil {
 		return nil, pageError("list", err)
 	}
-	if out.Schedules == nil {
-		out.Schedules = []schedule.Schedule{}
+	if page == nil {
+		page = []schedule.Schedule{}
 	}
-	out.NextPageToken = p.NextToken
-	return out, nil
+	return &SchedulePage{Schedules: page, NextPageToken: next}, nil
 }
 
 // ListRuns returns one page of a schedule's runs, newest fire time first
@@ -250,20 +217,18 @@ func (s *Service) List(ctx context.Context, o ListOptions) (*SchedulePage, error
 // so the history of a deleted schedule is still listed; an id with neither
 // a schedule nor runs is ErrNotFound.
 func (s *Service) ListRuns(ctx context.Context, scheduleID string, o ListOptions) (*RunPage, error) {
-	q, err := pageQuery(o)
+	n, err := pageSize(o)
 	if err != nil {
 		return nil, err
 	}
-	q.Filter = bson.D{{Key: "scheduleId", Value: scheduleID}}
-	q.SortField, q.SortType, q.Desc = "fireTime", bson.TypeDateTime, true
-	out := &RunPage{Runs: []schedule.Run{}}
-	p, err := s.runs.Page(ctx, q, &out.Runs)
+	runs, next, err := s.store.ListRuns(ctx, scheduleID, n, o.PageToken)
 	if err != nil {
 		return nil, pageError("list runs of "+scheduleID, err)
 	}
-	if out.Runs == nil {
-		out.Runs = []schedule.Run{}
+	if runs == nil {
+		runs = []schedule.Run{}
 	}
+	out := &RunPage{Runs: runs}
 	if len(out.Runs) == 0 && o.PageToken == "" {
 		// One extra read, only for an empty first page: tell a typo from a
 		// schedule that has not run yet.
@@ -271,7 +236,7 @@ func (s *Service) ListRuns(ctx context.Context, scheduleID string, o ListOptions
 			return nil, err
 		}
 	}
-	out.NextPageToken = p.NextToken
+	out.NextPageToken = next
 	return out, nil
 }
 
@@ -308,15 +273,7 @@ func (s *Service) Update(ctx context.Context, id string, patch map[string]any, i
 		if err != nil {
 			return nil, err
 		}
-		set, unset, err := changes(cur, next)
-		if err != nil {
-			return nil, fmt.Errorf("catalog: update %s: %w", id, err)
-		}
-		update := bson.D{{Key: "$set", Value: set}}
-		if len(unset) > 0 {
-			update = append(update, bson.E{Key: "$unset", Value: unset})
-		}
-		err = s.schedules.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "version", Value: cur.Version}}, update)
+		err = s.store.Update(ctx, cur, next)
 		switch {
 		case err == nil:
 			return next, nil
@@ -381,55 +338,10 @@ func toMap(v any) (map[string]any, error) {
 	return m, nil
 }
 
-// notWritten are the stored fields Update never writes: the id, and what
-// the tick owns (the misfire flag and its fence), so an edit racing a tick
-// cannot undo the tick's bookkeeping.
-var notWritten = map[string]bool{"_id": true, "createdAt": true, "misfire": true, "fence": true}
-
-// changes returns the $set and $unset that turn the stored cur into next:
-// every top-level field of next, and the fields that next omits (omitempty)
-// but cur has.
-func changes(cur, next *schedule.Schedule) (set, unset bson.D, err error) {
-	nb, err := bson.Marshal(next)
-	if err != nil {
-		return nil, nil, err
-	}
-	cb, err := bson.Marshal(cur)
-	if err != nil {
-		return nil, nil, err
-	}
-	nels, err := bson.Raw(nb).Elements()
-	if err != nil {
-		return nil, nil, err
-	}
-	present := map[string]bool{}
-	for _, e := range nels {
-		k := e.Key()
-		present[k] = true
-		if !notWritten[k] {
-			set = append(set, bson.E{Key: k, Value: e.Value()})
-		}
-	}
-	cels, err := bson.Raw(cb).Elements()
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, e := range cels {
-		if k := e.Key(); !present[k] && !notWritten[k] {
-			unset = append(unset, bson.E{Key: k, Value: ""})
-		}
-	}
-	return set, unset, nil
-}
-
 // Delete removes a schedule. ifMatch, when non-zero, must equal the stored
 // version (else ErrVersionMismatch). Its runs stay, as history.
 func (s *Service) Delete(ctx context.Context, id string, ifMatch int64) error {
-	filter := bson.D{{Key: "_id", Value: id}}
-	if ifMatch != 0 {
-		filter = append(filter, bson.E{Key: "version", Value: ifMatch})
-	}
-	err := s.schedules.DeleteOne(ctx, filter)
+	err := s.store.Delete(ctx, id, ifMatch)
 	if err == nil {
 		return nil
 	}

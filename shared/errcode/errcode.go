@@ -54,6 +54,9 @@ const (
 	// applied. It is not Aborted: the caller must read back rather than
 	// take the write for refused.
 	UnknownOutcome
+	// Unimplemented: the implementation does not offer the operation (a
+	// server without change streams cannot watch); the caller falls back.
+	Unimplemented
 )
 
 var names = [...]string{
@@ -73,6 +76,7 @@ var names = [...]string{
 	Canceled:           "Canceled",
 	DeadlineExceeded:   "DeadlineExceeded",
 	UnknownOutcome:     "UnknownOutcome",
+	Unimplemented:      "Unimplemented",
 }
 
 // String returns the code's name, such as "NotFound".

@@ -34,6 +34,7 @@ func TestSentinels(t *testing.T) {
 		{"store.ErrUnknownOutcome", store.ErrUnknownOutcome, errcode.UnknownOutcome, nil, []error{store.ErrConflict, store.ErrStaleFence}},
 		{"store.ErrRetryableWrites", store.ErrRetryableWrites, errcode.InvalidArgument, nil, nil},
 		{"store.ErrBadPageToken", store.ErrBadPageToken, errcode.InvalidArgument, nil, nil},
+		{"store.ErrCannotWatch", store.ErrCannotWatch, errcode.Unimplemented, nil, []error{store.ErrConflict, store.ErrNotFound}},
 
 		{"catalog.ErrNotFound", catalog.ErrNotFound, errcode.NotFound, []error{store.ErrNotFound}, nil},
 		{"catalog.ErrExists", catalog.ErrExists, errcode.AlreadyExists, nil, []error{store.ErrConflict}},

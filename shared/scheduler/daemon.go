@@ -8,12 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
 	"github.com/baton-cron/baton/shared/lease"
-	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
 )
 
 // Daemon defaults.
@@ -219,16 +215,25 @@ func resetTimer(t *time.Timer, d time.Duration) {
 	t.Reset(max(d, 0))
 }
 
-// watch reports schedule edits on edits (the edited schedule's nextRunAt,
-// or zero when unknown). It uses a change stream where the server has
-// them, and polls on (updatedAt, _id) with a keyset cursor where it does
-// not. The detection happens once, at start.
-func (d *Daemon) openChangeStream(ctx context.Context) *mongo.ChangeStream {
-	cs, err := d.e.schedules.Raw().Watch(ctx, bson.A{}, options.ChangeStream().SetFullDocument(options.UpdateLookup))
+// openChangeStream opens a stream of schedule edits where the store can
+// watch (store.ScheduleWatcher) and the server has change streams, and
+// returns nil, for the watcher to poll on (updatedAt, _id) with a keyset
+// cursor, where it cannot. The detection happens once, at start.
+func (d *Daemon) openChangeStream(ctx context.Context) store.ScheduleStream {
+	w, ok := d.e.schedules.(store.ScheduleWatcher)
+	if !ok {
+		d.mode.Store("poll")
+		d.log.Info("daemon: this store cannot watch; polling schedule edits", "poll", d.cfg.Poll.String())
+		return nil
+	}
+	cs, err := w.WatchSchedules(ctx)
 	if err != nil {
 		d.mode.Store("poll")
-		if ctx.Err() == nil {
+		switch {
+		case errors.Is(err, store.ErrCannotWatch):
 			d.log.Info("daemon: no change streams on this server; polling schedule edits", "poll", d.cfg.Poll.String(), "why", err.Error())
+		case ctx.Err() == nil:
+			d.log.Warn("daemon: opening a change stream failed; polling schedule edits", "poll", d.cfg.Poll.String(), "err", err)
 		}
 		return nil
 	}
@@ -239,7 +244,7 @@ func (d *Daemon) openChangeStream(ctx context.Context) *mongo.ChangeStream {
 
 // watch follows cs when there is one, and polls from since otherwise (or
 // after the stream ends).
-func (d *Daemon) watch(ctx context.Context, cs *mongo.ChangeStream, since time.Time, edits chan<- time.Time) {
+func (d *Daemon) watch(ctx context.Context, cs store.ScheduleStream, since time.Time, edits chan<- time.Time) {
 	notify := func(t time.Time) {
 		select {
 		case edits <- t:
@@ -249,24 +254,16 @@ func (d *Daemon) watch(ctx context.Context, cs *mongo.ChangeStream, since time.T
 		}
 	}
 	if cs != nil {
-		defer cs.Close(context.WithoutCancel(ctx))
-		for cs.Next(ctx) {
-			var ev struct {
-				DocumentKey struct {
-					ID string `bson:"_id"`
-				} `bson:"documentKey"`
-				FullDocument *struct {
-					NextRunAt time.Time `bson:"nextRunAt"`
-				} `bson:"fullDocument"`
-			}
-			var t time.Time
-			if cs.Decode(&ev) == nil && ev.FullDocument != nil {
-				t = ev.FullDocument.NextRunAt
+		defer func() { _ = cs.Close(context.WithoutCancel(ctx)) }()
+		for {
+			ev, ok := cs.Next(ctx)
+			if !ok {
+				break
 			}
 			if d.cfg.OnEdit != nil {
-				d.cfg.OnEdit(ev.DocumentKey.ID, time.Now())
+				d.cfg.OnEdit(ev.ID, time.Now())
 			}
-			notify(t)
+			notify(ev.NextRunAt)
 		}
 		if ctx.Err() != nil {
 			return
@@ -295,11 +292,7 @@ func (d *Daemon) poll(ctx context.Context, notify func(time.Time), since time.Ti
 		case <-t.C:
 		}
 		for {
-			var page []schedule.Schedule
-			err := d.e.schedules.Find(ctx, bson.D{{Key: "$or", Value: bson.A{
-				bson.D{{Key: "updatedAt", Value: bson.D{{Key: "$gt", Value: lastT}}}},
-				bson.D{{Key: "updatedAt", Value: lastT}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: lastID}}}},
-			}}}, &page, options.Find().SetSort(bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}).SetLimit(int64(d.e.cfg.PageSize)))
+			page, err := d.e.schedules.EditedAfter(ctx, lastT, lastID, d.e.cfg.PageSize)
 			if err != nil {
 				if ctx.Err() == nil {
 					d.log.Warn("daemon: poll schedule edits", "err", err)

@@ -13,7 +13,6 @@ import (
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
-	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // runDoc is a run document as the scheduler writes it: the model's Run plus
@@ -75,20 +74,10 @@ func (e *Engine) pendingRun(scheduleID string, fireTime time.Time, source schedu
 // claim executes a run, so that work is safe to start, and left alone it
 // would wait for the sweep until its reservation ends.
 func (e *Engine) decide(ctx context.Context, l *lease.Lease, now time.Time, c *counters) ([]*scheduleWork, error) {
-	q := mongostore.PageQuery{
-		Filter: bson.D{
-			{Key: "enabled", Value: true},
-			{Key: "nextRunAt", Value: bson.D{{Key: "$lte", Value: now}}},
-		},
-		SortField: "nextRunAt",
-		SortType:  bson.TypeDateTime,
-		IDType:    bson.TypeString,
-		Limit:     e.cfg.PageSize,
-	}
 	var work []*scheduleWork
+	token := ""
 	for {
-		var page []schedule.Schedule
-		p, err := e.schedules.Page(ctx, q, &page)
+		page, next, err := e.schedules.Due(ctx, now, e.cfg.PageSize, token)
 		if err != nil {
 			return work, fmt.Errorf("decide: read due schedules: %w", err)
 		}
@@ -143,10 +132,10 @@ func (e *Engine) decide(ctx context.Context, l *lease.Lease, now time.Time, c *c
 		if abort != nil {
 			return work, abort
 		}
-		if p.NextToken == "" {
+		if next == "" {
 			return work, nil
 		}
-		q.Token = p.NextToken
+		token = next
 	}
 }
 
@@ -298,21 +287,12 @@ func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Sche
 			return nil, &abortError{err}
 		}
 	}
+	// A zero next (the expression never fires again) disables the
+	// schedule rather than re-read it on every tick. The advance is
+	// guarded on the nextRunAt (and version) read, and fenced by the tick
+	// lease.
 	next := schedule.Next(spec, loc, now)
-	set := bson.D{{Key: "nextRunAt", Value: next.UTC()}}
-	if next.IsZero() {
-		// The expression never fires again: disable rather than re-read
-		// the schedule on every tick.
-		set = bson.D{{Key: "enabled", Value: false}}
-	}
-	// The filter holds the version read too: an edit may recompute the same
-	// nextRunAt (its clock was just before the fire time) while changing the
-	// expression, and then only the version tells that the edit must win.
-	filter := bson.D{{Key: "_id", Value: s.ID}, {Key: "nextRunAt", Value: s.NextRunAt}}
-	if s.Version != 0 {
-		filter = append(filter, bson.E{Key: "version", Value: s.Version})
-	}
-	err = e.schedules.FencedUpdate(ctx, filter, f, bson.D{{Key: "$set", Value: set}})
+	err = e.schedules.Advance(ctx, s, next, f)
 	switch {
 	case errors.Is(err, store.ErrStaleFence):
 		// A newer tick advanced the schedule: it holds the tick lease, and

@@ -11,9 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
@@ -116,7 +113,7 @@ type Engine struct {
 	cfg       Config
 	now       func() time.Time
 	log       *slog.Logger
-	schedules *mongostore.Collection
+	schedules store.Schedules
 	runs      *mongostore.Collection
 	http      *http.Client
 	idClients sync.Map // audience → *http.Client
@@ -173,8 +170,8 @@ func New(cfg Config) (*Engine, error) {
 		cfg:       cfg,
 		now:       cfg.Now,
 		log:       cfg.Logger,
-		schedules: cfg.Store.(*mongostore.Store).Collection(schedule.SchedulesCollection), // TRANSITIONAL: replaced by cfg.Store.Schedules()
-		runs:      cfg.Store.(*mongostore.Store).Collection(schedule.RunsCollection),      // TRANSITIONAL: replaced by cfg.Store.Runs()
+		schedules: cfg.Store.Schedules(),
+		runs:      cfg.Store.(*mongostore.Store).Collection(schedule.RunsCollection), // TRANSITIONAL: replaced by cfg.Store.Runs()
 		http:      cfg.HTTPClient,
 	}
 	if e.now == nil {
@@ -387,17 +384,20 @@ func (e *Engine) startOrHandOff(ctx context.Context, work []*scheduleWork, c *co
 // NextDue returns the earliest nextRunAt of an enabled schedule (one
 // document read), or ok false when there is none.
 func (e *Engine) NextDue(ctx context.Context) (t time.Time, ok bool, err error) {
-	var s struct {
-		NextRunAt time.Time `bson:"nextRunAt"`
-	}
-	err = e.schedules.FindOne(ctx, bson.D{{Key: "enabled", Value: true}}, &s,
-		options.FindOne().SetSort(bson.D{{Key: "enabled", Value: 1}, {Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}).
-			SetProjection(bson.D{{Key: "nextRunAt", Value: 1}}))
-	if errors.Is(err, store.ErrNotFound) {
-		return time.Time{}, false, nil
-	}
+	t, ok, err = e.schedules.NextDue(ctx)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("scheduler: next due: %w", err)
 	}
-	return s.NextRunAt, true, nil
+	return t, ok, nil
+}
+
+// getSchedule reads schedule id into out; a missing one is an error
+// wrapping store.ErrNotFound.
+func (e *Engine) getSchedule(ctx context.Context, id string, out *schedule.Schedule) error {
+	s, err := e.schedules.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	*out = s
+	return nil
 }

@@ -23,11 +23,6 @@ import (
 // the schedule's misfire flag.
 const ReasonBuffered = "buffered (buffer_one)"
 
-// jobFenceField is the schedule field fencing the job lease holder's writes
-// (clearing the misfire flag). It is separate from "fence", which holds the
-// tick lease's epoch: epochs of different leases do not compare.
-const jobFenceField = "jobFence"
-
 // execute runs the work, one goroutine per schedule (bounded by Workers),
 // and waits for all of it.
 func (e *Engine) execute(ctx context.Context, work []*scheduleWork, c *counters) {
@@ -688,23 +683,11 @@ func (e *Engine) takeMisfire(ctx context.Context, s *schedule.Schedule, l *lease
 		// flag stays, and the sweep runs it once that job's run finished.
 		return nil, false
 	}
-	var got misfireState
-	err := e.schedules.FindOneAndUpdate(ctx,
-		bson.D{{Key: "_id", Value: s.ID}, {Key: "misfire", Value: true}, {Key: "$or", Value: bson.A{
-			bson.D{{Key: jobFenceField, Value: bson.D{{Key: "$lte", Value: l.Epoch()}}}},
-			bson.D{{Key: jobFenceField, Value: bson.D{{Key: "$exists", Value: false}}}},
-		}}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "misfire", Value: false}, {Key: jobFenceField, Value: l.Epoch()}}}},
-		&got)
-	if err != nil && !errors.Is(err, store.ErrConflict) {
-		// The clear may have landed with its answer lost. If the
-		// flag is down under our fence, go on as if it answered: the
-		// run id below is the one this flag setting owns, so a clear
-		// we did not in fact make records nothing new.
-		if gerr := e.schedules.Get(ctx, s.ID, &got); gerr == nil && !got.Misfire && got.JobFence == l.Epoch() {
-			err = nil
-		}
-	}
+	// Fenced by the job lease; a clear whose answer was lost is settled
+	// inside (store.Schedules.ClearMisfire): the run id below is the one
+	// this flag setting owns, so a clear we did not in fact make records
+	// nothing new.
+	got, err := e.schedules.ClearMisfire(ctx, s.ID, l.Epoch())
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) {
 			c.errors.Add(1)
@@ -713,17 +696,17 @@ func (e *Engine) takeMisfire(ctx context.Context, s *schedule.Schedule, l *lease
 		return nil, false
 	}
 	now := e.now().UTC()
-	at := got.MisfireAt.UTC()
+	at := got.At.UTC()
 	if at.IsZero() {
 		at = now.Truncate(time.Second)
 	}
 	rd = e.pendingRun(s.ID, at, schedule.SourceMisfire, now)
-	if got.MisfireSeq > 0 {
+	if got.Seq > 0 {
 		// Two windows may buffer the same latest fire time (a fire
 		// buffered, put back for the sweep, and buffered again). Each
 		// setting of the flag bumps the sequence; each clearing takes
 		// one, so the id is new each time.
-		rd.ID += fmt.Sprintf("-%d", got.MisfireSeq)
+		rd.ID += fmt.Sprintf("-%d", got.Seq)
 	}
 	if e.beforeMisfireWrite != nil {
 		e.beforeMisfireWrite(s.ID, "run")
@@ -751,19 +734,11 @@ func (e *Engine) takeMisfire(ctx context.Context, s *schedule.Schedule, l *lease
 	return rd, true
 }
 
-// misfireState is the schedule document's buffer_one bookkeeping.
-type misfireState struct {
-	Misfire    bool      `bson:"misfire"`
-	MisfireAt  time.Time `bson:"misfireAt"`
-	MisfireSeq int64     `bson:"misfireSeq"`
-	JobFence   int64     `bson:"jobFence"`
-}
-
 // misfireSet reports whether the schedule's misfire flag is set (false
 // when that cannot be read).
 func (e *Engine) misfireSet(ctx context.Context, scheduleID string) bool {
-	n, err := e.schedules.Count(ctx, bson.D{{Key: "_id", Value: scheduleID}, {Key: "misfire", Value: true}})
-	return err == nil && n > 0
+	set, err := e.schedules.HasMisfire(ctx, scheduleID)
+	return err == nil && set
 }
 
 // setMisfire sets the schedule's misfire flag for a buffered fire at
@@ -776,21 +751,11 @@ func (e *Engine) misfireSet(ctx context.Context, scheduleID string) bool {
 // is retried a few times before the caller has to undo the write it paired
 // with. A retry of an applied bump bumps twice, which only skips a number.
 func (e *Engine) setMisfire(ctx context.Context, scheduleID string, fireTime time.Time, bump bool) error {
-	ft := fireTime.UTC()
-	open := bson.D{{Key: "$set", Value: bson.D{{Key: "misfire", Value: true}, {Key: "misfireAt", Value: ft}}}}
-	join := bson.D{{Key: "$set", Value: bson.D{{Key: "misfire", Value: true}}}, {Key: "$max", Value: bson.D{{Key: "misfireAt", Value: ft}}}}
-	if bump {
-		inc := bson.E{Key: "$inc", Value: bson.D{{Key: "misfireSeq", Value: int64(1)}}}
-		open, join = append(open, inc), append(join, inc)
-	}
 	var err error
 	for try, wait := 1, 50*time.Millisecond; ; try, wait = try+1, wait*2 {
-		err = e.schedules.UpdateOne(ctx, bson.D{{Key: "_id", Value: scheduleID}, {Key: "misfire", Value: bson.D{{Key: "$ne", Value: true}}}}, open)
-		if errors.Is(err, store.ErrConflict) {
-			// Up already (or deleted): join the open window. A clear
-			// between the two writes makes this one miss too; try again.
-			err = e.schedules.UpdateOne(ctx, bson.D{{Key: "_id", Value: scheduleID}, {Key: "misfire", Value: true}}, join)
-		}
+		// Opens a window when the flag is down, joins it when up; a clear
+		// between the two writes makes both miss (ErrConflict): try again.
+		err = e.schedules.SetMisfire(ctx, scheduleID, fireTime, bump)
 		if err == nil || try == 3 {
 			return err
 		}

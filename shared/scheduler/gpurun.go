@@ -142,7 +142,7 @@ func (e *Engine) enqueueMissing(ctx context.Context, r *runDoc, now time.Time, c
 		return
 	}
 	var s schedule.Schedule
-	err := e.schedules.Get(ctx, r.ScheduleID, &s)
+	err := e.getSchedule(ctx, r.ScheduleID, &s)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		e.finishGPURun(ctx, r, nil, "schedule deleted before its gpu job was queued", now, c)
@@ -233,7 +233,7 @@ func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJo
 	var s *schedule.Schedule
 	if status == schedule.RunFailed && retryable {
 		var got schedule.Schedule
-		switch err := e.schedules.Get(ctx, r.ScheduleID, &got); {
+		switch err := e.getSchedule(ctx, r.ScheduleID, &got); {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			c.errors.Add(1)

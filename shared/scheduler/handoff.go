@@ -247,7 +247,7 @@ func (e *Engine) Execute(ctx context.Context, t Task, d *schedule.Delivery) (*Ou
 		e.log.Warn("task names no existing run", "schedule", t.ScheduleID, "runs", t.Runs)
 	}
 	if len(w.runs) > 0 {
-		if err := e.schedules.Get(ctx, t.ScheduleID, &w.s); err != nil {
+		if err := e.getSchedule(ctx, t.ScheduleID, &w.s); err != nil {
 			if !errors.Is(err, store.ErrNotFound) {
 				return nil, fmt.Errorf("scheduler: execute: read schedule %s: %w: %w", t.ScheduleID, err, ErrRetryTask)
 			}

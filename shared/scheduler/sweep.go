@@ -101,7 +101,7 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 		c.failed.Add(1)
 		e.log.Warn("run failed over", "run", r.ID, "reason", msg)
 		var s schedule.Schedule
-		if err := e.schedules.Get(ctx, r.ScheduleID, &s); err != nil {
+		if err := e.getSchedule(ctx, r.ScheduleID, &s); err != nil {
 			if !errors.Is(err, store.ErrNotFound) {
 				c.errors.Add(1)
 				e.log.Error("read schedule for retry failed", "run", r.ID, "err", err)
@@ -127,7 +127,7 @@ func (e *Engine) owedRetries(ctx context.Context, now time.Time, c *counters) {
 		s, ok := byID[r.ScheduleID]
 		if !ok {
 			var got schedule.Schedule
-			switch err := e.schedules.Get(ctx, r.ScheduleID, &got); {
+			switch err := e.getSchedule(ctx, r.ScheduleID, &got); {
 			case errors.Is(err, store.ErrNotFound):
 				s = nil
 			case err != nil:
@@ -219,7 +219,7 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 		w := bySchedule[r.ScheduleID]
 		if w == nil {
 			var s schedule.Schedule
-			if err := e.schedules.Get(ctx, r.ScheduleID, &s); err != nil {
+			if err := e.getSchedule(ctx, r.ScheduleID, &s); err != nil {
 				if errors.Is(err, store.ErrNotFound) {
 					e.abandon(ctx, r, "schedule deleted before the run executed", now, c)
 				} else {
@@ -273,8 +273,7 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 // holder runs is the holder's to drain: Acquire finds it held (one read).
 // Paused schedules keep the flag for the holder after they resume.
 func (e *Engine) strandedMisfires(ctx context.Context, c *counters) []*scheduleWork {
-	var flagged []schedule.Schedule
-	err := e.schedules.Find(ctx, bson.D{{Key: "misfire", Value: true}}, &flagged, options.Find().SetLimit(int64(e.cfg.PageSize)))
+	flagged, err := e.schedules.Misfired(ctx, e.cfg.PageSize)
 	if err != nil {
 		c.errors.Add(1)
 		e.log.Error("stranded-misfire sweep failed", "err", err)
@@ -357,7 +356,7 @@ func (e *Engine) abandon(ctx context.Context, r *runDoc, reason string, now time
 // gives an error wrapping store.ErrNotFound.
 func (e *Engine) Trigger(ctx context.Context, scheduleID string) (*schedule.Run, error) {
 	var s schedule.Schedule
-	if err := e.schedules.Get(ctx, scheduleID, &s); err != nil {
+	if err := e.getSchedule(ctx, scheduleID, &s); err != nil {
 		return nil, fmt.Errorf("scheduler: trigger %s: %w", scheduleID, err)
 	}
 	now := e.now().UTC()

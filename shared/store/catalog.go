@@ -1,5 +1,70 @@
 package store
 
+import (
+	"context"
+
+	"github.com/baton-cron/baton/shared/schedule"
+)
+
 // Catalog is the Schedules API's view: schedule create, read, list,
-// versioned update and delete, and a schedule's run history.
-type Catalog interface{}
+// versioned update and delete, and a schedule's run history. Validation,
+// defaults and versions are the caller's (shared/catalog); the view stores
+// what it is given, under the conditions each method names.
+type Catalog interface {
+	// Create inserts sc under its id.
+	//
+	// Guard: no document has sc.ID.
+	//
+	// Errors: ErrConflict (wrapped) when the id is taken by another
+	// schedule, or when the schedule found under it cannot be shown to be sc
+	// (a failed read-back is taken for "taken": answering "exists" for the
+	// caller's own create is the safe mistake).
+	//
+	// Lost answer: the id is read back; a stored schedule equal to sc field
+	// for field (down to createdAt, the caller's clock) is this create, and
+	// Create returns nil. A read-back that fails too gives ErrUnknownOutcome
+	// (wrapped).
+	Create(ctx context.Context, sc *schedule.Schedule) error
+
+	// Get reads one schedule by id, or returns ErrNotFound (wrapped). It
+	// writes nothing.
+	Get(ctx context.Context, id string) (schedule.Schedule, error)
+
+	// ListSchedules reads one page of schedules in id order, at most limit
+	// (1..1000), from the position token names (empty for the first page),
+	// with a keyset cursor: a page of n reads n documents, however deep.
+	// next is empty on the last page. A token that is malformed, edited or
+	// from another list is ErrBadPageToken (wrapped). It writes nothing.
+	ListSchedules(ctx context.Context, limit int, token string) (page []schedule.Schedule, next string, err error)
+
+	// ListRuns reads one page of the runs of schedule scheduleID, newest
+	// fire time first (ties by id), as ListSchedules pages. Runs outlive
+	// their schedule; an id without runs gives an empty page, not an error.
+	ListRuns(ctx context.Context, scheduleID string, limit int, token string) (page []schedule.Run, next string, err error)
+
+	// Update replaces the stored schedule cur with next (same id): every
+	// field next holds is written, and the fields cur holds that next
+	// omits are removed, except the fields the tick owns (the misfire
+	// flag, its fences) and the id and createdAt, which are never written,
+	// so an edit racing a tick cannot undo the tick's bookkeeping.
+	//
+	// Guard: the stored version is still cur.Version (compare-and-set).
+	//
+	// Errors: ErrConflict (wrapped) when the version moved or the schedule
+	// is gone; the caller re-reads to tell which.
+	//
+	// Lost answer: ErrUnknownOutcome (wrapped), never ErrConflict; the
+	// write is not retried (its retry would miss its own condition).
+	Update(ctx context.Context, cur, next *schedule.Schedule) error
+
+	// Delete removes schedule id; its runs stay, as history.
+	//
+	// Guard: the schedule exists and, when version is not 0, its stored
+	// version is version.
+	//
+	// Errors: ErrConflict (wrapped) when nothing matched: gone, or another
+	// version.
+	//
+	// Lost answer: ErrUnknownOutcome (wrapped).
+	Delete(ctx context.Context, id string, version int64) error
+}

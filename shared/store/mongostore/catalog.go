@@ -1,4 +1,158 @@
 package mongostore
 
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
+)
+
 // catalog implements store.Catalog.
 type catalog struct{ s *Store }
+
+var _ store.Catalog = catalog{}
+
+func (v catalog) schedules() *Collection { return v.s.named(schedule.SchedulesCollection) }
+func (v catalog) runs() *Collection      { return v.s.named(schedule.RunsCollection) }
+
+// Create implements store.Catalog.
+func (v catalog) Create(ctx context.Context, sc *schedule.Schedule) error {
+	c := v.schedules()
+	inserted, err := c.InsertIdempotent(ctx, sc)
+	if err != nil {
+		return err
+	}
+	if !inserted {
+		// "It is there" is all InsertIdempotent can say: a lost answer to
+		// this very insert looks like a taken id. The stored document
+		// tells them apart: ours, byte for byte (down to createdAt, which
+		// is the caller's clock), is a create that succeeded.
+		if v.isOurs(ctx, sc) {
+			return nil
+		}
+		return fmt.Errorf("store: insert into %s: _id %s is taken: %w", c.name, sc.ID, store.ErrConflict)
+	}
+	return nil
+}
+
+// isOurs reports whether the stored schedule with sc's id is sc exactly, as
+// Create would have written it. Both sides go through the Go type and back
+// to BSON, so that the comparison does not depend on the order in which
+// the database keeps fields. Any difference, or a failed read, is "not
+// ours".
+func (v catalog) isOurs(ctx context.Context, sc *schedule.Schedule) bool {
+	want, err := bson.Marshal(sc)
+	if err != nil {
+		return false
+	}
+	var stored schedule.Schedule
+	if err := v.schedules().Get(ctx, sc.ID, &stored); err != nil {
+		return false
+	}
+	got, err := bson.Marshal(&stored)
+	return err == nil && bytes.Equal(want, got)
+}
+
+// Get implements store.Catalog.
+func (v catalog) Get(ctx context.Context, id string) (schedule.Schedule, error) {
+	var sc schedule.Schedule
+	if err := v.schedules().Get(ctx, id, &sc); err != nil {
+		return schedule.Schedule{}, err
+	}
+	return sc, nil
+}
+
+// ListSchedules implements store.Catalog.
+func (v catalog) ListSchedules(ctx context.Context, limit int, token string) ([]schedule.Schedule, string, error) {
+	// Every id is a string: a token carrying anything else was not ours.
+	q := PageQuery{Limit: limit, Token: token, IDType: bson.TypeString}
+	out := []schedule.Schedule{}
+	p, err := v.schedules().Page(ctx, q, &out)
+	if err != nil {
+		return nil, "", err
+	}
+	return out, p.NextToken, nil
+}
+
+// ListRuns implements store.Catalog.
+func (v catalog) ListRuns(ctx context.Context, scheduleID string, limit int, token string) ([]schedule.Run, string, error) {
+	q := PageQuery{
+		Filter:    bson.D{{Key: "scheduleId", Value: scheduleID}},
+		SortField: "fireTime", SortType: bson.TypeDateTime, Desc: true,
+		IDType: bson.TypeString,
+		Limit:  limit, Token: token,
+	}
+	out := []schedule.Run{}
+	p, err := v.runs().Page(ctx, q, &out)
+	if err != nil {
+		return nil, "", err
+	}
+	return out, p.NextToken, nil
+}
+
+// Update implements store.Catalog.
+func (v catalog) Update(ctx context.Context, cur, next *schedule.Schedule) error {
+	set, unset, err := changes(cur, next)
+	if err != nil {
+		return fmt.Errorf("store: update %s: %w", v.schedules().name, err)
+	}
+	update := bson.D{{Key: "$set", Value: set}}
+	if len(unset) > 0 {
+		update = append(update, bson.E{Key: "$unset", Value: unset})
+	}
+	return v.schedules().UpdateOne(ctx, bson.D{{Key: "_id", Value: cur.ID}, {Key: "version", Value: cur.Version}}, update)
+}
+
+// notWritten are the stored fields Update never writes: the id, and what
+// the tick owns (the misfire flag and its fence), so an edit racing a tick
+// cannot undo the tick's bookkeeping.
+var notWritten = map[string]bool{"_id": true, "createdAt": true, "misfire": true, "fence": true}
+
+// changes returns the $set and $unset that turn the stored cur into next:
+// every top-level field of next, and the fields that next omits (omitempty)
+// but cur has.
+func changes(cur, next *schedule.Schedule) (set, unset bson.D, err error) {
+	nb, err := bson.Marshal(next)
+	if err != nil {
+		return nil, nil, err
+	}
+	cb, err := bson.Marshal(cur)
+	if err != nil {
+		return nil, nil, err
+	}
+	nels, err := bson.Raw(nb).Elements()
+	if err != nil {
+		return nil, nil, err
+	}
+	present := map[string]bool{}
+	for _, e := range nels {
+		k := e.Key()
+		present[k] = true
+		if !notWritten[k] {
+			set = append(set, bson.E{Key: k, Value: e.Value()})
+		}
+	}
+	cels, err := bson.Raw(cb).Elements()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, e := range cels {
+		if k := e.Key(); !present[k] && !notWritten[k] {
+			unset = append(unset, bson.E{Key: k, Value: ""})
+		}
+	}
+	return set, unset, nil
+}
+
+// Delete implements store.Catalog.
+func (v catalog) Delete(ctx context.Context, id string, version int64) error {
+	filter := bson.D{{Key: "_id", Value: id}}
+	if version != 0 {
+		filter = append(filter, bson.E{Key: "version", Value: version})
+	}
+	return v.schedules().DeleteOne(ctx, filter)
+}

@@ -1,4 +1,213 @@
 package mongostore
 
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+// JobFenceField is the schedule field fencing the job lease holder's writes
+// to the schedule (clearing the misfire flag). It is separate from "fence",
+// which holds the tick lease's epoch: the two leases' epochs are unrelated
+// counters.
+const JobFenceField = "jobFence"
+
 // schedules implements store.Schedules.
 type schedules struct{ s *Store }
+
+var _ store.Schedules = schedules{}
+
+func (v schedules) c() *Collection { return v.s.named(schedule.SchedulesCollection) }
+
+// dueQuery is the due page's query: the filter holds now, so a token binds
+// to the tick that made it.
+func dueQuery(now time.Time, limit int, token string) PageQuery {
+	return PageQuery{
+		Filter: bson.D{
+			{Key: "enabled", Value: true},
+			{Key: "nextRunAt", Value: bson.D{{Key: "$lte", Value: now}}},
+		},
+		SortField: "nextRunAt",
+		SortType:  bson.TypeDateTime,
+		IDType:    bson.TypeString,
+		Limit:     limit,
+		Token:     token,
+	}
+}
+
+// Due implements store.Schedules.
+func (v schedules) Due(ctx context.Context, now time.Time, limit int, token string) ([]schedule.Schedule, string, error) {
+	var page []schedule.Schedule
+	p, err := v.c().Page(ctx, dueQuery(now, limit, token), &page)
+	if err != nil {
+		return nil, "", err
+	}
+	return page, p.NextToken, nil
+}
+
+// NextDue implements store.Schedules.
+func (v schedules) NextDue(ctx context.Context) (time.Time, bool, error) {
+	var s struct {
+		NextRunAt time.Time `bson:"nextRunAt"`
+	}
+	err := v.c().FindOne(ctx, bson.D{{Key: "enabled", Value: true}}, &s,
+		options.FindOne().SetSort(bson.D{{Key: "enabled", Value: 1}, {Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}).
+			SetProjection(bson.D{{Key: "nextRunAt", Value: 1}}))
+	if errors.Is(err, store.ErrNotFound) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return s.NextRunAt, true, nil
+}
+
+// Advance implements store.Schedules.
+func (v schedules) Advance(ctx context.Context, read *schedule.Schedule, next time.Time, f store.Fence) error {
+	set := bson.D{{Key: "nextRunAt", Value: next.UTC()}}
+	if next.IsZero() {
+		set = bson.D{{Key: "enabled", Value: false}}
+	}
+	// The filter holds the version read too: an edit may recompute the same
+	// nextRunAt (its clock was just before the fire time) while changing the
+	// expression, and then only the version tells that the edit must win.
+	filter := bson.D{{Key: "_id", Value: read.ID}, {Key: "nextRunAt", Value: read.NextRunAt}}
+	if read.Version != 0 {
+		filter = append(filter, bson.E{Key: "version", Value: read.Version})
+	}
+	return v.c().FencedUpdate(ctx, filter, f, bson.D{{Key: "$set", Value: set}})
+}
+
+// Get implements store.Schedules.
+func (v schedules) Get(ctx context.Context, id string) (schedule.Schedule, error) {
+	var s schedule.Schedule
+	if err := v.c().Get(ctx, id, &s); err != nil {
+		return schedule.Schedule{}, err
+	}
+	return s, nil
+}
+
+// SetMisfire implements store.Schedules.
+func (v schedules) SetMisfire(ctx context.Context, id string, fireTime time.Time, bump bool) error {
+	ft := fireTime.UTC()
+	open := bson.D{{Key: "$set", Value: bson.D{{Key: "misfire", Value: true}, {Key: "misfireAt", Value: ft}}}}
+	join := bson.D{{Key: "$set", Value: bson.D{{Key: "misfire", Value: true}}}, {Key: "$max", Value: bson.D{{Key: "misfireAt", Value: ft}}}}
+	if bump {
+		inc := bson.E{Key: "$inc", Value: bson.D{{Key: "misfireSeq", Value: int64(1)}}}
+		open, join = append(open, inc), append(join, inc)
+	}
+	err := v.c().UpdateOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "misfire", Value: bson.D{{Key: "$ne", Value: true}}}}, open)
+	if errors.Is(err, store.ErrConflict) {
+		// Up already (or deleted): join the open window. A clear between
+		// the two writes makes this one miss too: ErrConflict.
+		err = v.c().UpdateOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "misfire", Value: true}}, join)
+	}
+	return err
+}
+
+// misfireDoc is the schedule document's buffer_one bookkeeping.
+type misfireDoc struct {
+	Misfire    bool      `bson:"misfire"`
+	MisfireAt  time.Time `bson:"misfireAt"`
+	MisfireSeq int64     `bson:"misfireSeq"`
+	JobFence   int64     `bson:"jobFence"`
+}
+
+func (d misfireDoc) state() store.Misfire {
+	return store.Misfire{Set: d.Misfire, At: d.MisfireAt, Seq: d.MisfireSeq, JobFence: d.JobFence}
+}
+
+// ClearMisfire implements store.Schedules.
+func (v schedules) ClearMisfire(ctx context.Context, id string, jobEpoch int64) (store.Misfire, error) {
+	var got misfireDoc
+	err := v.c().FindOneAndUpdate(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "misfire", Value: true}, {Key: "$or", Value: bson.A{
+			bson.D{{Key: JobFenceField, Value: bson.D{{Key: "$lte", Value: jobEpoch}}}},
+			bson.D{{Key: JobFenceField, Value: bson.D{{Key: "$exists", Value: false}}}},
+		}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "misfire", Value: false}, {Key: JobFenceField, Value: jobEpoch}}}},
+		&got)
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		// The clear may have landed with its answer lost. If the flag is
+		// down under this fence, go on as if it answered: the misfire run
+		// id is the one this flag setting owns, so a clear we did not in
+		// fact make records nothing new.
+		var back misfireDoc
+		if gerr := v.c().Get(ctx, id, &back); gerr == nil && !back.Misfire && back.JobFence == jobEpoch {
+			return back.state(), nil
+		}
+	}
+	if err != nil {
+		return store.Misfire{}, err
+	}
+	return got.state(), nil
+}
+
+// HasMisfire implements store.Schedules.
+func (v schedules) HasMisfire(ctx context.Context, id string) (bool, error) {
+	n, err := v.c().Count(ctx, bson.D{{Key: "_id", Value: id}, {Key: "misfire", Value: true}})
+	if err != nil {
+		return false, err
+	}
+	return n > 0, nil
+}
+
+// Misfired implements store.Schedules.
+func (v schedules) Misfired(ctx context.Context, limit int) ([]schedule.Schedule, error) {
+	var flagged []schedule.Schedule
+	if err := v.c().Find(ctx, bson.D{{Key: "misfire", Value: true}}, &flagged, options.Find().SetLimit(int64(limit))); err != nil {
+		return nil, err
+	}
+	return flagged, nil
+}
+
+// EditedAfter implements store.Schedules.
+func (v schedules) EditedAfter(ctx context.Context, after time.Time, afterID string, limit int) ([]schedule.Schedule, error) {
+	var page []schedule.Schedule
+	err := v.c().Find(ctx, bson.D{{Key: "$or", Value: bson.A{
+		bson.D{{Key: "updatedAt", Value: bson.D{{Key: "$gt", Value: after}}}},
+		bson.D{{Key: "updatedAt", Value: after}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: afterID}}}},
+	}}}, &page, options.Find().SetSort(bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}).SetLimit(int64(limit)))
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// HighestTickFence implements store.Schedules.
+func (v schedules) HighestTickFence(ctx context.Context) (int64, error) {
+	return highestFence(ctx, v.c(), bson.D{}, store.DefaultFenceField)
+}
+
+// JobFence implements store.Schedules.
+func (v schedules) JobFence(ctx context.Context, id string) (int64, error) {
+	return highestFence(ctx, v.c(), bson.D{{Key: "_id", Value: id}}, JobFenceField)
+}
+
+// highestFence is the highest value of the fence field among the documents
+// of c matching filter (0 when none matches or the field is absent): one
+// read, on an index ordered by the field.
+func highestFence(ctx context.Context, c *Collection, filter bson.D, field string) (int64, error) {
+	var doc bson.M
+	err := c.FindOne(ctx, filter, &doc, options.FindOne().SetSort(bson.D{{Key: field, Value: -1}}).SetProjection(bson.D{{Key: field, Value: 1}}))
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: highest %s in %s: %w", field, c.Name(), err)
+	}
+	switch v := doc[field].(type) {
+	case int64:
+		return v, nil
+	case int32:
+		return int64(v), nil
+	}
+	return 0, nil
+}

@@ -90,6 +90,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Meter", s.meter)
 	t.Run("Errors", s.errorCodes)
 	t.Run("Faults", s.faults)
+	t.Run("Schedules", s.schedules)
+	t.Run("Catalog", s.catalog)
 }
 
 type suite struct {

@@ -1,0 +1,168 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/baton-cron/baton/shared/errcode"
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+// catalog: the Schedules API's view. A versioned update is the API's
+// compare-and-set: two edits of one version must not both land, or one
+// of them is silently lost.
+func (s *suite) catalog(t *testing.T) {
+	t.Run("UpdateOnce", func(t *testing.T) {
+		b := s.backend(t)
+		create(t, b, newSchedule("x", t0))
+		for round := range rounds {
+			cur, err := b.Catalog().Get(t.Context(), "x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var winners []int
+			race(Racers, func(i int) {
+				c := cur
+				next := cur
+				next.Version = cur.Version + 1
+				next.Description = fmt.Sprintf("racer %d", i)
+				err := b.Catalog().Update(t.Context(), &c, &next)
+				if err == nil {
+					mu.Lock()
+					winners = append(winners, i)
+					mu.Unlock()
+					return
+				}
+				onlyConflict(t, fmt.Sprintf("round %d racer %d", round, i), err)
+			})
+			if len(winners) != 1 {
+				t.Fatalf("round %d: updates that won: %v; want exactly one of %d from version %d", round, winners, Racers, cur.Version)
+			}
+			got, err := b.Catalog().Get(t.Context(), "x")
+			if err != nil || got.Version != cur.Version+1 || got.Description != fmt.Sprintf("racer %d", winners[0]) {
+				t.Fatalf("round %d: stored %+v, %v; want version %d by racer %d", round, got, err, cur.Version+1, winners[0])
+			}
+		}
+	})
+	t.Run("UpdateKeepsTheTicksFields", func(t *testing.T) {
+		// An edit never writes the misfire flag or the tick's fence, and
+		// removes the fields the new schedule omits.
+		b := s.backend(t)
+		sc := newSchedule("x", t0)
+		sc.Description = "old"
+		create(t, b, sc)
+		read := getSchedule(t, b, "x")
+		if err := b.Schedules().Advance(t.Context(), &read, t0.Add(time.Minute), store.Fence{Epoch: 9}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Schedules().SetMisfire(t.Context(), "x", t0, false); err != nil {
+			t.Fatal(err)
+		}
+		cur := getSchedule(t, b, "x")
+		next := read // read before the tick: misfire false, fence 0
+		next.Version, next.Description = cur.Version+1, ""
+		if err := b.Catalog().Update(t.Context(), &cur, &next); err != nil {
+			t.Fatal(err)
+		}
+		got := getSchedule(t, b, "x")
+		if !got.Misfire || got.Fence != 9 || got.Description != "" || got.Version != 2 {
+			t.Errorf("after the edit: misfire %v fence %d description %q version %d; want misfire and fence 9 kept, description removed, version 2",
+				got.Misfire, got.Fence, got.Description, got.Version)
+		}
+	})
+	t.Run("Create", func(t *testing.T) {
+		b := s.backend(t)
+		sc := newSchedule("x", t0)
+		create(t, b, sc)
+		// The same schedule again is this create (its answer was lost);
+		// another under the id is a conflict.
+		if err := b.Catalog().Create(t.Context(), &sc); err != nil {
+			t.Errorf("the same create again = %v; want nil", err)
+		}
+		other := sc
+		other.CreatedAt = t0.Add(time.Second)
+		onlyConflict(t, "create of a taken id", b.Catalog().Create(t.Context(), &other))
+		if _, err := b.Catalog().Get(t.Context(), "missing"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get of a missing schedule = %v; want ErrNotFound", err)
+		}
+	})
+	t.Run("CreateAnswerLost", func(t *testing.T) {
+		st := s.h.Open(t)
+		var b store.Backend = st
+		f := s.faultsFor(t, st)
+		f.LoseAnswer(t, schedule.SchedulesCollection, 1, CodeDeadlineExceeded, "insert")
+		sc := newSchedule("x", t0)
+		if err := b.Catalog().Create(t.Context(), &sc); err != nil {
+			t.Errorf("create whose answer was lost = %v; want nil (the read-back finds it ours)", err)
+		}
+		if got := getSchedule(t, b, "x"); got.ID != "x" {
+			t.Errorf("stored %+v", got)
+		}
+	})
+	t.Run("UpdateAnswerLost", func(t *testing.T) {
+		st := s.h.Open(t)
+		var b store.Backend = st
+		f := s.faultsFor(t, st)
+		create(t, b, newSchedule("x", t0))
+		cur := getSchedule(t, b, "x")
+		next := cur
+		next.Version, next.Description = 2, "edited"
+		f.LoseAnswer(t, schedule.SchedulesCollection, 1, CodeDeadlineExceeded, "update")
+		err := b.Catalog().Update(t.Context(), &cur, &next)
+		if !errors.Is(err, store.ErrUnknownOutcome) || errors.Is(err, store.ErrConflict) {
+			t.Errorf("update whose answer was lost = %v; want ErrUnknownOutcome, not ErrConflict", err)
+		}
+		wantCode(t, "update whose answer was lost", err, errcode.UnknownOutcome)
+	})
+	t.Run("Delete", func(t *testing.T) {
+		b := s.backend(t)
+		create(t, b, newSchedule("x", t0))
+		onlyConflict(t, "delete of another version", b.Catalog().Delete(t.Context(), "x", 2))
+		if err := b.Catalog().Delete(t.Context(), "x", 1); err != nil {
+			t.Fatalf("delete of version 1: %v", err)
+		}
+		onlyConflict(t, "delete of a deleted schedule", b.Catalog().Delete(t.Context(), "x", 0))
+		if _, err := b.Catalog().Get(t.Context(), "x"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Get after delete = %v; want ErrNotFound", err)
+		}
+	})
+	t.Run("ListSchedules", func(t *testing.T) {
+		b := s.backend(t)
+		for i := range 7 {
+			create(t, b, newSchedule(fmt.Sprintf("s%d", i), t0))
+		}
+		m := b.Meter()
+		read0 := m.Total()
+		var ids []string
+		token := ""
+		for {
+			page, next, err := b.Catalog().ListSchedules(t.Context(), 3, token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, idsOf(page)...)
+			if next == "" {
+				break
+			}
+			token = next
+		}
+		if fmt.Sprint(ids) != "[s0 s1 s2 s3 s4 s5 s6]" {
+			t.Errorf("listed %v; want every schedule once, in id order", ids)
+		}
+		if got := m.Total() - read0; got != 7 {
+			t.Errorf("listing 7 schedules read %d documents; want 7", got)
+		}
+		if _, _, err := b.Catalog().ListSchedules(t.Context(), 3, token+"x"); !errors.Is(err, store.ErrBadPageToken) {
+			t.Errorf("an edited token = %v; want ErrBadPageToken", err)
+		}
+		runs, next, err := b.Catalog().ListRuns(t.Context(), "s0", 3, "")
+		if err != nil || len(runs) != 0 || next != "" {
+			t.Errorf("ListRuns of a schedule without runs = %v, %q, %v; want an empty last page", runs, next, err)
+		}
+	})
+}
