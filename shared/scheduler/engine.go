@@ -117,7 +117,7 @@ type Engine struct {
 	now       func() time.Time
 	log       *slog.Logger
 	schedules *mongostore.Collection
-	runs      *mongostore.Collection
+	runs      store.Runs
 	http      *http.Client
 	idClients sync.Map // audience → *http.Client
 
@@ -174,7 +174,7 @@ func New(cfg Config) (*Engine, error) {
 		now:       cfg.Now,
 		log:       cfg.Logger,
 		schedules: cfg.Store.(*mongostore.Store).Collection(schedule.SchedulesCollection), // TRANSITIONAL: replaced by cfg.Store.Schedules()
-		runs:      cfg.Store.(*mongostore.Store).Collection(schedule.RunsCollection),      // TRANSITIONAL: replaced by cfg.Store.Runs()
+		runs:      cfg.Store.Runs(),
 		http:      cfg.HTTPClient,
 	}
 	if e.now == nil {
