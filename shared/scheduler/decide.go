@@ -8,29 +8,14 @@ import (
 	"sync"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
 )
 
-// runDoc is a run document as the scheduler writes it: the model's Run plus
-// sweepAt, the time at which the sweep should look at the run. For a pending
-// run it is when the run may be picked up by a sweep (its due time for a
-// retry; for a fresh run, the end of the deciding tick's reservation); for a
-// running run it is when its heartbeat counts as stopped. Finished runs
-// have none.
-type runDoc struct {
-	schedule.Run `bson:",inline"`
-	SweepAt      time.Time `bson:"sweepAt,omitempty"`
-	// TickFence is the tick lease epoch under which a tick decided the run
-	// (inserted it, or found it already there and adopted it). A tick whose
-	// advance is refused as stale undoes the runs it inserted, and only
-	// while they still carry its epoch: a newer tick that decided the same
-	// fire time has adopted it by then. Runs no tick decided have none.
-	TickFence int64 `bson:"tickFence,omitempty"`
-}
+// runDoc is a run as the scheduler writes it: the model's Run plus sweepAt
+// and tickFence (store.RunRecord).
+type runDoc = store.RunRecord
 
 // scheduleWork is the runs of one schedule to execute, oldest first. They
 // run one after another under the schedule's job lease (or concurrently,
@@ -257,7 +242,7 @@ func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Sche
 		// that paused in between would otherwise write runs the sweep may
 		// take at once, before this tick has advanced (or undone them).
 		rd.SweepAt = e.now().UTC().Add(e.reservation())
-		ok, err := e.runs.InsertIdempotent(ctx, rd)
+		ok, err := e.runs.Insert(ctx, rd)
 		if err != nil {
 			return nil, fmt.Errorf("schedule %s: record run %s: %w", s.ID, rd.ID, err)
 		}
@@ -323,9 +308,7 @@ func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Sche
 // this epoch or a newer one, runs no tick decided, and runs no longer
 // pending match nothing, and need nothing.
 func (e *Engine) adopt(ctx context.Context, id string, epoch int64) error {
-	err := e.runs.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: id}, {Key: "status", Value: schedule.RunPending}, {Key: "tickFence", Value: bson.D{{Key: "$lt", Value: epoch}}}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "tickFence", Value: epoch}}}})
+	err := e.runs.Adopt(ctx, id, epoch)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		return err
 	}
@@ -356,12 +339,7 @@ func (e *Engine) undoStale(ctx context.Context, scheduleID string, epoch int64, 
 	now := e.now().UTC()
 	reason := fmt.Sprintf("%s (epoch %d); the live tick's decision stands", ReasonStaleTick, epoch)
 	for _, id := range ids {
-		err := e.runs.UpdateOne(wctx,
-			bson.D{{Key: "_id", Value: id}, {Key: "status", Value: schedule.RunPending}, {Key: "tickFence", Value: epoch}},
-			bson.D{
-				{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunSkipped}, {Key: "reason", Value: reason}, {Key: "finishedAt", Value: now}}},
-				{Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}},
-			})
+		err := e.runs.UndoStale(wctx, id, epoch, reason, now)
 		switch {
 		case errors.Is(err, store.ErrConflict):
 			// Adopted by the newer tick, or claimed: not this tick's to undo.

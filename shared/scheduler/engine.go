@@ -14,7 +14,6 @@ import (
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
-	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // TickLease is the name of the lease that covers deciding (object
@@ -114,7 +113,7 @@ type Engine struct {
 	now       func() time.Time
 	log       *slog.Logger
 	schedules store.Schedules
-	runs      *mongostore.Collection
+	runs      store.Runs
 	http      *http.Client
 	idClients sync.Map // audience → *http.Client
 
@@ -171,7 +170,7 @@ func New(cfg Config) (*Engine, error) {
 		now:       cfg.Now,
 		log:       cfg.Logger,
 		schedules: cfg.Store.Schedules(),
-		runs:      cfg.Store.(*mongostore.Store).Collection(schedule.RunsCollection), // TRANSITIONAL: replaced by cfg.Store.Runs()
+		runs:      cfg.Store.Runs(),
 		http:      cfg.HTTPClient,
 	}
 	if e.now == nil {

@@ -11,9 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
@@ -67,51 +64,31 @@ func (e *Engine) execute(ctx context.Context, work []*scheduleWork, c *counters)
 // runAllow executes a run of an allow schedule: no job lease, so its writes
 // are conditional on the run's status instead of fenced.
 func (e *Engine) runAllow(ctx context.Context, s *schedule.Schedule, r *runDoc, c *counters) {
-	update := func(ctx context.Context, filter, upd bson.D) error { return e.runs.UpdateOne(ctx, filter, upd) }
-	e.claimThenRun(ctx, s, r, bson.D{{Key: "holder", Value: e.cfg.Leases.Holder()}}, update, c)
+	e.claimThenRun(ctx, s, r, e.cfg.Leases.Holder(), 0, c)
 }
 
-// claimThenRun moves r from pending to running with update, setting the
-// holder fields, and executes it only if that claim won: whoever moves a run
-// out of pending is its one executor, which makes execution exactly-once. A
-// run that is no longer pending (another executor has it, or it is done) is
-// left alone. Every later write to the running run goes through update too,
-// so leased runs stay fenced and allow runs stay conditional.
-func (e *Engine) claimThenRun(ctx context.Context, s *schedule.Schedule, r *runDoc, holder bson.D, update func(ctx context.Context, filter, upd bson.D) error, c *counters) {
+// claimThenRun moves r from pending to running as holder, under job lease
+// epoch (0 for an allow run, which has none), and executes it only if that
+// claim won: whoever moves a run out of pending is its one executor, which
+// makes execution exactly-once. A run that is no longer pending (another
+// executor has it, or it is done) is left alone. Every later write to the
+// running run carries epoch too, so leased runs stay fenced and allow runs
+// stay conditional.
+func (e *Engine) claimThenRun(ctx context.Context, s *schedule.Schedule, r *runDoc, holder string, epoch int64, c *counters) {
 	ttl := leaseTTL(s)
 	now := e.now().UTC()
 	// The claim token tells this claim from any other, even one by the
 	// same holder at the same epoch (two deliveries of an allow run in one
-	// process): a claim whose answer was lost is ours only if it is there.
-	token := claimToken()
-	set := append(bson.D{{Key: "status", Value: schedule.RunRunning}, {Key: "claim", Value: token}}, holder...)
-	set = append(set,
-		bson.E{Key: "startedAt", Value: now}, bson.E{Key: "heartbeatAt", Value: now},
-		bson.E{Key: "sweepAt", Value: now.Add(ttl + e.cfg.Leases.Skew())})
-	if d := deliveryFrom(ctx); d != nil {
-		set = append(set, bson.E{Key: "delivery", Value: d})
-	}
+	// process): a claim whose answer was lost is ours only if it is there
+	// (Claim reads it back).
+	claim := store.RunClaim{Token: claimToken(), Holder: holder, Epoch: epoch, At: now, SweepAt: now.Add(ttl + e.cfg.Leases.Skew()), Delivery: deliveryFrom(ctx)}
 	if e.gpuHandOff(s) {
 		// Recorded with the claim, before the enqueue: whatever happens
 		// next, the sweep knows which job finishes this run.
 		r.GPUJob = schedule.GPUJobID(r.ID)
-		set = append(set, bson.E{Key: "gpuJob", Value: r.GPUJob})
+		claim.GPUJob = r.GPUJob
 	}
-	err := update(ctx, bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}}, bson.D{{Key: "$set", Value: set}})
-	if err != nil && !errors.Is(err, store.ErrConflict) {
-		// retryWrites=false: the claim may have landed with its answer
-		// lost. Left unread, the run would stay running with nobody
-		// executing it, and the sweep would fail it over without its
-		// target ever called.
-		var got struct {
-			Status schedule.RunStatus `bson:"status"`
-			Claim  string             `bson:"claim"`
-		}
-		if gerr := e.runs.Get(context.WithoutCancel(ctx), r.ID, &got); gerr == nil && got.Status == schedule.RunRunning && got.Claim == token {
-			e.log.Warn("claim reported an error, but it landed: executing", "run", r.ID, "err", err)
-			err = nil
-		}
-	}
+	err := e.runs.Claim(ctx, r.ID, claim)
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) {
 			c.errors.Add(1)
@@ -120,9 +97,7 @@ func (e *Engine) claimThenRun(ctx context.Context, s *schedule.Schedule, r *runD
 		return
 	}
 	c.fired.Add(1)
-	filter := bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunRunning}}
-	write := func(ctx context.Context, upd bson.D) error { return update(ctx, filter, upd) }
-	e.runTarget(ctx, s, r, ttl, write, c)
+	e.runTarget(ctx, s, r, ttl, epoch, c)
 }
 
 // claimToken is a random id for one claim.
@@ -233,8 +208,7 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 // held, so that the holder runs it next. Best effort: unmarked, the run is
 // still delivered again and recovered by the sweep.
 func (e *Engine) markWaiting(ctx context.Context, r *runDoc) {
-	err := e.runs.UpdateOne(ctx, bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "waiting", Value: true}}}})
+	err := e.runs.MarkWaiting(ctx, r.ID)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		e.log.Warn("mark a retry waiting for the job lease failed; it is delivered again", "run", r.ID, "err", err)
 	}
@@ -255,9 +229,7 @@ func (e *Engine) drainWaiting(ctx context.Context, s *schedule.Schedule, l *leas
 		if ctx.Err() != nil || l.Context().Err() != nil || !fits(ctx, s) {
 			return
 		}
-		var rd runDoc
-		err := e.runs.FindOne(ctx, bson.D{{Key: "scheduleId", Value: s.ID}, {Key: "status", Value: schedule.RunPending}, {Key: "waiting", Value: true}},
-			&rd, options.FindOne().SetSort(bson.D{{Key: "fireTime", Value: 1}}))
+		rd, err := e.runs.NextWaiting(ctx, s.ID)
 		if err != nil {
 			if !errors.Is(err, store.ErrNotFound) {
 				e.log.Warn("look for runs waiting for the job lease failed; they are delivered again", "schedule", s.ID, "err", err)
@@ -265,8 +237,8 @@ func (e *Engine) drainWaiting(ctx context.Context, s *schedule.Schedule, l *leas
 			return
 		}
 		e.log.Info("running a retry that waited for the job lease", "run", rd.ID)
-		e.claimAndRun(ctx, s, l, &rd, c)
-		if !e.stillPending(ctx, &rd) {
+		e.claimAndRun(ctx, s, l, rd, c)
+		if !e.stillPending(ctx, rd) {
 			continue
 		}
 		return // the claim did not take (a fault): its deliveries or the sweep will
@@ -289,18 +261,16 @@ func (e *Engine) claimAndRun(ctx context.Context, s *schedule.Schedule, l *lease
 		e.log.Warn("job lease ended before the claim; run left pending for the sweep", "run", r.ID, "cause", context.Cause(lctx)) //nolint:contextcheck // the lease's own context on purpose (see above)
 		return
 	}
-	f := store.Fence{Epoch: l.Epoch()}
-	update := func(ctx context.Context, filter, upd bson.D) error { return e.runs.FencedUpdate(ctx, filter, f, upd) }
-	holder := bson.D{{Key: "holder", Value: l.Holder()}, {Key: "epoch", Value: l.Epoch()}}
 	// As the claim records them: the target gets the epoch as its fence.
 	r.Holder, r.Epoch = l.Holder(), l.Epoch()
-	e.claimThenRun(rctx, s, r, holder, update, c)
+	e.claimThenRun(rctx, s, r, l.Holder(), l.Epoch(), c)
 }
 
 // runTarget executes r's target while heartbeating the run document, then
-// records the outcome and, on failure, the retry. write applies an update to
-// the running run (fenced, or conditional for allow).
-func (e *Engine) runTarget(ctx context.Context, s *schedule.Schedule, r *runDoc, ttl time.Duration, write func(context.Context, bson.D) error, c *counters) {
+// records the outcome and, on failure, the retry. Its writes to the running
+// run are fenced by the claim's epoch, or conditional on the run's status
+// alone for an allow run (epoch 0).
+func (e *Engine) runTarget(ctx context.Context, s *schedule.Schedule, r *runDoc, ttl time.Duration, epoch int64, c *counters) {
 	var (
 		out    string
 		runErr error
@@ -308,19 +278,19 @@ func (e *Engine) runTarget(ctx context.Context, s *schedule.Schedule, r *runDoc,
 	if e.gpuHandOff(s) {
 		// The job outlives this executor: the sweep finishes the run
 		// (gpurun.go), unless the pool refuses the target for good.
-		if runErr = e.handToGPU(ctx, s, r, write, c); runErr == nil {
+		if runErr = e.handToGPU(ctx, s, r, epoch, c); runErr == nil {
 			return
 		}
 	} else {
-		out, runErr = e.callWithHeartbeat(ctx, s, r, ttl, write)
+		out, runErr = e.callWithHeartbeat(ctx, s, r, ttl, epoch)
 	}
-	e.recordRun(ctx, s, r, ttl, out, runErr, write, c)
+	e.recordRun(ctx, s, r, ttl, out, runErr, epoch, c)
 }
 
 // callWithHeartbeat calls r's target while heartbeating the run document
-// through write, and stops the call when a heartbeat is refused (the run was
-// failed over, or a newer holder fenced this one out).
-func (e *Engine) callWithHeartbeat(ctx context.Context, s *schedule.Schedule, r *runDoc, ttl time.Duration, write func(context.Context, bson.D) error) (string, error) {
+// (under the claim's epoch), and stops the call when a heartbeat is refused
+// (the run was failed over, or a newer holder fenced this one out).
+func (e *Engine) callWithHeartbeat(ctx context.Context, s *schedule.Schedule, r *runDoc, ttl time.Duration, epoch int64) (string, error) {
 	tctx, cancel := context.WithCancelCause(ctx)
 	hbDone := make(chan struct{})
 	go func() {
@@ -334,7 +304,7 @@ func (e *Engine) callWithHeartbeat(ctx context.Context, s *schedule.Schedule, r 
 			case <-t.C:
 			}
 			now := e.now().UTC()
-			err := write(tctx, bson.D{{Key: "$set", Value: bson.D{{Key: "heartbeatAt", Value: now}, {Key: "sweepAt", Value: now.Add(ttl + e.cfg.Leases.Skew())}}}})
+			err := e.runs.Heartbeat(tctx, r.ID, epoch, now, now.Add(ttl+e.cfg.Leases.Skew()))
 			if errors.Is(err, store.ErrConflict) {
 				// Failed over, or fenced out by a newer holder: stop.
 				cancel(fmt.Errorf("run %s: heartbeat refused: %w", r.ID, err))
@@ -353,23 +323,21 @@ func (e *Engine) callWithHeartbeat(ctx context.Context, s *schedule.Schedule, r 
 
 // recordRun records the outcome of r's target call and, on failure, the
 // retry it is owed.
-func (e *Engine) recordRun(ctx context.Context, s *schedule.Schedule, r *runDoc, ttl time.Duration, out string, runErr error, write func(context.Context, bson.D) error, c *counters) {
+func (e *Engine) recordRun(ctx context.Context, s *schedule.Schedule, r *runDoc, ttl time.Duration, out string, runErr error, epoch int64, c *counters) {
 	// Milliseconds, as the database keeps them, so that a read-back of a
 	// write whose answer was lost compares equal.
 	now := e.now().UTC().Truncate(time.Millisecond)
-	set := bson.D{{Key: "finishedAt", Value: now}, {Key: "output", Value: truncate(out, 1024)}}
-	status := schedule.RunSucceeded
+	o := store.RunOutcome{Status: schedule.RunSucceeded, FinishedAt: now, Output: truncate(out, 1024)}
 	if runErr != nil {
-		status = schedule.RunFailed
-		set = append(set, bson.E{Key: "error", Value: truncate(runErr.Error(), 1024)})
+		o.Status = schedule.RunFailed
+		o.Error = truncate(runErr.Error(), 1024)
 	}
-	set = append(set, bson.E{Key: "status", Value: status})
-	upd := bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}}}
+	status := o.Status
 	if runErr != nil && r.Attempt < max(s.Retry.MaxAttempts, 1) {
 		// A retry is owed: the failed run keeps a sweepAt until its retry
 		// is recorded, so that the sweep records it if this executor
 		// cannot (the insert fails, or the process dies first).
-		upd = bson.D{{Key: "$set", Value: append(set, bson.E{Key: "sweepAt", Value: now.Add(e.reservation())})}}
+		o.RetryOwedAt = now.Add(e.reservation())
 	}
 	// Leased runs retry the outcome for as long as they hold the lease
 	// (ctx ends when it is lost), bounded; an allow run has no lease to
@@ -378,7 +346,7 @@ func (e *Engine) recordRun(ctx context.Context, s *schedule.Schedule, r *runDoc,
 	if r.Epoch == 0 {
 		bound = ttl
 	}
-	if err := e.recordOutcome(ctx, r.ID, status, now, upd, write, bound); err != nil {
+	if err := e.recordOutcome(ctx, r.ID, epoch, o, bound); err != nil {
 		// Failed over meanwhile, or fenced out: the sweep (or the newer
 		// holder) owns the outcome.
 		c.errors.Add(1)
@@ -401,30 +369,22 @@ func (e *Engine) recordRun(ctx context.Context, s *schedule.Schedule, r *runDoc,
 // does not fail the run over and run the target again.
 const maxOutcomeRetry = 10 * time.Minute
 
-// recordOutcome writes a run's outcome with upd. The target has answered:
-// losing this write would let the sweep fail the run over and call the
-// target again. So a failure is retried with jittered backoff while ctx
-// (the job lease) is live and within bound, and after each failure the run
-// is read back, so that a write that landed with its answer lost
+// recordOutcome writes a run's outcome o under epoch. The target has
+// answered: losing this write would let the sweep fail the run over and call
+// the target again. So a failure is retried with jittered backoff while ctx
+// (the job lease) is live and within bound; after each failure Finish reads
+// the run back, so that a write that landed with its answer lost
 // (retryWrites=false) is recognised by its status and finishedAt. It gives
 // up when the write is refused and did not land: the run was failed over,
 // or a newer holder fenced it out, and the outcome is theirs.
-func (e *Engine) recordOutcome(ctx context.Context, id string, status schedule.RunStatus, at time.Time, upd bson.D, write func(context.Context, bson.D) error, bound time.Duration) error {
+func (e *Engine) recordOutcome(ctx context.Context, id string, epoch int64, o store.RunOutcome, bound time.Duration) error {
 	deadline := time.Now().Add(bound)
 	wait := 100 * time.Millisecond
 	for {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		err := write(wctx, upd)
+		err := e.runs.Finish(wctx, id, epoch, o)
 		cancel()
 		if err == nil {
-			return nil
-		}
-		var got runDoc
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		gerr := e.runs.Get(rctx, id, &got)
-		rcancel()
-		if gerr == nil && got.Status == status && got.FinishedAt.Equal(at.Truncate(time.Millisecond)) {
-			e.log.Warn("record run outcome reported an error, but the outcome is there", "run", id, "err", err)
 			return nil
 		}
 		if errors.Is(err, store.ErrConflict) || ctx.Err() != nil || time.Now().After(deadline) {
@@ -477,7 +437,7 @@ func (e *Engine) retry(ctx context.Context, s *schedule.Schedule, r *schedule.Ru
 		// was lost.
 		next.SweepAt = next.SweepAt.Add(e.reservation())
 	}
-	inserted, err := e.runs.InsertIdempotent(ctx, next)
+	inserted, err := e.runs.Insert(ctx, next)
 	if err != nil {
 		c.errors.Add(1)
 		e.log.Error("record retry failed", "run", r.ID, "err", err)
@@ -511,8 +471,7 @@ func batchOf(r *schedule.Run) time.Time {
 // retryRecorded clears a failed run's owed-retry mark. A failure leaves the
 // mark, and the sweep's retry finds the retry recorded and clears it then.
 func (e *Engine) retryRecorded(ctx context.Context, id string) {
-	err := e.runs.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "status", Value: schedule.RunFailed}, {Key: "sweepAt", Value: bson.D{{Key: "$exists", Value: true}}}},
-		bson.D{{Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}}})
+	err := e.runs.RetryRecorded(ctx, id)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		e.log.Warn("clear the owed-retry mark failed; the sweep clears it", "run", id, "err", err)
 	}
@@ -527,13 +486,7 @@ func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, wh
 		return
 	}
 	now := e.now().UTC()
-	pending := bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}}
-	mark := func(reason string) error {
-		return e.runs.UpdateOne(ctx, pending, bson.D{
-			{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunSkipped}, {Key: "reason", Value: reason}, {Key: "finishedAt", Value: now}}},
-			{Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}},
-		})
-	}
+	mark := func(reason string) error { return e.runs.Skip(ctx, r.ID, reason, now) }
 	switch s.Overlap {
 	case schedule.OverlapSkip:
 		if err := mark("overlap skip: the previous run is still running; " + who); err != nil {
@@ -566,10 +519,7 @@ func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, wh
 			// The run says buffered, but no flag does, so nobody would
 			// run it: put it back in the sweep's hands, which tries again.
 			c.errors.Add(1)
-			if uerr := e.runs.UpdateOne(ctx,
-				bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunSkipped}, {Key: "finishedAt", Value: now}},
-				bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunPending}, {Key: "sweepAt", Value: now}}},
-					{Key: "$unset", Value: bson.D{{Key: "reason", Value: ""}, {Key: "finishedAt", Value: ""}}}}); uerr != nil {
+			if uerr := e.runs.PutBack(ctx, r.ID, now, now); uerr != nil {
 				e.log.Error("buffered run lost: setting the misfire flag failed, and so did putting the run back for the sweep",
 					"run", r.ID, "err", err, "undo_err", uerr)
 			} else {
@@ -611,8 +561,7 @@ const (
 // holderOf tells what the holder of the lease r met is doing, from the run
 // that is running under its epoch. One read, on the held path only.
 func (e *Engine) holderOf(ctx context.Context, r *runDoc, held *lease.HeldError) holderState {
-	var x runDoc
-	err := e.runs.FindOne(ctx, bson.D{{Key: "scheduleId", Value: r.ScheduleID}, {Key: "status", Value: schedule.RunRunning}, {Key: "epoch", Value: held.Epoch}}, &x)
+	x, err := e.runs.RunningAt(ctx, r.ScheduleID, held.Epoch)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return holderIdle
@@ -646,8 +595,8 @@ const idleHolderWaits = 4
 // stillPending reports whether r is still pending (false when that cannot
 // be read: whoever can read it decides).
 func (e *Engine) stillPending(ctx context.Context, r *runDoc) bool {
-	var cur runDoc
-	return e.runs.Get(ctx, r.ID, &cur) == nil && cur.Status == schedule.RunPending
+	cur, err := e.runs.Get(ctx, r.ID)
+	return err == nil && cur.Status == schedule.RunPending
 }
 
 // misfireLoop is the holder's side of buffer_one, before releasing: while
@@ -711,12 +660,11 @@ func (e *Engine) takeMisfire(ctx context.Context, s *schedule.Schedule, l *lease
 	if e.beforeMisfireWrite != nil {
 		e.beforeMisfireWrite(s.ID, "run")
 	}
-	if _, err := e.runs.InsertIdempotent(ctx, rd); err != nil {
-		var landed runDoc
-		if gerr := e.runs.Get(ctx, rd.ID, &landed); gerr == nil {
+	if _, err := e.runs.Insert(ctx, rd); err != nil {
+		if landed, gerr := e.runs.Get(ctx, rd.ID); gerr == nil {
 			// The insert landed; only its answer was lost.
 			e.log.Warn("record misfire run reported an error, but the run is there", "run", rd.ID, "err", err)
-			return &landed, true
+			return landed, true
 		}
 		// The flag is cleared and no run records the misfire: set the
 		// flag again, so that a later check (this holder's after it

@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
 )
@@ -48,7 +46,7 @@ const enqueueTries = 3
 // the target for good (schedule.ErrInvalidGPUTarget): the caller records the
 // run failed. Any other failure leaves the run running, and the sweep
 // enqueues the job once the job lease is free.
-func (e *Engine) handToGPU(ctx context.Context, s *schedule.Schedule, r *runDoc, write func(context.Context, bson.D) error, c *counters) error {
+func (e *Engine) handToGPU(ctx context.Context, s *schedule.Schedule, r *runDoc, epoch int64, c *counters) error {
 	jobID := r.GPUJob // recorded by the claim
 	var err error
 	wait := 100 * time.Millisecond
@@ -72,11 +70,7 @@ func (e *Engine) handToGPU(ctx context.Context, s *schedule.Schedule, r *runDoc,
 		return nil
 	}
 	now := e.now().UTC()
-	werr := write(context.WithoutCancel(ctx), bson.D{{Key: "$set", Value: bson.D{
-		{Key: "output", Value: "gpu job " + jobID},
-		{Key: "heartbeatAt", Value: now},
-		{Key: "sweepAt", Value: now.Add(e.cfg.GPUPoll)},
-	}}})
+	werr := e.runs.HandOff(context.WithoutCancel(ctx), r.ID, epoch, "gpu job "+jobID, now, now.Add(e.cfg.GPUPoll))
 	if werr != nil {
 		// The claim's sweepAt stands: the sweep looks at the job sooner.
 		e.log.Warn("record the gpu hand-off failed; the sweep looks at the job when the claim's sweepAt passes", "run", r.ID, "err", werr)
@@ -93,19 +87,14 @@ func (e *Engine) gpuBusy(ctx context.Context, s *schedule.Schedule, exceptID str
 	if !e.gpuHandOff(s) || s.Overlap == schedule.OverlapAllow {
 		return nil, nil
 	}
-	filter := bson.D{{Key: "scheduleId", Value: s.ID}, {Key: "status", Value: schedule.RunRunning}, {Key: "gpuJob", Value: bson.D{{Key: "$exists", Value: true}}}}
-	if exceptID != "" {
-		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$ne", Value: exceptID}}})
-	}
-	var x runDoc
-	err = e.runs.FindOne(ctx, filter, &x)
+	x, err := e.runs.RunningGPU(ctx, s.ID, exceptID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look for a running gpu run of %s: %w", s.ID, err)
 	}
-	return &x, nil
+	return x, nil
 }
 
 // settleGPURun is the failover's step for a running gpu-target run whose
@@ -199,7 +188,7 @@ const (
 func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJobState, reason string, now time.Time, c *counters) {
 	status := schedule.RunFailed
 	retryable := true
-	set := bson.D{{Key: "finishedAt", Value: now}}
+	o := store.RunOutcome{FinishedAt: now}
 	out := "gpu job " + r.GPUJob
 	switch {
 	case st == nil:
@@ -216,7 +205,7 @@ func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJo
 	}
 	if st != nil {
 		if st.ExitCode != nil {
-			set = append(set, bson.E{Key: "exitCode", Value: *st.ExitCode})
+			o.ExitCode = st.ExitCode
 			out += fmt.Sprintf(": exit %d", *st.ExitCode)
 		}
 		if st.Output != "" {
@@ -226,9 +215,9 @@ func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJo
 			reason += ": " + st.Error
 		}
 	}
-	set = append(set, bson.E{Key: "output", Value: truncate(out, 1024)}, bson.E{Key: "status", Value: status})
+	o.Output, o.Status = truncate(out, 1024), status
 	if status == schedule.RunFailed {
-		set = append(set, bson.E{Key: "error", Value: truncate(reason, 1024)})
+		o.Error = truncate(reason, 1024)
 	}
 	var s *schedule.Schedule
 	if status == schedule.RunFailed && retryable {
@@ -243,12 +232,11 @@ func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJo
 			s = &got
 		}
 	}
-	upd := bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}}}
 	if s != nil && r.Attempt < max(s.Retry.MaxAttempts, 1) {
 		// The owed-retry mark, as runTarget leaves it.
-		upd = bson.D{{Key: "$set", Value: append(set, bson.E{Key: "sweepAt", Value: now.Add(e.reservation())})}}
+		o.RetryOwedAt = now.Add(e.reservation())
 	}
-	err := e.runs.UpdateOne(ctx, bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunRunning}, {Key: "sweepAt", Value: r.SweepAt}}, upd)
+	err := e.runs.FinishSwept(ctx, r.ID, r.SweepAt, o)
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) {
 			// The run stays running with a passed sweepAt (or, if the

@@ -201,8 +201,7 @@ func (e *Engine) Execute(ctx context.Context, t Task, d *schedule.Delivery) (*Ou
 	}
 	if t.After != "" {
 		// Chunk n+1 of a batch waits for chunk n's last run to be done.
-		var prev runDoc
-		err := e.runs.Get(ctx, t.After, &prev)
+		prev, err := e.runs.Get(ctx, t.After)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("scheduler: execute: read run %s: %w: %w", t.After, err, ErrRetryTask)
 		}
@@ -220,8 +219,8 @@ func (e *Engine) Execute(ctx context.Context, t Task, d *schedule.Delivery) (*Ou
 	found := 0
 	for i, id := range t.Runs {
 		states[i] = RunState{ID: id}
-		var rd runDoc
-		if err := e.runs.Get(ctx, id, &rd); err != nil {
+		rd, err := e.runs.Get(ctx, id)
+		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				states[i].Note = "no such run"
 				continue
@@ -239,7 +238,7 @@ func (e *Engine) Execute(ctx context.Context, t Task, d *schedule.Delivery) (*Ou
 			states[i].Note = "not pending: already claimed or finished"
 			continue
 		}
-		w.runs = append(w.runs, &rd)
+		w.runs = append(w.runs, rd)
 	}
 	if found == 0 {
 		// Nothing to wait for: a run is inserted before its task is
@@ -282,8 +281,8 @@ func (e *Engine) Execute(ctx context.Context, t Task, d *schedule.Delivery) (*Ou
 		if states[i].Note != "" {
 			continue
 		}
-		var rd runDoc
-		if err := e.runs.Get(ctx, states[i].ID, &rd); err != nil {
+		rd, err := e.runs.Get(ctx, states[i].ID)
+		if err != nil {
 			c.errors.Add(1)
 			pending = true // unknown: let the queue deliver again; the claim keeps it once
 			continue

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
@@ -51,9 +48,7 @@ func (e *Engine) sweep(ctx context.Context, c *counters, sum *Summary) []*schedu
 }
 
 func (e *Engine) stale(ctx context.Context, status schedule.RunStatus, now time.Time) ([]runDoc, error) {
-	var out []runDoc
-	err := e.runs.Find(ctx, bson.D{{Key: "status", Value: status}, {Key: "sweepAt", Value: bson.D{{Key: "$lte", Value: now}}}}, &out,
-		options.Find().SetSort(bson.D{{Key: "sweepAt", Value: 1}}).SetLimit(int64(e.cfg.PageSize)))
+	out, err := e.runs.Stale(ctx, status, now, e.cfg.PageSize)
 	if err != nil {
 		return nil, fmt.Errorf("sweep %s runs: %w", status, err)
 	}
@@ -85,12 +80,7 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 		// meanwhile moves it, and the run stays alive. The failed run
 		// keeps a sweepAt (an owed-retry mark) until retry below has
 		// recorded its retry, or found that none is owed.
-		err := e.runs.UpdateOne(ctx,
-			bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunRunning}, {Key: "sweepAt", Value: r.SweepAt}},
-			bson.D{
-				{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunFailed}, {Key: "error", Value: msg}, {Key: "finishedAt", Value: now},
-					{Key: "sweepAt", Value: now.Add(e.reservation())}}},
-			})
+		err := e.runs.FailOver(ctx, r.ID, r.SweepAt, msg, now, now.Add(e.reservation()))
 		if err != nil {
 			if !errors.Is(err, store.ErrConflict) {
 				c.errors.Add(1)
@@ -306,11 +296,7 @@ func (e *Engine) strandedMisfires(ctx context.Context, c *counters) []*scheduleW
 // sibling defers r: the deferral ends with that tick's own batch, so a
 // schedule that always has some run going cannot hold r back forever.
 func (e *Engine) liveSiblingUntil(ctx context.Context, r *runDoc, now time.Time) time.Time {
-	var running runDoc
-	err := e.runs.FindOne(ctx,
-		bson.D{{Key: "scheduleId", Value: r.ScheduleID}, {Key: "status", Value: schedule.RunRunning}, {Key: "createdAt", Value: r.CreatedAt},
-			{Key: "sweepAt", Value: bson.D{{Key: "$gt", Value: now}}}},
-		&running, options.FindOne().SetSort(bson.D{{Key: "sweepAt", Value: -1}}))
+	running, err := e.runs.LiveSibling(ctx, r.ScheduleID, r.CreatedAt, now)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
 			e.log.Warn("look for a running sibling failed; executing the pending run", "run", r.ID, "err", err)
@@ -325,9 +311,7 @@ func (e *Engine) liveSiblingUntil(ctx context.Context, r *runDoc, now time.Time)
 // agree on who reserved, postponed or deferred it, and a heartbeat or a
 // claim that landed meanwhile wins. ErrConflict when it did.
 func (e *Engine) moveSweep(ctx context.Context, id string, status schedule.RunStatus, from, to time.Time) error {
-	return e.runs.UpdateOne(ctx,
-		bson.D{{Key: "_id", Value: id}, {Key: "status", Value: status}, {Key: "sweepAt", Value: from}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "sweepAt", Value: to}}}})
+	return e.runs.MoveSweep(ctx, id, status, from, to)
 }
 
 // deferRun moves a reserved pending run's sweepAt to until.
@@ -339,10 +323,7 @@ func (e *Engine) deferRun(ctx context.Context, r *runDoc, reserved, until time.T
 }
 
 func (e *Engine) abandon(ctx context.Context, r *runDoc, reason string, now time.Time, c *counters) {
-	err := e.runs.UpdateOne(ctx, bson.D{{Key: "_id", Value: r.ID}, {Key: "status", Value: schedule.RunPending}}, bson.D{
-		{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunSkipped}, {Key: "reason", Value: reason}, {Key: "finishedAt", Value: now}}},
-		{Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}},
-	})
+	err := e.runs.Skip(ctx, r.ID, reason, now)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		c.errors.Add(1)
 	}
@@ -362,16 +343,16 @@ func (e *Engine) Trigger(ctx context.Context, scheduleID string) (*schedule.Run,
 	now := e.now().UTC()
 	at := now.Truncate(time.Second)
 	rd := e.pendingRun(s.ID, at, schedule.SourceManual, now)
-	inserted, err := e.runs.InsertIdempotent(ctx, rd)
+	inserted, err := e.runs.Insert(ctx, rd)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: trigger %s: %w", scheduleID, err)
 	}
 	if !inserted {
-		var cur schedule.Run
-		if err := e.runs.Get(ctx, rd.ID, &cur); err != nil {
+		cur, err := e.runs.Get(ctx, rd.ID)
+		if err != nil {
 			return nil, fmt.Errorf("scheduler: trigger %s: %w", scheduleID, err)
 		}
-		return &cur, nil
+		return &cur.Run, nil
 	}
 	// The answer is the run as recorded, copied before the execution
 	// (which writes to rd) starts.

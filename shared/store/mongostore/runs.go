@@ -2,8 +2,11 @@ package mongostore
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
@@ -12,7 +15,226 @@ import (
 // runs implements store.Runs.
 type runs struct{ s *Store }
 
+var _ store.Runs = runs{}
+
+func (r runs) c() *Collection { return r.s.named(schedule.RunsCollection) }
+
+// update is the write of a running run: fenced by the job lease epoch when
+// the run has one, and conditional on the filter alone for an allow run.
+func (r runs) update(ctx context.Context, epoch int64, filter, upd bson.D) error {
+	if epoch != 0 {
+		return r.c().FencedUpdate(ctx, filter, store.Fence{Epoch: epoch}, upd)
+	}
+	return r.c().UpdateOne(ctx, filter, upd)
+}
+
+func byRunID(id string, more ...bson.E) bson.D {
+	return append(bson.D{{Key: "_id", Value: id}}, more...)
+}
+
+func statusIs(s schedule.RunStatus) bson.E { return bson.E{Key: "status", Value: s} }
+
+// skipUpdate records a run skipped with reason at at and clears its
+// sweepAt.
+func skipUpdate(reason string, at time.Time) bson.D {
+	return bson.D{
+		{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunSkipped}, {Key: "reason", Value: reason}, {Key: "finishedAt", Value: at}}},
+		{Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}},
+	}
+}
+
+// outcomeUpdate sets the outcome fields set and either keeps the
+// owed-retry mark at o.RetryOwedAt or clears sweepAt.
+func outcomeUpdate(set bson.D, o store.RunOutcome) bson.D {
+	if !o.RetryOwedAt.IsZero() {
+		return bson.D{{Key: "$set", Value: append(set, bson.E{Key: "sweepAt", Value: o.RetryOwedAt})}}
+	}
+	return bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}}}
+}
+
+func (r runs) Insert(ctx context.Context, rd *store.RunRecord) (bool, error) {
+	return r.c().InsertIdempotent(ctx, rd)
+}
+
+func (r runs) Get(ctx context.Context, id string) (*store.RunRecord, error) {
+	var rd store.RunRecord
+	if err := r.c().Get(ctx, id, &rd); err != nil {
+		return nil, err
+	}
+	return &rd, nil
+}
+
+func (r runs) findOne(ctx context.Context, filter bson.D, opts ...options.Lister[options.FindOneOptions]) (*store.RunRecord, error) {
+	var rd store.RunRecord
+	if err := r.c().FindOne(ctx, filter, &rd, opts...); err != nil {
+		return nil, err
+	}
+	return &rd, nil
+}
+
+func (r runs) Adopt(ctx context.Context, id string, epoch int64) error {
+	return r.c().UpdateOne(ctx,
+		byRunID(id, statusIs(schedule.RunPending), bson.E{Key: "tickFence", Value: bson.D{{Key: "$lt", Value: epoch}}}),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "tickFence", Value: epoch}}}})
+}
+
+func (r runs) UndoStale(ctx context.Context, id string, epoch int64, reason string, at time.Time) error {
+	return r.c().UpdateOne(ctx,
+		byRunID(id, statusIs(schedule.RunPending), bson.E{Key: "tickFence", Value: epoch}),
+		skipUpdate(reason, at))
+}
+
+func (r runs) Skip(ctx context.Context, id, reason string, at time.Time) error {
+	return r.c().UpdateOne(ctx, byRunID(id, statusIs(schedule.RunPending)), skipUpdate(reason, at))
+}
+
+func (r runs) PutBack(ctx context.Context, id string, skippedAt, sweepAt time.Time) error {
+	return r.c().UpdateOne(ctx,
+		byRunID(id, statusIs(schedule.RunSkipped), bson.E{Key: "finishedAt", Value: skippedAt}),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunPending}, {Key: "sweepAt", Value: sweepAt}}},
+			{Key: "$unset", Value: bson.D{{Key: "reason", Value: ""}, {Key: "finishedAt", Value: ""}}}})
+}
+
+func (r runs) MarkWaiting(ctx context.Context, id string) error {
+	return r.c().UpdateOne(ctx, byRunID(id, statusIs(schedule.RunPending)),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "waiting", Value: true}}}})
+}
+
+func (r runs) NextWaiting(ctx context.Context, scheduleID string) (*store.RunRecord, error) {
+	return r.findOne(ctx, bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunPending), {Key: "waiting", Value: true}},
+		options.FindOne().SetSort(bson.D{{Key: "fireTime", Value: 1}}))
+}
+
+func (r runs) Claim(ctx context.Context, id string, c store.RunClaim) error {
+	set := bson.D{statusIs(schedule.RunRunning), {Key: "claim", Value: c.Token}, {Key: "holder", Value: c.Holder}}
+	if c.Epoch != 0 {
+		set = append(set, bson.E{Key: "epoch", Value: c.Epoch})
+	}
+	set = append(set,
+		bson.E{Key: "startedAt", Value: c.At}, bson.E{Key: "heartbeatAt", Value: c.At},
+		bson.E{Key: "sweepAt", Value: c.SweepAt})
+	if c.Delivery != nil {
+		set = append(set, bson.E{Key: "delivery", Value: c.Delivery})
+	}
+	if c.GPUJob != "" {
+		set = append(set, bson.E{Key: "gpuJob", Value: c.GPUJob})
+	}
+	err := r.update(ctx, c.Epoch, byRunID(id, statusIs(schedule.RunPending)), bson.D{{Key: "$set", Value: set}})
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		// retryWrites=false: the claim may have landed with its answer
+		// lost. Left unread, the run would stay running with nobody
+		// executing it, and the sweep would fail it over without its
+		// target ever called.
+		var got struct {
+			Status schedule.RunStatus `bson:"status"`
+			Claim  string             `bson:"claim"`
+		}
+		if gerr := r.c().Get(context.WithoutCancel(ctx), id, &got); gerr == nil && got.Status == schedule.RunRunning && got.Claim == c.Token {
+			return nil
+		}
+	}
+	return err
+}
+
+// running is the filter of the writes to a claimed run.
+func running(id string) bson.D { return byRunID(id, statusIs(schedule.RunRunning)) }
+
+func (r runs) Heartbeat(ctx context.Context, id string, epoch int64, at, sweepAt time.Time) error {
+	return r.update(ctx, epoch, running(id),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "heartbeatAt", Value: at}, {Key: "sweepAt", Value: sweepAt}}}})
+}
+
+func (r runs) HandOff(ctx context.Context, id string, epoch int64, output string, at, sweepAt time.Time) error {
+	return r.update(ctx, epoch, running(id), bson.D{{Key: "$set", Value: bson.D{
+		{Key: "output", Value: output},
+		{Key: "heartbeatAt", Value: at},
+		{Key: "sweepAt", Value: sweepAt},
+	}}})
+}
+
+func (r runs) Finish(ctx context.Context, id string, epoch int64, o store.RunOutcome) error {
+	set := bson.D{{Key: "finishedAt", Value: o.FinishedAt}, {Key: "output", Value: o.Output}}
+	if o.Status == schedule.RunFailed {
+		set = append(set, bson.E{Key: "error", Value: o.Error})
+	}
+	set = append(set, statusIs(o.Status))
+	err := r.update(ctx, epoch, running(id), outcomeUpdate(set, o))
+	if err == nil {
+		return nil
+	}
+	// A write that landed with its answer lost (retryWrites=false), or an
+	// earlier attempt's, is recognised by its status and finishedAt.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var got store.RunRecord
+	if gerr := r.c().Get(rctx, id, &got); gerr == nil && got.Status == o.Status && got.FinishedAt.Equal(o.FinishedAt.Truncate(time.Millisecond)) {
+		return nil
+	}
+	return err
+}
+
+func (r runs) FinishSwept(ctx context.Context, id string, sweptAt time.Time, o store.RunOutcome) error {
+	set := bson.D{{Key: "finishedAt", Value: o.FinishedAt}}
+	if o.ExitCode != nil {
+		set = append(set, bson.E{Key: "exitCode", Value: *o.ExitCode})
+	}
+	set = append(set, bson.E{Key: "output", Value: o.Output}, statusIs(o.Status))
+	if o.Status == schedule.RunFailed {
+		set = append(set, bson.E{Key: "error", Value: o.Error})
+	}
+	return r.c().UpdateOne(ctx, byRunID(id, statusIs(schedule.RunRunning), bson.E{Key: "sweepAt", Value: sweptAt}), outcomeUpdate(set, o))
+}
+
+func (r runs) FailOver(ctx context.Context, id string, sweptAt time.Time, reason string, at, retryOwedAt time.Time) error {
+	return r.c().UpdateOne(ctx,
+		byRunID(id, statusIs(schedule.RunRunning), bson.E{Key: "sweepAt", Value: sweptAt}),
+		bson.D{
+			{Key: "$set", Value: bson.D{statusIs(schedule.RunFailed), {Key: "error", Value: reason}, {Key: "finishedAt", Value: at},
+				{Key: "sweepAt", Value: retryOwedAt}}},
+		})
+}
+
+func (r runs) RetryRecorded(ctx context.Context, id string) error {
+	return r.c().UpdateOne(ctx, byRunID(id, statusIs(schedule.RunFailed), bson.E{Key: "sweepAt", Value: bson.D{{Key: "$exists", Value: true}}}),
+		bson.D{{Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}}})
+}
+
+func (r runs) MoveSweep(ctx context.Context, id string, status schedule.RunStatus, from, to time.Time) error {
+	return r.c().UpdateOne(ctx,
+		byRunID(id, statusIs(status), bson.E{Key: "sweepAt", Value: from}),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "sweepAt", Value: to}}}})
+}
+
+func (r runs) Stale(ctx context.Context, status schedule.RunStatus, now time.Time, limit int) ([]store.RunRecord, error) {
+	var out []store.RunRecord
+	err := r.c().Find(ctx, bson.D{statusIs(status), {Key: "sweepAt", Value: bson.D{{Key: "$lte", Value: now}}}}, &out,
+		options.Find().SetSort(bson.D{{Key: "sweepAt", Value: 1}}).SetLimit(int64(limit)))
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (r runs) RunningAt(ctx context.Context, scheduleID string, epoch int64) (*store.RunRecord, error) {
+	return r.findOne(ctx, bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunRunning), {Key: "epoch", Value: epoch}})
+}
+
+func (r runs) RunningGPU(ctx context.Context, scheduleID, exceptID string) (*store.RunRecord, error) {
+	filter := bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunRunning), {Key: "gpuJob", Value: bson.D{{Key: "$exists", Value: true}}}}
+	if exceptID != "" {
+		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$ne", Value: exceptID}}})
+	}
+	return r.findOne(ctx, filter)
+}
+
+func (r runs) LiveSibling(ctx context.Context, scheduleID string, createdAt, now time.Time) (*store.RunRecord, error) {
+	return r.findOne(ctx,
+		bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunRunning), {Key: "createdAt", Value: createdAt},
+			{Key: "sweepAt", Value: bson.D{{Key: "$gt", Value: now}}}},
+		options.FindOne().SetSort(bson.D{{Key: "sweepAt", Value: -1}}))
+}
+
 // HighestFence implements store.Runs.
-func (v runs) HighestFence(ctx context.Context, scheduleID string) (int64, error) {
-	return highestFence(ctx, v.s.named(schedule.RunsCollection), bson.D{{Key: "scheduleId", Value: scheduleID}}, store.DefaultFenceField)
+func (r runs) HighestFence(ctx context.Context, scheduleID string) (int64, error) {
+	return highestFence(ctx, r.c(), bson.D{{Key: "scheduleId", Value: scheduleID}}, store.DefaultFenceField)
 }

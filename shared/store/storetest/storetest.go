@@ -92,6 +92,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Faults", s.faults)
 	t.Run("Schedules", s.schedules)
 	t.Run("Catalog", s.catalog)
+	t.Run("Runs", s.runs)
 }
 
 type suite struct {
