@@ -90,6 +90,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Meter", s.meter)
 	t.Run("Errors", s.errorCodes)
 	t.Run("Faults", s.faults)
+	t.Run("GPU", s.gpu)
 }
 
 type suite struct {
