@@ -446,7 +446,10 @@ func (e *runAnswerError) permanent() bool {
 func (d *Dispatcher) post(ctx context.Context, workerURL string, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.RunTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, workerURL+"/run", bytes.NewReader(body))
+	// workerURL is the slot document's worker, which Init wrote from the
+	// configured pool (BATON_GPU_POOL); a callback's fence only picks which
+	// slot, never where it points.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, workerURL+"/run", bytes.NewReader(body)) //nolint:gosec // G704: the URL is the configured pool's (see above), not the caller's
 	if err != nil {
 		return fmt.Errorf("POST /run: %w", err)
 	}
@@ -456,7 +459,7 @@ func (d *Dispatcher) post(ctx context.Context, workerURL string, body []byte) er
 			return fmt.Errorf("POST /run: authorize: %w", err)
 		}
 	}
-	resp, err := d.cfg.HTTPClient.Do(req)
+	resp, err := d.cfg.HTTPClient.Do(req) //nolint:gosec // G704: the URL is the configured pool's (see above)
 	if err != nil {
 		// Only a failure to connect proves the worker never saw the job.
 		var op *net.OpError
