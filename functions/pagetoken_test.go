@@ -17,8 +17,8 @@ import (
 	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/config"
-	"github.com/baton-cron/baton/shared/gpu"
 	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // oldKey is the public constant that signed every page token before
@@ -116,7 +116,7 @@ func TestPageTokensNeedTheDeploymentSecret(t *testing.T) {
 	}{
 		{"forged under the old key", list(a), forge(t, oldKey, schedule.SchedulesCollection, bson.D{}, "", false, nil, "s1")},
 		{"operator forged under the old key", list(a), forge(t, oldKey, schedule.SchedulesCollection, bson.D{}, "", false, nil, where)},
-		{"gpu: operator forged under the old key", jobs(a), forge(t, oldKey, gpu.JobsCollection, bson.D{}, "createdAt", true, where, "j1")},
+		{"gpu: operator forged under the old key", jobs(a), forge(t, oldKey, mongostore.GPUJobsCollection, bson.D{}, "createdAt", true, where, "j1")},
 		{"edited", list(a), edited},
 		{"another deployment's", list(b), tok},
 	}

@@ -5,23 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
+	"github.com/baton-cron/baton/shared/gpu/gpumodel"
 	"github.com/baton-cron/baton/shared/store"
 )
-
-// held is the filter for "job id is still held under fence f", whoever
-// asks; the sweep, which acts for no worker, uses it as it is.
-func held(id string, f Fence) bson.D {
-	return bson.D{{Key: "_id", Value: id}, {Key: "slot", Value: f.Slot}, {Key: "epoch", Value: f.Epoch}, {Key: "status", Value: bson.D{{Key: "$in", Value: active}}}}
-}
-
-// heldBy is held for a worker's callback: the write also needs the
-// dispatch's secret, compared by its hash in the database, so a caller
-// that only read the fence from GET changes nothing.
-func heldBy(id string, f Fence) bson.D {
-	return append(held(id, f), bson.E{Key: "secretHash", Value: hashSecret(f.Secret)})
-}
 
 // Heartbeat records that the worker holding job id under fence f is alive:
 // the first one moves the job to running and stamps startedAt; each one
@@ -32,13 +18,7 @@ func heldBy(id string, f Fence) bson.D {
 func (d *Dispatcher) Heartbeat(ctx context.Context, id string, f Fence) (Job, error) {
 	now := d.cfg.Now().UTC()
 	lease := now.Add(d.cfg.LeaseTTL)
-	var job Job
-	err := d.jobs.FindOneAndUpdate(ctx, heldBy(id, f),
-		bson.D{
-			{Key: "$set", Value: bson.D{{Key: "status", Value: StatusRunning}, {Key: "heartbeatAt", Value: now}, {Key: "leaseUntil", Value: lease}}},
-			// $min keeps the first heartbeat's time.
-			{Key: "$min", Value: bson.D{{Key: "startedAt", Value: now}}},
-		}, &job)
+	job, err := d.q.Heartbeat(ctx, id, hold(f), now, lease)
 	if errors.Is(err, store.ErrConflict) {
 		return Job{}, d.whyNotHeld(ctx, id, f, "heartbeat")
 	}
@@ -50,7 +30,7 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, id string, f Fence) (Job, er
 		// beat); skip a write on the hot path of every hand-off.
 		return job, nil
 	}
-	err = d.updateSlot(ctx, f.Slot, f.Epoch, bson.D{{Key: "jobId", Value: id}, {Key: "leaseUntil", Value: lease}})
+	err = d.q.ExtendSlot(ctx, f.Slot, f.Epoch, id, lease)
 	if err != nil {
 		// The job lease was extended; the slot's will be on the next beat.
 		d.cfg.Logger.Warn("gpu: heartbeat: extend slot lease", "job", id, "slot", f.Slot, "error", err.Error())
@@ -136,19 +116,14 @@ func (d *Dispatcher) Complete(ctx context.Context, id string, c CompleteRequest)
 
 // finish records the completion on the job under its fence.
 func (d *Dispatcher) finish(ctx context.Context, id string, c CompleteRequest) (Job, error) {
-	var job Job
 	if !c.Interrupted {
 		// The common case needs no read first: one fenced write.
 		status := StatusSucceeded
 		if c.ExitCode != 0 || c.TimedOut {
 			status = StatusFailed
 		}
-		update := bson.D{
-			{Key: "$set", Value: bson.D{{Key: "status", Value: status}, {Key: "exitCode", Value: c.ExitCode}, {Key: "output", Value: c.Output},
-				{Key: "stdout", Value: truncate(c.Stdout, StdoutHeadBytes)}, {Key: "error", Value: c.Error}, {Key: "finishedAt", Value: d.cfg.Now().UTC()}}},
-			{Key: "$unset", Value: bson.D{{Key: "leaseUntil", Value: ""}}},
-		}
-		err := d.jobs.FindOneAndUpdate(ctx, heldBy(id, c.Fence), update, &job)
+		o := gpumodel.Outcome{Status: status, ExitCode: c.ExitCode, Output: c.Output, Stdout: truncate(c.Stdout, StdoutHeadBytes), Error: c.Error}
+		job, err := d.q.Complete(ctx, id, hold(c.Fence), o, d.cfg.Now().UTC())
 		if err == nil {
 			return job, nil
 		}
@@ -177,33 +152,14 @@ func (d *Dispatcher) finish(ctx context.Context, id string, c CompleteRequest) (
 		// cancel or a sweep. Let the worker retry.
 		return Job{}, fmt.Errorf("gpu: complete %s: the job changed meanwhile: %w", id, store.ErrConflict)
 	}
-	filter := append(heldBy(id, c.Fence), bson.E{Key: "attempts", Value: job.Attempts})
-	if err := d.jobs.FindOneAndUpdate(ctx, filter, d.requeueUpdate(job, "interrupted: "+c.Error), &job); err != nil {
+	job, err = d.q.RequeueInterrupted(ctx, job, hold(c.Fence), "interrupted: "+c.Error, d.cfg.Now().UTC())
+	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return Job{}, d.whyNotHeld(ctx, id, c.Fence, "complete")
 		}
 		return Job{}, fmt.Errorf("gpu: complete %s: %w", id, err)
 	}
 	return job, nil
-}
-
-// requeueUpdate takes a job back from its holder, using one attempt: queued
-// again, or dead when it has used maxAttempts.
-func (d *Dispatcher) requeueUpdate(job Job, reason string) bson.D {
-	now := d.cfg.Now().UTC()
-	attempts := job.Attempts + 1
-	if attempts >= job.MaxAttempts {
-		// The fence goes too, with its secret: the holder's late
-		// completion is refused.
-		return bson.D{
-			{Key: "$set", Value: bson.D{{Key: "status", Value: StatusDead}, {Key: "attempts", Value: attempts}, {Key: "error", Value: reason}, {Key: "finishedAt", Value: now}, {Key: "epoch", Value: int64(0)}}},
-			{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "secretHash", Value: ""}, {Key: "leaseUntil", Value: ""}}},
-		}
-	}
-	return bson.D{
-		{Key: "$set", Value: bson.D{{Key: "status", Value: StatusQueued}, {Key: "attempts", Value: attempts}, {Key: "error", Value: reason}, {Key: "epoch", Value: int64(0)}}},
-		{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "worker", Value: ""}, {Key: "secretHash", Value: ""}, {Key: "leaseUntil", Value: ""}, {Key: "dispatchedAt", Value: ""}, {Key: "startedAt", Value: ""}, {Key: "heartbeatAt", Value: ""}}},
-	}
 }
 
 // Cancel cancels a queued, dispatched or running job. A running job's
@@ -219,10 +175,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (Job, error) {
 		if Terminal(job.Status) {
 			return job, fmt.Errorf("gpu: cancel %s: it is %s: %w", id, job.Status, ErrFinished)
 		}
-		filter := bson.D{{Key: "_id", Value: id}, {Key: "status", Value: job.Status}, {Key: "epoch", Value: job.Epoch}}
-		err = d.updateJob(ctx, filter, bson.D{{Key: "$set", Value: bson.D{
-			{Key: "status", Value: StatusCancelled}, {Key: "finishedAt", Value: d.cfg.Now().UTC()}}},
-			{Key: "$unset", Value: bson.D{{Key: "leaseUntil", Value: ""}}}})
+		err = d.q.Cancel(ctx, id, job.Status, job.Epoch, d.cfg.Now().UTC())
 		if errors.Is(err, store.ErrConflict) {
 			continue // it moved on; look again
 		}

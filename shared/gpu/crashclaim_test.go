@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/baton-cron/baton/shared/gpu"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // TestDispatcherCrashMidClaim plays a dispatcher that dies part-way
@@ -25,7 +26,7 @@ func TestDispatcherCrashMidClaim(t *testing.T) {
 
 	// Step 1 only: the slot is claimed (epoch+1) and then nothing.
 	var slot gpu.Slot
-	if err := b.st.Collection(gpu.SlotsCollection).FindOneAndUpdate(b.ctx, bson.D{{Key: "_id", Value: slotID}},
+	if err := b.st.Collection(mongostore.GPUSlotsCollection).FindOneAndUpdate(b.ctx, bson.D{{Key: "_id", Value: slotID}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "leaseUntil", Value: lease}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}}}, &slot); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func TestDispatcherCrashMidClaim(t *testing.T) {
 
 	// Steps 1 and 2: slot and job claimed and stamped, never sent or linked.
 	b.waitFor("the slot to be free", func() bool { s, _ := b.d.Slots(b.ctx); return len(s) == 1 && s[0].State == "free" })
-	if err := b.st.Collection(gpu.SlotsCollection).FindOneAndUpdate(b.ctx, bson.D{{Key: "_id", Value: slotID}},
+	if err := b.st.Collection(mongostore.GPUSlotsCollection).FindOneAndUpdate(b.ctx, bson.D{{Key: "_id", Value: slotID}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "leaseUntil", Value: b.clock.Now().Add(b.d.LeaseTTL())}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}}}, &slot); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestDispatcherCrashMidClaim(t *testing.T) {
 	leaseUntil := now.Add(b.d.LeaseTTL())
 	orphan := gpu.Job{ID: "after-step2", Status: gpu.StatusDispatched, MaxAttempts: 3, Timeout: 60e9, Payload: "true", Source: gpu.SourceAPI,
 		CreatedAt: now, Slot: slotID, Worker: b.workers[0].URL, Epoch: slot.Epoch, LeaseUntil: &leaseUntil, DispatchedAt: &now}
-	if _, err := b.st.Collection(gpu.JobsCollection).InsertIdempotent(b.ctx, orphan); err != nil {
+	if _, err := b.st.Collection(mongostore.GPUJobsCollection).InsertIdempotent(b.ctx, orphan); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(b.d.LeaseTTL() + time.Second)

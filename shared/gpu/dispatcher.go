@@ -17,12 +17,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
+	"github.com/baton-cron/baton/shared/gpu/gpumodel"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
-	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // Defaults for Config.
@@ -34,8 +31,8 @@ const (
 
 // Config configures a Dispatcher.
 type Config struct {
-	// Store holds gpu_jobs and gpu_slots. Required.
-	Store *mongostore.Store
+	// Store holds the GPU queue (its GPU view: jobs and slots). Required.
+	Store store.Backend
 	// Pool lists the workers (see ParsePool).
 	Pool Pool
 	// HTTPClient posts /run to workers; nil means a client with RunTimeout.
@@ -64,11 +61,10 @@ type Config struct {
 // use, and any number of dispatchers (function instances) may share one
 // database: every state change is a conditional update.
 type Dispatcher struct {
-	cfg   Config
-	jobs  *mongostore.Collection
-	slots *mongostore.Collection
-	ids   []string
-	urls  map[string]string // slot id → worker URL
+	cfg  Config
+	q    store.GPU
+	ids  []string
+	urls map[string]string // slot id → worker URL
 
 	initMu sync.Mutex
 	inited bool
@@ -103,11 +99,10 @@ func New(cfg Config) (*Dispatcher, error) {
 		cfg.Logger = slog.Default()
 	}
 	d := &Dispatcher{
-		cfg:   cfg,
-		jobs:  cfg.Store.Collection(JobsCollection),
-		slots: cfg.Store.Collection(SlotsCollection),
-		ids:   cfg.Pool.slotIDs(),
-		urls:  map[string]string{},
+		cfg:  cfg,
+		q:    cfg.Store.GPU(),
+		ids:  cfg.Pool.slotIDs(),
+		urls: map[string]string{},
 	}
 	for _, w := range cfg.Pool {
 		for i := 0; i < w.Slots; i++ {
@@ -133,11 +128,12 @@ func (d *Dispatcher) Init(ctx context.Context) error {
 	if d.inited {
 		return nil
 	}
-	for _, id := range d.ids {
-		slot := Slot{ID: id, Worker: d.urls[id], LeaseUntil: time.Unix(0, 0).UTC()}
-		if _, err := d.slots.InsertIdempotent(ctx, slot); err != nil {
-			return fmt.Errorf("gpu: init slot %s: %w", id, err)
-		}
+	slots := make([]Slot, len(d.ids))
+	for i, id := range d.ids {
+		slots[i] = Slot{ID: id, Worker: d.urls[id], LeaseUntil: time.Unix(0, 0).UTC()}
+	}
+	if err := d.q.EnsureSlots(ctx, slots...); err != nil {
+		return fmt.Errorf("gpu: init %w", err)
 	}
 	d.inited = true
 	return nil
@@ -181,7 +177,7 @@ func (d *Dispatcher) insert(ctx context.Context, id, source string, req EnqueueR
 		ID: id, Status: StatusQueued, Priority: req.Priority, MaxAttempts: req.MaxAttempts,
 		Timeout: req.Timeout, Payload: req.Payload, Source: source, CreatedAt: d.cfg.Now().UTC(),
 	}
-	created, err := d.jobs.InsertIdempotent(ctx, job)
+	created, err := d.q.Enqueue(ctx, job)
 	if err != nil {
 		return Job{}, false, fmt.Errorf("gpu: enqueue %s: %w", id, err)
 	}
@@ -251,7 +247,7 @@ func (d *Dispatcher) Dispatch(ctx context.Context) (int, error) {
 // dispatch's secret (see fill). It returns a nil job when there is no free
 // slot or no queued job.
 func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot, *Job, string, error) {
-	ids := make(bson.A, 0, len(d.ids))
+	ids := make([]string, 0, len(d.ids))
 	for _, id := range d.ids {
 		if !refused[id] {
 			ids = append(ids, id)
@@ -266,12 +262,7 @@ func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot,
 	// Step 1: the slot. Bumping the epoch fences out whoever held it
 	// before. If we die here, the slot's lease runs out and it is
 	// claimable again. The previous dispatch's secret goes with its epoch.
-	var slot Slot
-	err := d.slots.FindOneAndUpdate(ctx,
-		bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "leaseUntil", Value: bson.D{{Key: "$lte", Value: expired}}}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: lease}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}},
-			{Key: "$unset", Value: bson.D{{Key: "secretHash", Value: ""}}}},
-		&slot, options.FindOneAndUpdate().SetSort(bson.D{{Key: "leaseUntil", Value: 1}, {Key: "_id", Value: 1}}))
+	slot, err := d.q.ClaimSlot(ctx, ids, expired, lease)
 	if errors.Is(err, store.ErrConflict) {
 		return nil, nil, "", nil
 	}
@@ -297,14 +288,7 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error)
 	// in one write, so no reader sees a fence without the hash that
 	// guards it, and every write that clears the fence clears the hash. If
 	// we die here, the job's own lease runs out and Sweep requeues it.
-	var job Job
-	err := d.jobs.FindOneAndUpdate(ctx,
-		bson.D{{Key: "status", Value: StatusQueued}},
-		bson.D{{Key: "$set", Value: bson.D{
-			{Key: "status", Value: StatusDispatched}, {Key: "slot", Value: slot.ID}, {Key: "worker", Value: slot.Worker},
-			{Key: "epoch", Value: slot.Epoch}, {Key: "secretHash", Value: hash}, {Key: "leaseUntil", Value: lease}, {Key: "dispatchedAt", Value: now},
-		}}},
-		&job, options.FindOneAndUpdate().SetSort(bson.D{{Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}))
+	job, err := d.q.ClaimBestJob(ctx, *slot, hash, now, lease)
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) && d.testHookEmptyFill != nil {
 			d.testHookEmptyFill()
@@ -324,7 +308,7 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error)
 	// Step 3: link the slot to the job, under the fence. The slot keeps the
 	// hash too: a completion re-claims the slot before it touches the job
 	// (see Complete), and that write must be the worker's alone.
-	err = d.updateSlot(ctx, slot.ID, slot.Epoch, bson.D{{Key: "jobId", Value: job.ID}, {Key: "secretHash", Value: hash}})
+	err = d.q.LinkSlot(ctx, slot.ID, slot.Epoch, job.ID, hash)
 	if err != nil {
 		// We were too slow and lost the slot: give the job back unharmed.
 		d.requeueUnharmed(ctx, &job)
@@ -360,21 +344,11 @@ func (d *Dispatcher) handoff(ctx context.Context, f Fence, jobID string) {
 // is queued (the slot is then free). With the next job comes its new
 // dispatch's secret.
 func (d *Dispatcher) reclaim(ctx context.Context, f Fence, jobID string) (*Slot, *Job, string, bool) {
-	var slot Slot
 	lease := d.cfg.Now().UTC().Add(d.cfg.LeaseTTL)
-	// jobId too: only the holder of this very job may give the slot away,
-	// not a caller that knows the slot's epoch but reports another job. ""
-	// is a slot freed under this epoch (a /run that timed out although the
-	// worker took the job, or the sweep): its worker is idle now too. And
-	// the secret's hash: slot, epoch and job id are all public, so without
-	// it anyone could take the slot from under a running job and double-book
-	// its GPU, even though the job's outcome is then refused.
-	err := d.slots.FindOneAndUpdate(ctx,
-		bson.D{{Key: "_id", Value: f.Slot}, {Key: "epoch", Value: f.Epoch}, {Key: "jobId", Value: bson.D{{Key: "$in", Value: bson.A{jobID, ""}}}},
-			{Key: "secretHash", Value: hashSecret(f.Secret)}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: lease}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}},
-			{Key: "$unset", Value: bson.D{{Key: "secretHash", Value: ""}}}},
-		&slot)
+	// Fenced on this very job (or none: a slot freed under this epoch) and
+	// on the dispatch's secret, since slot, epoch and job id are all
+	// public (see store.GPU.ReclaimSlot).
+	slot, err := d.q.ReclaimSlot(ctx, hold(f), jobID, lease)
 	if err != nil {
 		return nil, nil, "", false
 	}
@@ -472,7 +446,10 @@ func (e *runAnswerError) permanent() bool {
 func (d *Dispatcher) post(ctx context.Context, workerURL string, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.RunTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, workerURL+"/run", bytes.NewReader(body))
+	// workerURL is the slot document's worker, which Init wrote from the
+	// configured pool (BATON_GPU_POOL); a callback's fence only picks which
+	// slot, never where it points.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, workerURL+"/run", bytes.NewReader(body)) //nolint:gosec // G704: the URL is the configured pool's (see above), not the caller's
 	if err != nil {
 		return fmt.Errorf("POST /run: %w", err)
 	}
@@ -482,7 +459,7 @@ func (d *Dispatcher) post(ctx context.Context, workerURL string, body []byte) er
 			return fmt.Errorf("POST /run: authorize: %w", err)
 		}
 	}
-	resp, err := d.cfg.HTTPClient.Do(req)
+	resp, err := d.cfg.HTTPClient.Do(req) //nolint:gosec // G704: the URL is the configured pool's (see above)
 	if err != nil {
 		// Only a failure to connect proves the worker never saw the job.
 		var op *net.OpError
@@ -515,14 +492,11 @@ func boundText(b []byte, n int) string {
 }
 
 // requeueRefused takes back a job its worker refused permanently, using an
-// attempt (requeueUpdate: queued again, or dead). Like requeueUnharmed it is
+// attempt (Job.TakenBack: queued again, or dead). Like requeueUnharmed it is
 // fenced on the send's slot, epoch and status, and on the attempts it read,
 // so a sweep or heartbeat that moved the job on meanwhile wins.
 func (d *Dispatcher) requeueRefused(ctx context.Context, job *Job, reason string) {
-	err := d.updateJob(ctx,
-		bson.D{{Key: "_id", Value: job.ID}, {Key: "slot", Value: job.Slot}, {Key: "epoch", Value: job.Epoch},
-			{Key: "status", Value: StatusDispatched}, {Key: "attempts", Value: job.Attempts}},
-		d.requeueUpdate(*job, reason))
+	err := d.q.RequeueRefused(ctx, *job, reason, d.cfg.Now().UTC())
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		// Its lease will run out and Sweep will requeue it.
 		d.cfg.Logger.Warn("gpu: requeue refused job", "job", job.ID, "error", err.Error())
@@ -532,10 +506,7 @@ func (d *Dispatcher) requeueRefused(ctx context.Context, job *Job, reason string
 // requeueUnharmed puts a dispatched job back in the queue with its
 // attempts unchanged (the worker never ran it).
 func (d *Dispatcher) requeueUnharmed(ctx context.Context, job *Job) {
-	err := d.updateJob(ctx,
-		bson.D{{Key: "_id", Value: job.ID}, {Key: "slot", Value: job.Slot}, {Key: "epoch", Value: job.Epoch}, {Key: "status", Value: StatusDispatched}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: StatusQueued}, {Key: "epoch", Value: int64(0)}}},
-			{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "worker", Value: ""}, {Key: "secretHash", Value: ""}, {Key: "leaseUntil", Value: ""}, {Key: "dispatchedAt", Value: ""}}}})
+	err := d.q.Unclaim(ctx, *job)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		// Its lease will run out and Sweep will requeue it.
 		d.cfg.Logger.Warn("gpu: requeue refused job", "job", job.ID, "error", err.Error())
@@ -553,37 +524,22 @@ const maxLateJobs = 3
 // queued reports whether any job is queued. An error counts as yes: one
 // more dispatch attempt is cheaper than a job left waiting for a sweep.
 func (d *Dispatcher) queued(ctx context.Context) bool {
-	var j bson.Raw
-	err := d.jobs.FindOne(ctx, bson.D{{Key: "status", Value: StatusQueued}}, &j, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}}))
-	return !errors.Is(err, store.ErrNotFound)
+	yes, err := d.q.AnyQueued(ctx)
+	return yes || err != nil
 }
 
 // freeSlot releases a slot held at epoch, making it claimable at
 // claimableAt (the zero lease for at once). A newer holder is left alone.
 func (d *Dispatcher) freeSlot(ctx context.Context, id string, epoch int64, claimableAt time.Time) {
-	err := d.updateSlot(ctx, id, epoch, bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: claimableAt}})
+	err := d.q.Release(ctx, id, epoch, claimableAt)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		// Its lease will run out on its own.
 		d.cfg.Logger.Warn("gpu: free slot", "slot", id, "error", err.Error())
 	}
 }
 
-// updateJob applies a conditional update to one job (the filter always
-// holds _id) and returns store.ErrConflict when the condition no longer
-// holds. It uses findAndModify rather than update: on the local emulator
-// (FerretDB on SQLite) only findAndModify pushes the _id down, which was
-// measured at about 7 ms against 20 ms for update at 200 jobs. On
-// Firestore both are indexed point writes.
-func (d *Dispatcher) updateJob(ctx context.Context, filter, update bson.D) error {
-	var after bson.Raw
-	return d.jobs.FindOneAndUpdate(ctx, filter, update, &after)
-}
-
-// updateSlot sets fields on a slot only while it is still held at epoch:
-// the fence for every slot write. A slot's epoch only goes up (each claim
-// increments it), so equality means "the same hold"; a newer holder gets
-// store.ErrConflict. findAndModify for the reason given at updateJob.
-func (d *Dispatcher) updateSlot(ctx context.Context, id string, epoch int64, set bson.D) error {
-	var after bson.Raw
-	return d.slots.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: id}, {Key: "epoch", Value: epoch}}, bson.D{{Key: "$set", Value: set}}, &after)
+// hold is the store's fence for a worker's callback under f: the secret
+// reaches the store only as its hash.
+func hold(f Fence) gpumodel.Hold {
+	return gpumodel.Hold{Slot: f.Slot, Epoch: f.Epoch, SecretHash: hashSecret(f.Secret)}
 }

@@ -10,16 +10,17 @@ import (
 	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/internal/enumtest"
 	"github.com/baton-cron/baton/shared/gpu"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // TestJobStatusEnum: AllJobStatuses holds exactly the JobStatus constants
-// declared in this package (read from the source, so a status added without
-// being listed fails here), Valid accepts those and nothing else, and each
+// declared in gpumodel, which this package aliases (read from the source,
+// so a status added without being listed fails here), Valid accepts those and nothing else, and each
 // is the plain string on the wire. Terminal answers only for listed
 // statuses.
 func TestJobStatusEnum(t *testing.T) {
 	t.Parallel()
-	enumtest.Check(t, ".", "JobStatus", gpu.AllJobStatuses(), gpu.JobStatus.Valid, "pending", "done", "canceled")
+	enumtest.Check(t, "gpumodel", "JobStatus", gpu.AllJobStatuses(), gpu.JobStatus.Valid, "pending", "done", "canceled")
 	var terminal []gpu.JobStatus
 	for _, s := range gpu.AllJobStatuses() {
 		if gpu.Terminal(s) {
@@ -42,7 +43,7 @@ func TestJobStatusEnum(t *testing.T) {
 func TestTypedJobStatusMatchesStoredStrings(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	jobs := emutest.Store(t).Collection(gpu.JobsCollection)
+	jobs := emutest.Store(t).Collection(mongostore.GPUJobsCollection)
 	if _, err := jobs.InsertIdempotent(ctx, bson.D{{Key: "_id", Value: "old"}, {Key: "status", Value: "dispatched"}}); err != nil {
 		t.Fatal(err)
 	}

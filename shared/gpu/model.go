@@ -4,61 +4,35 @@ import (
 	"regexp"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
+	"github.com/baton-cron/baton/shared/gpu/gpumodel"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/schedule"
 )
 
-// Collections.
-const (
-	JobsCollection  = "gpu_jobs"
-	SlotsCollection = "gpu_slots"
-)
+// JobStatus is where a GPU job is in its life (gpumodel.JobStatus, where
+// the store's records live). It is stored and sent as its string
+// ("queued").
+type JobStatus = gpumodel.JobStatus
 
-// JobStatus is where a GPU job is in its life. It is stored and sent as its
-// string ("queued"), and the dispatcher's queries filter on that string.
-type JobStatus string
-
-// Job statuses.
+// Job statuses (gpumodel's, under this package's names).
 const (
-	StatusQueued     JobStatus = "queued"     // waiting for a slot
-	StatusDispatched JobStatus = "dispatched" // sent to a worker, not yet heard from
-	StatusRunning    JobStatus = "running"    // the worker heartbeated
-	StatusSucceeded  JobStatus = "succeeded"  // the command exited 0
-	StatusFailed     JobStatus = "failed"     // the command exited non-zero or timed out
-	StatusDead       JobStatus = "dead"       // it used maxAttempts (lost leases, interruptions, permanent refusals)
-	StatusCancelled  JobStatus = "cancelled"  // cancelled through the API
+	StatusQueued     = gpumodel.StatusQueued     // waiting for a slot
+	StatusDispatched = gpumodel.StatusDispatched // sent to a worker, not yet heard from
+	StatusRunning    = gpumodel.StatusRunning    // the worker heartbeated
+	StatusSucceeded  = gpumodel.StatusSucceeded  // the command exited 0
+	StatusFailed     = gpumodel.StatusFailed     // the command exited non-zero or timed out
+	StatusDead       = gpumodel.StatusDead       // it used maxAttempts (lost leases, interruptions, permanent refusals)
+	StatusCancelled  = gpumodel.StatusCancelled  // cancelled through the API
 )
 
 // AllJobStatuses lists every job status, in the order of a job's life, as
 // GET /gpu/jobs?status= names them when it refuses one. It returns a new
 // slice each call.
-func AllJobStatuses() []JobStatus {
-	return []JobStatus{StatusQueued, StatusDispatched, StatusRunning, StatusSucceeded, StatusFailed, StatusDead, StatusCancelled}
-}
-
-// Valid reports whether s is one of the job statuses.
-func (s JobStatus) Valid() bool {
-	switch s {
-	case StatusQueued, StatusDispatched, StatusRunning, StatusSucceeded, StatusFailed, StatusDead, StatusCancelled:
-		return true
-	}
-	return false
-}
-
-// active are the statuses in which a slot holds the job.
-var active = bson.A{StatusDispatched, StatusRunning}
+func AllJobStatuses() []JobStatus { return gpumodel.AllJobStatuses() }
 
 // Terminal reports whether status is final. shared/scheduler keeps a mirror
 // of it (gpuTerminal), since it does not import this package.
-func Terminal(status JobStatus) bool {
-	switch status {
-	case StatusSucceeded, StatusFailed, StatusDead, StatusCancelled:
-		return true
-	}
-	return false
-}
+func Terminal(status JobStatus) bool { return gpumodel.Terminal(status) }
 
 // Job sources.
 const (
@@ -81,58 +55,13 @@ const (
 	MaxTimeout         = 24 * time.Hour
 )
 
-// Job is a GPU job document.
-type Job struct {
-	ID          string            `bson:"_id" json:"id"`
-	Status      JobStatus         `bson:"status" json:"status"`
-	Priority    int               `bson:"priority" json:"priority"`
-	Attempts    int               `bson:"attempts" json:"attempts"`
-	MaxAttempts int               `bson:"maxAttempts" json:"maxAttempts"`
-	Timeout     schedule.Duration `bson:"timeout" json:"timeout"`
-	Payload     string            `bson:"payload" json:"payload,omitempty"`
-	Source      string            `bson:"source" json:"source"`
-	CreatedAt   time.Time         `bson:"createdAt" json:"createdAt"`
+// Job is a GPU job document (gpumodel.Job).
+type Job = gpumodel.Job
 
-	// Slot, Worker and Epoch name the holder while dispatched or running
-	// (and, for a job cancelled while running, the holder that must still
-	// report). Together Slot and Epoch are the fence.
-	Slot   string `bson:"slot,omitempty" json:"slot,omitempty"`
-	Worker string `bson:"worker,omitempty" json:"worker,omitempty"`
-	Epoch  int64  `bson:"epoch" json:"epoch,omitempty"`
-	// LeaseUntil is when Sweep may take the job back; heartbeats extend it.
-	LeaseUntil *time.Time `bson:"leaseUntil,omitempty" json:"leaseUntil,omitempty"`
-	// SecretHash is the SHA-256 of the secret sent with this dispatch's
-	// POST /run; a callback must carry the secret itself. The fence alone
-	// is public (GET shows slot and epoch), so without it any caller of
-	// the API could report another job's outcome. It is set with the fence
-	// and cleared with it, and never leaves the server: json:"-".
-	SecretHash string `bson:"secretHash,omitempty" json:"-"`
-
-	DispatchedAt *time.Time `bson:"dispatchedAt,omitempty" json:"dispatchedAt,omitempty"`
-	StartedAt    *time.Time `bson:"startedAt,omitempty" json:"startedAt,omitempty"`
-	HeartbeatAt  *time.Time `bson:"heartbeatAt,omitempty" json:"heartbeatAt,omitempty"`
-	FinishedAt   *time.Time `bson:"finishedAt,omitempty" json:"finishedAt,omitempty"`
-
-	ExitCode *int   `bson:"exitCode,omitempty" json:"exitCode,omitempty"`
-	Output   string `bson:"output,omitempty" json:"output,omitempty"`
-	Stdout   string `bson:"stdout,omitempty" json:"stdout,omitempty"`
-	Error    string `bson:"error,omitempty" json:"error,omitempty"`
-}
-
-// Slot is a GPU slot document. A slot whose LeaseUntil is in the past is
-// claimable: free slots carry the zero lease; JobID is empty while the slot
-// is being claimed or backing off after a refusal.
-type Slot struct {
-	ID         string    `bson:"_id" json:"id"`
-	Worker     string    `bson:"worker" json:"worker"`
-	JobID      string    `bson:"jobId" json:"jobId,omitempty"`
-	LeaseUntil time.Time `bson:"leaseUntil" json:"leaseUntil"`
-	Epoch      int64     `bson:"epoch" json:"epoch"`
-	// SecretHash is the hash of the secret of the dispatch that holds the
-	// slot (as on the job), so a completion hands the slot on only when
-	// it comes from that dispatch's worker. Never shown: json:"-".
-	SecretHash string `bson:"secretHash,omitempty" json:"-"`
-}
+// Slot is a GPU slot document (gpumodel.Slot). A slot whose LeaseUntil is
+// in the past is claimable: free slots carry the zero lease; JobID is empty
+// while the slot is being claimed or backing off after a refusal.
+type Slot = gpumodel.Slot
 
 // Fence names the slot hold under which a worker acts, and proves it is
 // that hold's worker.

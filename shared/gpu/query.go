@@ -6,18 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/store"
-	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // Get reads one job, or returns ErrNotFound.
 func (d *Dispatcher) Get(ctx context.Context, id string) (Job, error) {
-	var job Job
-	err := d.jobs.Get(ctx, id, &job)
+	job, err := d.q.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return Job{}, fmt.Errorf("gpu: job %q: %w", id, ErrNotFound)
 	}
@@ -36,17 +31,13 @@ type ListQuery struct {
 
 // List returns one page of jobs, newest first, with a keyset cursor.
 func (d *Dispatcher) List(ctx context.Context, q ListQuery) (jobs []Job, next string, err error) {
-	filter := bson.D{}
-	if q.Status != "" {
-		if !q.Status.Valid() {
-			return nil, "", httpapi.BadRequest("status", "must be one of %v, not %q", AllJobStatuses(), q.Status)
-		}
-		filter = bson.D{{Key: "status", Value: q.Status}}
+	if q.Status != "" && !q.Status.Valid() {
+		return nil, "", httpapi.BadRequest("status", "must be one of %v, not %q", AllJobStatuses(), q.Status)
 	}
 	if q.PageSize < 0 || q.PageSize > 1000 {
 		return nil, "", httpapi.BadRequest("pageSize", "must be from 1 to 1000, not %d", q.PageSize)
 	}
-	p, err := d.jobs.Page(ctx, mongostore.PageQuery{Filter: filter, SortField: "createdAt", SortType: bson.TypeDateTime, IDType: bson.TypeString, Desc: true, Limit: q.PageSize, Token: q.PageToken}, &jobs)
+	jobs, next, err = d.q.List(ctx, q.Status, q.PageToken, q.PageSize)
 	if errors.Is(err, store.ErrBadPageToken) {
 		return nil, "", httpapi.BadRequest("pageToken", "is not a token from this listing; start without it")
 	}
@@ -56,7 +47,7 @@ func (d *Dispatcher) List(ctx context.Context, q ListQuery) (jobs []Job, next st
 	if jobs == nil {
 		jobs = []Job{}
 	}
-	return jobs, p.NextToken, nil
+	return jobs, next, nil
 }
 
 // SlotView is one slot as GET /gpu/pool shows it.
@@ -73,12 +64,8 @@ func (d *Dispatcher) Slots(ctx context.Context) ([]SlotView, error) {
 	if err := d.Init(ctx); err != nil {
 		return nil, err
 	}
-	ids := make(bson.A, len(d.ids))
-	for i, id := range d.ids {
-		ids[i] = id
-	}
-	var slots []Slot
-	if err := d.slots.Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}}, &slots, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}})); err != nil {
+	slots, err := d.q.Slots(ctx, d.ids)
+	if err != nil {
 		return nil, fmt.Errorf("gpu: pool: %w", err)
 	}
 	now := d.cfg.Now()

@@ -1,4 +1,282 @@
 package mongostore
 
-// gpuQueue implements store.GPU.
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/baton-cron/baton/shared/gpu/gpumodel"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+// gpuQueue implements store.GPU over gpu_jobs and gpu_slots.
+//
+// Every conditional write is a findAndModify rather than an update: on the
+// local emulator (FerretDB on SQLite) only findAndModify pushes the _id
+// down, which was measured at about 7 ms against 20 ms for update at 200
+// jobs. On Firestore both are indexed point writes.
 type gpuQueue struct{ s *Store }
+
+var _ store.GPU = gpuQueue{}
+
+func (g gpuQueue) jobs() *Collection  { return g.s.named(GPUJobsCollection) }
+func (g gpuQueue) slots() *Collection { return g.s.named(GPUSlotsCollection) }
+
+// gpuActive are the statuses in which a slot holds the job.
+var gpuActive = bson.A{gpumodel.StatusDispatched, gpumodel.StatusRunning}
+
+// gpuHeld is the filter for "job id is still held under slot and epoch",
+// whoever asks; the sweep, which acts for no worker, uses it as it is.
+func gpuHeld(id, slot string, epoch int64) bson.D {
+	return bson.D{{Key: "_id", Value: id}, {Key: "slot", Value: slot}, {Key: "epoch", Value: epoch}, {Key: "status", Value: bson.D{{Key: "$in", Value: gpuActive}}}}
+}
+
+// gpuHeldBy is gpuHeld for a worker's callback: the write also needs the
+// dispatch's secret, compared by its hash in the database, so a caller
+// that only read the fence from GET changes nothing.
+func gpuHeldBy(id string, h gpumodel.Hold) bson.D {
+	return append(gpuHeld(id, h.Slot, h.Epoch), bson.E{Key: "secretHash", Value: h.SecretHash})
+}
+
+// gpuSlotClaim is the update of a slot claim: a new epoch fences out the
+// previous holder, and the previous dispatch's secret goes with its epoch.
+func gpuSlotClaim(leaseUntil time.Time) bson.D {
+	return bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: leaseUntil}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}},
+		{Key: "$unset", Value: bson.D{{Key: "secretHash", Value: ""}}}}
+}
+
+// gpuTakeBack takes a job back from its holder, using one attempt: queued
+// again, or dead when it has used maxAttempts.
+func gpuTakeBack(job gpumodel.Job, reason string, now time.Time) bson.D {
+	attempts, dead := job.TakenBack()
+	if dead {
+		// The fence goes too, with its secret: the holder's late
+		// completion is refused.
+		return bson.D{
+			{Key: "$set", Value: bson.D{{Key: "status", Value: gpumodel.StatusDead}, {Key: "attempts", Value: attempts}, {Key: "error", Value: reason}, {Key: "finishedAt", Value: now}, {Key: "epoch", Value: int64(0)}}},
+			{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "secretHash", Value: ""}, {Key: "leaseUntil", Value: ""}}},
+		}
+	}
+	return bson.D{
+		{Key: "$set", Value: bson.D{{Key: "status", Value: gpumodel.StatusQueued}, {Key: "attempts", Value: attempts}, {Key: "error", Value: reason}, {Key: "epoch", Value: int64(0)}}},
+		{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "worker", Value: ""}, {Key: "secretHash", Value: ""}, {Key: "leaseUntil", Value: ""}, {Key: "dispatchedAt", Value: ""}, {Key: "startedAt", Value: ""}, {Key: "heartbeatAt", Value: ""}}},
+	}
+}
+
+// updateJob applies a conditional update to one job (the filter always
+// holds _id); store.ErrConflict when the condition no longer holds.
+func (g gpuQueue) updateJob(ctx context.Context, filter, update bson.D) error {
+	var after bson.Raw
+	return g.jobs().FindOneAndUpdate(ctx, filter, update, &after)
+}
+
+// updateSlot sets fields on a slot only while it is still held at epoch:
+// the fence for every slot write. A slot's epoch only goes up (each claim
+// increments it), so equality means "the same hold"; a newer holder gets
+// store.ErrConflict.
+func (g gpuQueue) updateSlot(ctx context.Context, id string, epoch int64, set bson.D) error {
+	var after bson.Raw
+	return g.slots().FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: id}, {Key: "epoch", Value: epoch}}, bson.D{{Key: "$set", Value: set}}, &after)
+}
+
+func (g gpuQueue) EnsureSlots(ctx context.Context, slots ...gpumodel.Slot) error {
+	c := g.slots()
+	for _, slot := range slots {
+		if _, err := c.InsertIdempotent(ctx, slot); err != nil {
+			return fmt.Errorf("slot %s: %w", slot.ID, err)
+		}
+	}
+	return nil
+}
+
+func (g gpuQueue) Enqueue(ctx context.Context, job gpumodel.Job) (bool, error) {
+	return g.jobs().InsertIdempotent(ctx, job)
+}
+
+func (g gpuQueue) Get(ctx context.Context, id string) (gpumodel.Job, error) {
+	var job gpumodel.Job
+	if err := g.jobs().Get(ctx, id, &job); err != nil {
+		return gpumodel.Job{}, err
+	}
+	return job, nil
+}
+
+func (g gpuQueue) List(ctx context.Context, status gpumodel.JobStatus, pageToken string, pageSize int) ([]gpumodel.Job, string, error) {
+	filter := bson.D{}
+	if status != "" {
+		filter = bson.D{{Key: "status", Value: status}}
+	}
+	var jobs []gpumodel.Job
+	p, err := g.jobs().Page(ctx, PageQuery{Filter: filter, SortField: "createdAt", SortType: bson.TypeDateTime, IDType: bson.TypeString, Desc: true, Limit: pageSize, Token: pageToken}, &jobs)
+	if err != nil {
+		return nil, "", err
+	}
+	return jobs, p.NextToken, nil
+}
+
+func (g gpuQueue) AnyQueued(ctx context.Context) (bool, error) {
+	var j bson.Raw
+	err := g.jobs().FindOne(ctx, bson.D{{Key: "status", Value: gpumodel.StatusQueued}}, &j, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (g gpuQueue) Slots(ctx context.Context, ids []string) ([]gpumodel.Slot, error) {
+	in := make(bson.A, len(ids))
+	for i, id := range ids {
+		in[i] = id
+	}
+	var slots []gpumodel.Slot
+	if err := g.slots().Find(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: in}}}}, &slots, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}})); err != nil {
+		return nil, err
+	}
+	return slots, nil
+}
+
+func (g gpuQueue) ClaimSlot(ctx context.Context, ids []string, expiredBy, leaseUntil time.Time) (gpumodel.Slot, error) {
+	in := make(bson.A, len(ids))
+	for i, id := range ids {
+		in[i] = id
+	}
+	var slot gpumodel.Slot
+	err := g.slots().FindOneAndUpdate(ctx,
+		bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: in}}}, {Key: "leaseUntil", Value: bson.D{{Key: "$lte", Value: expiredBy}}}},
+		gpuSlotClaim(leaseUntil),
+		&slot, options.FindOneAndUpdate().SetSort(bson.D{{Key: "leaseUntil", Value: 1}, {Key: "_id", Value: 1}}))
+	if err != nil {
+		return gpumodel.Slot{}, err
+	}
+	return slot, nil
+}
+
+func (g gpuQueue) ReclaimSlot(ctx context.Context, h gpumodel.Hold, jobID string, leaseUntil time.Time) (gpumodel.Slot, error) {
+	// jobId too: only the holder of this very job may give the slot away,
+	// not a caller that knows the slot's epoch but reports another job. ""
+	// is a slot freed under this epoch (a /run that timed out although the
+	// worker took the job, or the sweep): its worker is idle now too. And
+	// the secret's hash: slot, epoch and job id are all public, so without
+	// it anyone could take the slot from under a running job and double-book
+	// its GPU, even though the job's outcome is then refused.
+	var slot gpumodel.Slot
+	err := g.slots().FindOneAndUpdate(ctx,
+		bson.D{{Key: "_id", Value: h.Slot}, {Key: "epoch", Value: h.Epoch}, {Key: "jobId", Value: bson.D{{Key: "$in", Value: bson.A{jobID, ""}}}},
+			{Key: "secretHash", Value: h.SecretHash}},
+		gpuSlotClaim(leaseUntil),
+		&slot)
+	if err != nil {
+		return gpumodel.Slot{}, err
+	}
+	return slot, nil
+}
+
+func (g gpuQueue) ClaimBestJob(ctx context.Context, slot gpumodel.Slot, secretHash string, now, leaseUntil time.Time) (gpumodel.Job, error) {
+	// The fence and the secret's hash in one write, so no reader sees a
+	// fence without the hash that guards it.
+	var job gpumodel.Job
+	err := g.jobs().FindOneAndUpdate(ctx,
+		bson.D{{Key: "status", Value: gpumodel.StatusQueued}},
+		bson.D{{Key: "$set", Value: bson.D{
+			{Key: "status", Value: gpumodel.StatusDispatched}, {Key: "slot", Value: slot.ID}, {Key: "worker", Value: slot.Worker},
+			{Key: "epoch", Value: slot.Epoch}, {Key: "secretHash", Value: secretHash}, {Key: "leaseUntil", Value: leaseUntil}, {Key: "dispatchedAt", Value: now},
+		}}},
+		&job, options.FindOneAndUpdate().SetSort(bson.D{{Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}))
+	if err != nil {
+		return gpumodel.Job{}, err
+	}
+	return job, nil
+}
+
+func (g gpuQueue) LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, secretHash string) error {
+	return g.updateSlot(ctx, slotID, epoch, bson.D{{Key: "jobId", Value: jobID}, {Key: "secretHash", Value: secretHash}})
+}
+
+func (g gpuQueue) ExtendSlot(ctx context.Context, slotID string, epoch int64, jobID string, leaseUntil time.Time) error {
+	return g.updateSlot(ctx, slotID, epoch, bson.D{{Key: "jobId", Value: jobID}, {Key: "leaseUntil", Value: leaseUntil}})
+}
+
+func (g gpuQueue) Release(ctx context.Context, slotID string, epoch int64, claimableAt time.Time) error {
+	return g.updateSlot(ctx, slotID, epoch, bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: claimableAt}})
+}
+
+func (g gpuQueue) Heartbeat(ctx context.Context, id string, h gpumodel.Hold, now, leaseUntil time.Time) (gpumodel.Job, error) {
+	var job gpumodel.Job
+	err := g.jobs().FindOneAndUpdate(ctx, gpuHeldBy(id, h),
+		bson.D{
+			{Key: "$set", Value: bson.D{{Key: "status", Value: gpumodel.StatusRunning}, {Key: "heartbeatAt", Value: now}, {Key: "leaseUntil", Value: leaseUntil}}},
+			// $min keeps the first heartbeat's time.
+			{Key: "$min", Value: bson.D{{Key: "startedAt", Value: now}}},
+		}, &job)
+	if err != nil {
+		return gpumodel.Job{}, err
+	}
+	return job, nil
+}
+
+func (g gpuQueue) Complete(ctx context.Context, id string, h gpumodel.Hold, o gpumodel.Outcome, now time.Time) (gpumodel.Job, error) {
+	update := bson.D{
+		{Key: "$set", Value: bson.D{{Key: "status", Value: o.Status}, {Key: "exitCode", Value: o.ExitCode}, {Key: "output", Value: o.Output},
+			{Key: "stdout", Value: o.Stdout}, {Key: "error", Value: o.Error}, {Key: "finishedAt", Value: now}}},
+		{Key: "$unset", Value: bson.D{{Key: "leaseUntil", Value: ""}}},
+	}
+	var job gpumodel.Job
+	if err := g.jobs().FindOneAndUpdate(ctx, gpuHeldBy(id, h), update, &job); err != nil {
+		return gpumodel.Job{}, err
+	}
+	return job, nil
+}
+
+func (g gpuQueue) RequeueInterrupted(ctx context.Context, job gpumodel.Job, h gpumodel.Hold, reason string, now time.Time) (gpumodel.Job, error) {
+	filter := append(gpuHeldBy(job.ID, h), bson.E{Key: "attempts", Value: job.Attempts})
+	var after gpumodel.Job
+	if err := g.jobs().FindOneAndUpdate(ctx, filter, gpuTakeBack(job, reason, now), &after); err != nil {
+		return gpumodel.Job{}, err
+	}
+	return after, nil
+}
+
+func (g gpuQueue) RequeueRefused(ctx context.Context, job gpumodel.Job, reason string, now time.Time) error {
+	return g.updateJob(ctx,
+		bson.D{{Key: "_id", Value: job.ID}, {Key: "slot", Value: job.Slot}, {Key: "epoch", Value: job.Epoch},
+			{Key: "status", Value: gpumodel.StatusDispatched}, {Key: "attempts", Value: job.Attempts}},
+		gpuTakeBack(job, reason, now))
+}
+
+func (g gpuQueue) Unclaim(ctx context.Context, job gpumodel.Job) error {
+	return g.updateJob(ctx,
+		bson.D{{Key: "_id", Value: job.ID}, {Key: "slot", Value: job.Slot}, {Key: "epoch", Value: job.Epoch}, {Key: "status", Value: gpumodel.StatusDispatched}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: gpumodel.StatusQueued}, {Key: "epoch", Value: int64(0)}}},
+			{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "worker", Value: ""}, {Key: "secretHash", Value: ""}, {Key: "leaseUntil", Value: ""}, {Key: "dispatchedAt", Value: ""}}}})
+}
+
+func (g gpuQueue) Cancel(ctx context.Context, id string, status gpumodel.JobStatus, epoch int64, now time.Time) error {
+	return g.updateJob(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "status", Value: status}, {Key: "epoch", Value: epoch}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: gpumodel.StatusCancelled}, {Key: "finishedAt", Value: now}}},
+			{Key: "$unset", Value: bson.D{{Key: "leaseUntil", Value: ""}}}})
+}
+
+func (g gpuQueue) Expired(ctx context.Context, before time.Time, limit int) ([]gpumodel.Job, error) {
+	var expired []gpumodel.Job
+	err := g.jobs().Find(ctx,
+		bson.D{{Key: "status", Value: bson.D{{Key: "$in", Value: gpuActive}}}, {Key: "leaseUntil", Value: bson.D{{Key: "$lt", Value: before}}}},
+		&expired, options.Find().SetLimit(int64(limit)).SetSort(bson.D{{Key: "leaseUntil", Value: 1}, {Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, err
+	}
+	return expired, nil
+}
+
+func (g gpuQueue) RequeueExpired(ctx context.Context, job gpumodel.Job, before time.Time, reason string, now time.Time) error {
+	filter := gpuHeld(job.ID, job.Slot, job.Epoch)
+	filter = append(filter, bson.E{Key: "attempts", Value: job.Attempts}, bson.E{Key: "leaseUntil", Value: bson.D{{Key: "$lt", Value: before}}})
+	return g.updateJob(ctx, filter, gpuTakeBack(job, reason, now))
+}

@@ -93,6 +93,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Schedules", s.schedules)
 	t.Run("Catalog", s.catalog)
 	t.Run("Runs", s.runs)
+	t.Run("GPU", s.gpu)
 }
 
 type suite struct {

@@ -1,0 +1,130 @@
+package gpumodel
+
+import (
+	"time"
+
+	"github.com/baton-cron/baton/shared/schedule"
+)
+
+// JobStatus is where a GPU job is in its life. It is stored and sent as its
+// string ("queued"), and the store's queries filter on that string.
+type JobStatus string
+
+// Job statuses.
+const (
+	StatusQueued     JobStatus = "queued"     // waiting for a slot
+	StatusDispatched JobStatus = "dispatched" // sent to a worker, not yet heard from
+	StatusRunning    JobStatus = "running"    // the worker heartbeated
+	StatusSucceeded  JobStatus = "succeeded"  // the command exited 0
+	StatusFailed     JobStatus = "failed"     // the command exited non-zero or timed out
+	StatusDead       JobStatus = "dead"       // it used maxAttempts (lost leases, interruptions, permanent refusals)
+	StatusCancelled  JobStatus = "cancelled"  // cancelled through the API
+)
+
+// AllJobStatuses lists every job status, in the order of a job's life, as
+// GET /gpu/jobs?status= names them when it refuses one. It returns a new
+// slice each call.
+func AllJobStatuses() []JobStatus {
+	return []JobStatus{StatusQueued, StatusDispatched, StatusRunning, StatusSucceeded, StatusFailed, StatusDead, StatusCancelled}
+}
+
+// Valid reports whether s is one of the job statuses.
+func (s JobStatus) Valid() bool {
+	switch s {
+	case StatusQueued, StatusDispatched, StatusRunning, StatusSucceeded, StatusFailed, StatusDead, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// Terminal reports whether status is final. shared/scheduler keeps a mirror
+// of it (gpuTerminal), since it does not import this package.
+func Terminal(status JobStatus) bool {
+	switch status {
+	case StatusSucceeded, StatusFailed, StatusDead, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// Job is a GPU job document.
+type Job struct {
+	ID          string            `bson:"_id" json:"id"`
+	Status      JobStatus         `bson:"status" json:"status"`
+	Priority    int               `bson:"priority" json:"priority"`
+	Attempts    int               `bson:"attempts" json:"attempts"`
+	MaxAttempts int               `bson:"maxAttempts" json:"maxAttempts"`
+	Timeout     schedule.Duration `bson:"timeout" json:"timeout"`
+	Payload     string            `bson:"payload" json:"payload,omitempty"`
+	Source      string            `bson:"source" json:"source"`
+	CreatedAt   time.Time         `bson:"createdAt" json:"createdAt"`
+
+	// Slot, Worker and Epoch name the holder while dispatched or running
+	// (and, for a job cancelled while running, the holder that must still
+	// report). Together Slot and Epoch are the fence.
+	Slot   string `bson:"slot,omitempty" json:"slot,omitempty"`
+	Worker string `bson:"worker,omitempty" json:"worker,omitempty"`
+	Epoch  int64  `bson:"epoch" json:"epoch,omitempty"`
+	// LeaseUntil is when Sweep may take the job back; heartbeats extend it.
+	LeaseUntil *time.Time `bson:"leaseUntil,omitempty" json:"leaseUntil,omitempty"`
+	// SecretHash is the SHA-256 of the secret sent with this dispatch's
+	// POST /run; a callback must carry the secret itself. The fence alone
+	// is public (GET shows slot and epoch), so without it any caller of
+	// the API could report another job's outcome. It is set with the fence
+	// and cleared with it, and never leaves the server: json:"-".
+	SecretHash string `bson:"secretHash,omitempty" json:"-"`
+
+	DispatchedAt *time.Time `bson:"dispatchedAt,omitempty" json:"dispatchedAt,omitempty"`
+	StartedAt    *time.Time `bson:"startedAt,omitempty" json:"startedAt,omitempty"`
+	HeartbeatAt  *time.Time `bson:"heartbeatAt,omitempty" json:"heartbeatAt,omitempty"`
+	FinishedAt   *time.Time `bson:"finishedAt,omitempty" json:"finishedAt,omitempty"`
+
+	ExitCode *int   `bson:"exitCode,omitempty" json:"exitCode,omitempty"`
+	Output   string `bson:"output,omitempty" json:"output,omitempty"`
+	Stdout   string `bson:"stdout,omitempty" json:"stdout,omitempty"`
+	Error    string `bson:"error,omitempty" json:"error,omitempty"`
+}
+
+// TakenBack is what taking the job back from its holder makes of it: one
+// more attempt used, and dead when that was its last (else queued again).
+// The store's requeues and the sweep's count both go by it, so the rule
+// lives once.
+func (j Job) TakenBack() (attempts int, dead bool) {
+	attempts = j.Attempts + 1
+	return attempts, attempts >= j.MaxAttempts
+}
+
+// Slot is a GPU slot document. A slot whose LeaseUntil is in the past is
+// claimable: free slots carry the zero lease; JobID is empty while the slot
+// is being claimed or backing off after a refusal.
+type Slot struct {
+	ID         string    `bson:"_id" json:"id"`
+	Worker     string    `bson:"worker" json:"worker"`
+	JobID      string    `bson:"jobId" json:"jobId,omitempty"`
+	LeaseUntil time.Time `bson:"leaseUntil" json:"leaseUntil"`
+	Epoch      int64     `bson:"epoch" json:"epoch"`
+	// SecretHash is the hash of the secret of the dispatch that holds the
+	// slot (as on the job), so a completion hands the slot on only when
+	// it comes from that dispatch's worker. Never shown: json:"-".
+	SecretHash string `bson:"secretHash,omitempty" json:"-"`
+}
+
+// Hold is the fence of a worker's callback as the store checks it: the
+// slot and epoch the job was dispatched under, and the hash of that
+// dispatch's secret (the secret itself never reaches the store).
+type Hold struct {
+	Slot       string
+	Epoch      int64
+	SecretHash string
+}
+
+// Outcome is a finished command's result, as the holder's completion
+// records it on the job.
+type Outcome struct {
+	// Status is StatusSucceeded or StatusFailed.
+	Status   JobStatus
+	ExitCode int
+	Output   string
+	Stdout   string
+	Error    string
+}
