@@ -14,14 +14,13 @@ import (
 	cloudscheduler "cloud.google.com/go/scheduler/apiv1"
 	"cloud.google.com/go/scheduler/apiv1/schedulerpb"
 	"cloud.google.com/go/storage"
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
 	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
@@ -277,28 +276,21 @@ func cloudChangeStream(ctx context.Context, c CloudConfig, r *Report) {
 		return
 	}
 	err := openChangeStream(ctx, c.MongoURI, c.Database)
-	var refused *changeStreamRefused
 	switch {
 	case err == nil:
 		r.pass(name, "opened a change stream on schedules")
-	case errors.As(err, &refused):
-		r.warn(name, "the server refused a change stream on schedules ("+refused.err.Error()+"): baton daemon polls on (updatedAt, _id) instead, as Terraform's change_stream = false chooses",
+	case errors.Is(err, store.ErrCannotWatch):
+		r.warn(name, "the server refused a change stream on schedules ("+err.Error()+"): baton daemon polls on (updatedAt, _id) instead, as Terraform's change_stream = false chooses",
 			"if you want the daemon to watch: terraform apply with change_stream = true (infra/terraform creates google_firestore_change_stream.schedules[0], a Firestore preview)")
 	default:
 		r.skip(name, "not checked: could not reach the database through BATON_MONGO_URI ("+err.Error()+"); a URI with ENVIRONMENT:gcp connects only from Google Cloud (run baton doctor there, or set BATON_MONGO_URI to one that works from here)")
 	}
 }
 
-// changeStreamRefused is the server's own refusal of a change stream, as
-// against a connection that failed.
-type changeStreamRefused struct{ err error }
-
-func (e *changeStreamRefused) Error() string { return "change stream refused: " + e.err.Error() }
-func (e *changeStreamRefused) Unwrap() error { return e.err }
-
-// openChangeStream opens and closes a change stream on schedules. Only an
-// answer from the server (a mongo.ServerError) is a *changeStreamRefused;
-// every other error is the connection's.
+// openChangeStream opens and closes a change stream on schedules through
+// the store's watch capability, the one baton daemon uses. An error
+// wrapping store.ErrCannotWatch is the server's own refusal; every other
+// error is the connection's.
 func openChangeStream(ctx context.Context, uri, database string) error {
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
@@ -307,13 +299,13 @@ func openChangeStream(ctx context.Context, uri, database string) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer st.Close(context.WithoutCancel(ctx))
-	cs, err := st.Database().Collection(schedule.SchedulesCollection).Watch(cctx, bson.A{})
+	w, ok := st.Schedules().(store.ScheduleWatcher)
+	if !ok {
+		return fmt.Errorf("open a change stream on %s: %w", schedule.SchedulesCollection, store.ErrCannotWatch)
+	}
+	cs, err := w.WatchSchedules(cctx)
 	if err != nil {
-		err = fmt.Errorf("open a change stream on %s: %w", schedule.SchedulesCollection, err)
-		if se := mongo.ServerError(nil); errors.As(err, &se) {
-			return &changeStreamRefused{err: err}
-		}
-		return err
+		return fmt.Errorf("open a change stream on %s: %w", schedule.SchedulesCollection, err)
 	}
 	_ = cs.Close(context.WithoutCancel(ctx))
 	return nil

@@ -247,13 +247,6 @@ func (s *Store) Close(ctx context.Context) error {
 // Meter returns the store's meter of documents read and written.
 func (s *Store) Meter() *store.Meter { return s.meter }
 
-// Database returns the underlying database, for tests and benchmarks that
-// need a raw driver handle. Production code goes through Collection.
-//
-// Deprecated: TRANSITIONAL, removed once its last users are gone; tests
-// use emutest.Raw.
-func (s *Store) Database() *mongo.Database { return s.db }
-
 // DatabaseName is the name of the database the Store writes to.
 func (s *Store) DatabaseName() string { return s.db.Name() }
 
@@ -287,10 +280,6 @@ type Collection struct {
 
 // Name is the collection's name.
 func (c *Collection) Name() string { return c.name }
-
-// Raw is the driver collection. Reads and writes through it are not
-// metered.
-func (c *Collection) Raw() *mongo.Collection { return c.c }
 
 func (c *Collection) op(name string) string { return c.name + "." + name }
 
