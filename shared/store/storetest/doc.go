@@ -5,9 +5,28 @@
 // supplies only a Harness that opens stores (and, if it can, injects
 // faults).
 //
-// Today the storage layer is shared/store (store.Store and
-// store.Collection over the MongoDB API), and the cases pin what baton's
-// domain code relies on it for:
+// The cases come in two layers. The domain cases run through the
+// store.Backend the harness opens, and pin the rules the domain packages
+// rely on, each written once inside the implementation:
+//
+//   - Runs: a claim moves a run out of pending once (of 20 racers exactly
+//     one wins; a running or finished run is refused), the run's writes
+//     are fenced by the job lease epoch and guarded by its status, the
+//     deterministic-id insert is idempotent, and a lost answer is settled
+//     by reading back or reported ErrUnknownOutcome, never ErrConflict;
+//   - Schedules: the advance is guarded on the nextRunAt it read (of 20
+//     racers one wins) and fenced by the tick lease epoch, the misfire
+//     flag is set, joined and cleared once, the due query returns exactly
+//     the due schedules, and watching is optional (ErrCannotWatch);
+//   - Catalog: versioned updates win once, creates are idempotent,
+//     deletes are conditional, lists are keyset pages;
+//   - GPU: slot claims and job claims win once, the queue order is
+//     priority then age, every callback is fenced by the slot's epoch,
+//     enqueue is idempotent, and lost answers are ErrUnknownOutcome.
+//
+// The primitive cases run on the MongoDB implementation's Collection
+// (mongostore.Collection), the building block every domain method is made
+// of:
 //
 //   - compare-and-set is atomic: of 20 racing conditional writes exactly
 //     one wins, and of 20 racing fenced writes the newest epoch wins;
@@ -33,11 +52,7 @@
 // which baton's emulator implements); a Harness that cannot inject faults
 // says so, and those cases are skipped with its reason.
 //
-// The suite is meant to grow: when the domain-shaped interfaces of the
-// storage seam (schedules, runs, GPU slots) exist, their cases go here too,
-// beside these, and Harness gains the methods that open them.
-//
-// shared/store/conformance_test.go runs the suite against the embedded
-// emulator in make test, and against any MongoDB-API endpoint named by
-// BATON_TEST_MONGO_URI (docs/deploy.md has the command).
+// shared/store/mongostore/conformance_test.go runs the suite against the
+// embedded emulator in make test, and against any MongoDB-API endpoint
+// named by BATON_TEST_MONGO_URI (docs/deploy.md has the command).
 package storetest
