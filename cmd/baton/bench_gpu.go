@@ -7,14 +7,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/baton-cron/baton/emulator/mongo"
-	"github.com/baton-cron/baton/shared/gpu/bench"
+	"github.com/baton-cron/baton/internal/gpubench"
 	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 func init() { benchCmd.AddCommand(newBenchGPUCmd()) }
 
 func newBenchGPUCmd() *cobra.Command {
-	o := bench.Defaults()
+	o := gpubench.Defaults()
 	cmd := &cobra.Command{
 		Use:   "gpu",
 		Short: "Busy-aware GPU dispatch against round-robin on the same heavy-tailed job mix",
@@ -33,8 +33,8 @@ emulator. The last line is p99_wait_ratio_rr_over_busy=<number>.`,
 			if o.Jobs < 1 || o.Workers < 1 || o.Ideal <= 0 || o.Sigma < 0 || o.Clamp <= 0 || o.Load <= 0 || o.Backlog < 0 {
 				return usageError("bench gpu: --jobs, --workers, --ideal, --clamp and --load must be positive; --sigma and --backlog not negative")
 			}
-			if o.Arrivals != bench.ArrivalsPoisson && o.Arrivals != bench.ArrivalsPaced {
-				return usageError("bench gpu: --arrivals must be %s or %s, not %q", bench.ArrivalsPoisson, bench.ArrivalsPaced, o.Arrivals)
+			if o.Arrivals != gpubench.ArrivalsPoisson && o.Arrivals != gpubench.ArrivalsPaced {
+				return usageError("bench gpu: --arrivals must be %s or %s, not %q", gpubench.ArrivalsPoisson, gpubench.ArrivalsPaced, o.Arrivals)
 			}
 			ctx := cmd.Context()
 			emu, err := mongo.Start(ctx, mongo.Options{})
@@ -52,7 +52,7 @@ emulator. The last line is p99_wait_ratio_rr_over_busy=<number>.`,
 			fmt.Fprintf(out, "mix: %d jobs on %d workers, lognormal sigma=%.2f (capped at %.0f× mean), Σd/K=%s, backlog %d then %s arrivals at load %.2f, seed %d\n",
 				o.Jobs, o.Workers, o.Sigma, o.Clamp, o.Ideal, o.Backlog, o.Arrivals, o.Load, o.Seed)
 			start := time.Now()
-			rep, err := bench.Run(ctx, o)
+			rep, err := gpubench.Run(ctx, o)
 			if err != nil {
 				return err
 			}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/baton-cron/baton/internal/doctor"
 	"github.com/baton-cron/baton/shared/config"
-	"github.com/baton-cron/baton/shared/doctor"
 )
 
 func init() { rootCmd.AddCommand(newDoctorCmd()) }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/emulator/stack"
-	"github.com/baton-cron/baton/shared/doctor"
+	"github.com/baton-cron/baton/internal/doctor"
 )
 
 // runDoctor runs `baton doctor ARGS` and returns its stdout and exit status.

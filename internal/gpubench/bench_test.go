@@ -1,4 +1,4 @@
-package bench_test
+package gpubench_test
 
 import (
 	"context"
@@ -6,14 +6,14 @@ import (
 	"time"
 
 	"github.com/baton-cron/baton/emulator/emutest"
-	"github.com/baton-cron/baton/shared/gpu/bench"
+	"github.com/baton-cron/baton/internal/gpubench"
 )
 
 // TestMix: the mix is reproducible, scaled to the target, and its backlog
 // arrives at t=0 with the stream after it in order.
 func TestMix(t *testing.T) {
-	o := bench.Defaults()
-	a, b := bench.Mix(o), bench.Mix(o)
+	o := gpubench.Defaults()
+	a, b := gpubench.Mix(o), gpubench.Mix(o)
 	var sum time.Duration
 	for i := range a {
 		if a[i] != b[i] {
@@ -32,9 +32,9 @@ func TestMix(t *testing.T) {
 // TestPacedMix: paced arrivals feed the pool work at Load times its
 // capacity, so each gap is the previous job's duration over K × Load.
 func TestPacedMix(t *testing.T) {
-	o := bench.Defaults()
-	o.Arrivals, o.Load, o.Backlog = bench.ArrivalsPaced, 0.95, 4
-	jobs := bench.Mix(o)
+	o := gpubench.Defaults()
+	o.Arrivals, o.Load, o.Backlog = gpubench.ArrivalsPaced, 0.95, 4
+	jobs := gpubench.Mix(o)
 	for i := o.Backlog; i < len(jobs); i++ {
 		gap := jobs[i].Arrival - jobs[i-1].Arrival
 		want := time.Duration(float64(jobs[i-1].Duration) / (o.Load * float64(o.Workers)))
@@ -48,11 +48,11 @@ func TestPacedMix(t *testing.T) {
 // reports round-robin's p99 wait over busy-aware's (the baseline is
 // measured in the same run) and busy-aware's hand-off p50.
 func BenchmarkMix(b *testing.B) {
-	o := bench.Defaults()
+	o := gpubench.Defaults()
 	o.Jobs, o.Workers, o.Ideal = 60, 4, 8*time.Second
 	for b.Loop() {
 		o.Store = emutest.Store(b)
-		rep, err := bench.Run(context.Background(), o)
+		rep, err := gpubench.Run(context.Background(), o)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -12,4 +12,4 @@
 // free slot. Round-robin: job i is POSTed to worker i mod K, and the
 // workers queue locally (worker.Config.QueueLocally), as a naive pool
 // behind a load balancer would.
-package bench
+package gpubench

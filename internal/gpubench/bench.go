@@ -1,4 +1,4 @@
-package bench
+package gpubench
 
 import (
 	"bytes"
