@@ -168,7 +168,7 @@ func newURIHarness(t *testing.T, uri string) storetest.Harness {
 
 func (h *uriHarness) Open(t *testing.T) *mongostore.Store {
 	t.Helper()
-	st, err := mongostore.Open(t.Context(), h.uri, mongostore.Options{Database: h.db, CollectionPrefix: h.prefix})
+	st, err := mongostore.Open(t.Context(), h.uri, mongostore.Options{Database: h.db, CollectionPrefix: storetest.ViewPrefix(t, h.prefix)})
 	if err != nil {
 		t.Fatalf("open %s: %v", envTestMongoURI, err)
 	}

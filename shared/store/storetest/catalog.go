@@ -95,7 +95,7 @@ func (s *suite) catalog(t *testing.T) {
 		st := s.h.Open(t)
 		var b store.Backend = st
 		f := s.faultsFor(t, st)
-		f.LoseAnswer(t, s.viewColl(schedule.SchedulesCollection), 1, CodeDeadlineExceeded, "insert")
+		f.LoseAnswer(t, s.viewColl(t, schedule.SchedulesCollection), 1, CodeDeadlineExceeded, "insert")
 		sc := newSchedule("x", t0)
 		if err := b.Catalog().Create(t.Context(), &sc); err != nil {
 			t.Errorf("create whose answer was lost = %v; want nil (the read-back finds it ours)", err)
@@ -112,7 +112,7 @@ func (s *suite) catalog(t *testing.T) {
 		cur := getSchedule(t, b, "x")
 		next := cur
 		next.Version, next.Description = 2, "edited"
-		f.LoseAnswer(t, s.viewColl(schedule.SchedulesCollection), 1, CodeDeadlineExceeded, "update")
+		f.LoseAnswer(t, s.viewColl(t, schedule.SchedulesCollection), 1, CodeDeadlineExceeded, "update")
 		err := b.Catalog().Update(t.Context(), &cur, &next)
 		if !errors.Is(err, store.ErrUnknownOutcome) || errors.Is(err, store.ErrConflict) {
 			t.Errorf("update whose answer was lost = %v; want ErrUnknownOutcome, not ErrConflict", err)

@@ -272,7 +272,7 @@ func (s *suite) gpuEnqueueIdempotent(t *testing.T) {
 	t.Run("LostAnswer", func(t *testing.T) {
 		st, q := s.gpuRig(t)
 		f := s.faultsFor(t, st)
-		f.LoseAnswer(t, s.viewColl(gpuJobsColl), 1, CodeDeadlineExceeded, "insert")
+		f.LoseAnswer(t, s.viewColl(t, gpuJobsColl), 1, CodeDeadlineExceeded, "insert")
 		created, err := q.Enqueue(t.Context(), queuedJob("lost", 0, gpuT0))
 		if err != nil || created {
 			t.Fatalf("enqueue whose answer was lost = %v, %v; want false, nil (it is there)", created, err)
@@ -309,14 +309,14 @@ func (s *suite) gpuCallbackLostAnswer(t *testing.T) {
 	}
 
 	at := gpuT0.Add(time.Second)
-	f.LoseAnswer(t, s.viewColl(gpuJobsColl), 1, CodeDeadlineExceeded, "findAndModify")
+	f.LoseAnswer(t, s.viewColl(t, gpuJobsColl), 1, CodeDeadlineExceeded, "findAndModify")
 	_, err := q.Heartbeat(ctx, "j", h, at, at.Add(gpuLease))
 	lost("heartbeat", err)
 	if got := getJob(t, q, "j"); got.Status != gpumodel.StatusRunning {
 		t.Fatalf("the lost heartbeat did not land: %+v", got)
 	}
 
-	f.LoseAnswer(t, s.viewColl(gpuJobsColl), 1, CodeDeadlineExceeded, "findAndModify")
+	f.LoseAnswer(t, s.viewColl(t, gpuJobsColl), 1, CodeDeadlineExceeded, "findAndModify")
 	_, err = q.Complete(ctx, "j", h, gpumodel.Outcome{Status: gpumodel.StatusSucceeded}, at)
 	lost("complete", err)
 	if got := getJob(t, q, "j"); got.Status != gpumodel.StatusSucceeded || got.FinishedAt == nil {

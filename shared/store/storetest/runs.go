@@ -38,12 +38,13 @@ func (s *suite) runsRig(t *testing.T) (*mongostore.Store, store.Runs, string) {
 	return st, b.Runs(), s.collName(t)
 }
 
-// viewColl is the name of a domain view's collection, for the fault
-// injector: a harness that shares a database (CollectionPrefixer) opens
-// its stores with its prefix as their CollectionPrefix.
-func (s *suite) viewColl(name string) string {
+// viewColl is the name of a domain view's collection in case t, for the
+// fault injector and the Meter's op names: a harness that shares a
+// database (CollectionPrefixer) opens each case's stores with
+// ViewPrefix(t, its prefix) as their CollectionPrefix.
+func (s *suite) viewColl(t *testing.T, name string) string {
 	if p, ok := s.h.(CollectionPrefixer); ok {
-		return p.CollectionPrefix() + name
+		return ViewPrefix(t, p.CollectionPrefix()) + name
 	}
 	return name
 }
@@ -147,7 +148,7 @@ func (s *suite) runsClaimLostAnswer(t *testing.T) {
 	for round, epoch := range []int64{0, 2} {
 		rid := fmt.Sprintf("%s-%d", id, round)
 		insertRun(t, r, pendingRecord(rid))
-		f.LoseAnswer(t, s.viewColl(schedule.RunsCollection), 1, CodeDeadlineExceeded, "update")
+		f.LoseAnswer(t, s.viewColl(t, schedule.RunsCollection), 1, CodeDeadlineExceeded, "update")
 		if err := r.Claim(t.Context(), rid, claimOf("mine", epoch)); err != nil {
 			t.Fatalf("epoch %d: a claim that landed, answer lost = %v; want nil (the run carries its token)", epoch, err)
 		}
@@ -158,7 +159,7 @@ func (s *suite) runsClaimLostAnswer(t *testing.T) {
 	// Refused without running: not there, so not won.
 	rid := id + "-refused"
 	insertRun(t, r, pendingRecord(rid))
-	f.Refuse(t, s.viewColl(schedule.RunsCollection), 1, CodeDeadlineExceeded, "update")
+	f.Refuse(t, s.viewColl(t, schedule.RunsCollection), 1, CodeDeadlineExceeded, "update")
 	err := r.Claim(t.Context(), rid, claimOf("mine", 0))
 	if !errors.Is(err, store.ErrUnknownOutcome) || errors.Is(err, store.ErrConflict) {
 		t.Errorf("a claim refused by 262 = %v; want ErrUnknownOutcome, not ErrConflict", err)
@@ -253,7 +254,7 @@ func (s *suite) runsFinishLostAnswer(t *testing.T) {
 			t.Fatalf("claim: %v", err)
 		}
 		at := runT0.Add(time.Second)
-		f.LoseAnswer(t, s.viewColl(schedule.RunsCollection), 1, CodeDeadlineExceeded, "update")
+		f.LoseAnswer(t, s.viewColl(t, schedule.RunsCollection), 1, CodeDeadlineExceeded, "update")
 		if err := r.Finish(t.Context(), rid, epoch, store.RunOutcome{Status: schedule.RunSucceeded, FinishedAt: at, Output: "200"}); err != nil {
 			t.Fatalf("epoch %d: finish that landed, answer lost = %v; want nil", epoch, err)
 		}
@@ -313,7 +314,7 @@ func (s *suite) runsInsertTwins(t *testing.T) {
 func (s *suite) runsInsertLostAnswer(t *testing.T) {
 	st, r, id := s.runsRig(t)
 	f := s.faultsFor(t, st)
-	f.LoseAnswer(t, s.viewColl(schedule.RunsCollection), 1, CodeDeadlineExceeded, "insert")
+	f.LoseAnswer(t, s.viewColl(t, schedule.RunsCollection), 1, CodeDeadlineExceeded, "insert")
 	ok, err := r.Insert(t.Context(), pendingRecord(id))
 	if ok || err != nil {
 		t.Fatalf("insert that landed, answer lost = %v, %v; want false, nil (it is there)", ok, err)
@@ -342,7 +343,7 @@ func (s *suite) runsConditionalLostAnswer(t *testing.T) {
 	}
 	insertRun(t, r, pendingRecord(id))
 	reserved := runT0.Add(time.Minute)
-	f.LoseAnswer(t, s.viewColl(schedule.RunsCollection), 1, CodeDeadlineExceeded, "update")
+	f.LoseAnswer(t, s.viewColl(t, schedule.RunsCollection), 1, CodeDeadlineExceeded, "update")
 	unknown("reserve (MoveSweep)", r.MoveSweep(ctx, id, schedule.RunPending, runT0, reserved))
 	if got := getRun(t, r, id); !got.SweepAt.Equal(reserved) {
 		t.Errorf("sweepAt %s; want the reservation that landed, %s", got.SweepAt, reserved)
@@ -351,12 +352,12 @@ func (s *suite) runsConditionalLostAnswer(t *testing.T) {
 		t.Fatalf("claim: %v", err)
 	}
 	hb := runT0.Add(time.Second)
-	f.LoseAnswer(t, s.viewColl(schedule.RunsCollection), 1, CodeDeadlineExceeded, "update")
+	f.LoseAnswer(t, s.viewColl(t, schedule.RunsCollection), 1, CodeDeadlineExceeded, "update")
 	unknown("fenced heartbeat", r.Heartbeat(ctx, id, 7, hb, hb.Add(time.Minute)))
 	if got := getRun(t, r, id); !got.HeartbeatAt.Equal(hb) {
 		t.Errorf("heartbeatAt %s; want the heartbeat that landed, %s", got.HeartbeatAt, hb)
 	}
-	f.LoseAnswer(t, s.viewColl(schedule.RunsCollection), 1, CodeDeadlineExceeded, "update")
+	f.LoseAnswer(t, s.viewColl(t, schedule.RunsCollection), 1, CodeDeadlineExceeded, "update")
 	unknown("fail over", r.FailOver(ctx, id, hb.Add(time.Minute), "dead", hb.Add(2*time.Minute), hb.Add(3*time.Minute)))
 	if got := getRun(t, r, id); got.Status != schedule.RunFailed {
 		t.Errorf("status %s; want the failover that landed", got.Status)

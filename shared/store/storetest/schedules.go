@@ -192,7 +192,7 @@ func (s *suite) schedules(t *testing.T) {
 		f := s.faultsFor(t, st)
 		create(t, b, newSchedule("x", t0))
 		read := getSchedule(t, b, "x")
-		f.LoseAnswer(t, s.viewColl(schedule.SchedulesCollection), 1, CodeDeadlineExceeded, "update", "findAndModify")
+		f.LoseAnswer(t, s.viewColl(t, schedule.SchedulesCollection), 1, CodeDeadlineExceeded, "update", "findAndModify")
 		err := b.Schedules().Advance(t.Context(), &read, t0.Add(time.Minute), store.Fence{Epoch: 1})
 		if !errors.Is(err, store.ErrUnknownOutcome) || errors.Is(err, store.ErrConflict) {
 			t.Fatalf("advance whose answer was lost = %v; want ErrUnknownOutcome, not ErrConflict", err)
@@ -375,7 +375,7 @@ func (s *suite) misfire(t *testing.T) {
 		if err := b.Schedules().SetMisfire(t.Context(), "x", ft(4), true); err != nil {
 			t.Fatal(err)
 		}
-		f.LoseAnswer(t, s.viewColl(schedule.SchedulesCollection), 1, CodeDeadlineExceeded, "findAndModify")
+		f.LoseAnswer(t, s.viewColl(t, schedule.SchedulesCollection), 1, CodeDeadlineExceeded, "findAndModify")
 		got, err := b.Schedules().ClearMisfire(t.Context(), "x", 3)
 		if err != nil || got.Set || got.JobFence != 3 || !got.At.Equal(ft(4)) || got.Seq != 1 {
 			t.Errorf("clear whose answer was lost = %+v, %v; want the cleared state (fire %v, seq 1, job fence 3), nil", got, err, ft(4))
@@ -458,8 +458,8 @@ func (s *suite) due(t *testing.T) {
 	if got := m.Total() - read0; got != int64(returned) {
 		t.Errorf("paging read %d documents for %d due schedules returned; want one read per schedule returned (op reads %v)", got, returned, m.Snapshot())
 	}
-	if got := m.Op(s.viewColl(schedule.SchedulesCollection) + ".page"); got != int64(returned) {
-		t.Errorf("Meter op %s.page = %d; want %d (the op name is what benchmarks read)", s.viewColl(schedule.SchedulesCollection), got, returned)
+	if got := m.Op(s.viewColl(t, schedule.SchedulesCollection) + ".page"); got != int64(returned) {
+		t.Errorf("Meter op %s.page = %d; want %d (the op name is what benchmarks read)", s.viewColl(t, schedule.SchedulesCollection), got, returned)
 	}
 	if _, _, err := b.Schedules().Due(t.Context(), now.Add(time.Second), 4, token); !errors.Is(err, store.ErrBadPageToken) && token != "" {
 		t.Errorf("a token of another now = %v; want ErrBadPageToken", err)

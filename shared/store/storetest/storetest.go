@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"sync"
@@ -36,6 +38,16 @@ type Harness interface {
 // Without it the prefix is DefaultCollectionPrefix.
 type CollectionPrefixer interface {
 	CollectionPrefix() string
+}
+
+// ViewPrefix is the CollectionPrefix a CollectionPrefixer harness gives
+// the stores it opens for case t: its own prefix, then a short hash of
+// the case's name. The domain views use fixed collection names (runs,
+// schedules, gpu_jobs, ...), and each case must find them empty, as it
+// would in a database of its own.
+func ViewPrefix(t *testing.T, prefix string) string {
+	h := sha256.Sum256([]byte(t.Name()))
+	return prefix + hex.EncodeToString(h[:4]) + "_"
 }
 
 // DefaultCollectionPrefix begins the suite's collection names when the
