@@ -1,4 +1,4 @@
-// Package bench measures busy-aware dispatch against round-robin on the
+// Package gpubench measures busy-aware dispatch against round-robin on the
 // same job mix, with real workers running real commands (`sleep d`):
 // `baton bench gpu` and the package's Go benchmark both call Run.
 //
