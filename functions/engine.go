@@ -24,12 +24,12 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 		return nil, nil
 	}
 	// The lease manager judges expiry on the storage server's clock, so it
-	// gets no injected clock; decisions use d.Clock().
+	// gets no injected clock; decisions use d.Clock.
 	// EpochFloor: a lease object that is gone (a break, a lifecycle rule, a
 	// new bucket) restarts above the fences already stored, not at 1.
 	m := lease.NewManager(d.Storage.Bucket(d.Bucket), LeasePrefix, lease.Options{Skew: d.ClockSkew, Logger: d.Logger, EpochFloor: scheduler.EpochFloor(d.Store)})
 	cfg := scheduler.Config{
-		Store: d.Store, Leases: m, Now: d.Clock(), TickLeaseTTL: d.TickLeaseTTL,
+		Store: d.Store, Leases: m, Clock: d.Clock, TickLeaseTTL: d.TickLeaseTTL,
 		AllowedTargets: d.AllowedTargets, HTTPClient: d.HTTPClient, Logger: d.Logger,
 		IDToken: config.Get(config.EnvTargetIDToken) == "true",
 		Tasks:   d.Tasks,

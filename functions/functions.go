@@ -14,6 +14,7 @@ import (
 	"cloud.google.com/go/storage"
 	ff "github.com/GoogleCloudPlatform/functions-framework-go/functions"
 
+	"github.com/baton-cron/baton/shared/clock"
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/httpapi"
@@ -39,8 +40,9 @@ type Deps struct {
 	Token string
 	// Logger is the JSON logger.
 	Logger *slog.Logger
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the one clock every function's packages take; nil means
+	// the wall clock.
+	Clock clock.Clock
 	// HTTPClient calls targets and workers; nil means a client with a 30s
 	// timeout.
 	HTTPClient *http.Client
@@ -117,14 +119,6 @@ func (h *tickHealth) report() (int, map[string]any) {
 	out["failingTicks"] = h.failing
 	out["lastError"] = h.lastErr
 	return http.StatusServiceUnavailable, out
-}
-
-// Clock returns d.Now or time.Now.
-func (d *Deps) Clock() func() time.Time {
-	if d.Now != nil {
-		return d.Now
-	}
-	return time.Now
 }
 
 // Client returns d.HTTPClient or a default one.

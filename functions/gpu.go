@@ -68,5 +68,5 @@ func NewGPUDispatcher(d *Deps) (*gpu.Dispatcher, error) {
 		auth = gpu.BearerAuthorizer(d.Token)
 	}
 	return gpu.New(gpu.Config{Store: d.Store, Pool: pool, HTTPClient: d.HTTPClient, Authorize: auth,
-		Now: d.Clock(), ClockSkew: d.ClockSkew, Logger: d.Logger})
+		Clock: d.Clock, ClockSkew: d.ClockSkew, Logger: d.Logger})
 }

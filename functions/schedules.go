@@ -25,7 +25,7 @@ func newSchedules(d *Deps) (http.Handler, error) {
 	}
 	opts := catalog.Options{
 		Validate: schedule.ValidateOptions{AllowedHosts: d.AllowedTargets, Builtins: scheduler.Builtins(), RefuseSubMinute: !d.SubMinute},
-		Now:      d.Clock(),
+		Clock:    d.Clock,
 	}
 	// Trigger-now runs the schedule through the scheduler's Engine, which
 	// needs the lease bucket; without one, :trigger answers 503 and the

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-cron/baton/shared/clock"
+
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/google/go-cmp/cmp"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -215,7 +217,7 @@ func newHandOffRig(t *testing.T, start time.Time, retry *cloudtaskspb.RetryConfi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = q.Close() })
-	d := &functions.Deps{Store: r.st, Storage: gcs, Bucket: bucket, Token: "secret", Now: r.clock,
+	d := &functions.Deps{Store: r.st, Storage: gcs, Bucket: bucket, Token: "secret", Clock: clock.Func(r.clock),
 		Logger: slog.New(slog.DiscardHandler), TickLeaseTTL: 10 * time.Second, ClockSkew: time.Second,
 		AllowedTargets: []string{"127.0.0.1"}, Tasks: q, SubMinute: true}
 	mux, err := functions.Mux(d)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-cron/baton/shared/clock"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/baton-cron/baton/emulator/emutest"
@@ -94,7 +96,7 @@ func TestHotSwapExactTimes(t *testing.T) {
 	now := time.Date(2026, 3, 2, 9, 0, 30, 0, time.UTC)
 	setNow := func(t time.Time) { mu.Lock(); now = t; mu.Unlock() }
 	d := &functions.Deps{Store: st, Storage: gcs, Bucket: bucket, Token: "secret",
-		Now:    func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+		Clock:  clock.Func(func() time.Time { mu.Lock(); defer mu.Unlock(); return now }),
 		Logger: slog.New(slog.DiscardHandler), TickLeaseTTL: 10 * time.Second, ClockSkew: 2 * time.Second}
 	mux, err := functions.Mux(d) // built once: the "process" of this test
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/baton-cron/baton/shared/clock"
+
 	"github.com/google/go-cmp/cmp"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -48,8 +50,8 @@ func TestTickExactlyOnceOverHTTP(t *testing.T) {
 	start := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	now := start
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	d := &functions.Deps{Store: st, Storage: gcs, Bucket: bucket, Token: "secret", Now: clock,
+	frozen := clock.Func(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	d := &functions.Deps{Store: st, Storage: gcs, Bucket: bucket, Token: "secret", Clock: frozen,
 		Logger: slog.New(slog.DiscardHandler), TickLeaseTTL: 10 * time.Second, ClockSkew: 2 * time.Second}
 	mux, err := functions.Mux(d)
 	if err != nil {

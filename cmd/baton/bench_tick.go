@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/baton-cron/baton/internal/skipscan"
+	"github.com/baton-cron/baton/shared/clock"
 	"github.com/baton-cron/baton/shared/store"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
@@ -247,7 +248,7 @@ func benchTick(ctx context.Context, out io.Writer, total, due, scanPage, timed, 
 		return err
 	}
 	fmt.Fprintf(out, "setup: %d schedules (%d due) inserted in %s\n", total, due, time.Since(t).Round(time.Millisecond))
-	eng, err := scheduler.New(scheduler.Config{Store: db.st, Leases: db.leases, Now: func() time.Time { return now }})
+	eng, err := scheduler.New(scheduler.Config{Store: db.st, Leases: db.leases, Clock: clock.Func(func() time.Time { return now })})
 	if err != nil {
 		return err
 	}
@@ -418,7 +419,7 @@ func (b *tickBench) timeInline(ctx context.Context, n int, now time.Time) (*tick
 	if err := insertSchedules(ctx, db.raw, n, n, "", noopTarget(), now); err != nil {
 		return nil, err
 	}
-	eng, err := scheduler.New(scheduler.Config{Store: db.st, Leases: db.leases, Now: func() time.Time { return now }})
+	eng, err := scheduler.New(scheduler.Config{Store: db.st, Leases: db.leases, Clock: clock.Func(func() time.Time { return now })})
 	if err != nil {
 		return nil, err
 	}
@@ -516,7 +517,7 @@ func (b *tickBench) timeHandOff(ctx context.Context, n int, now time.Time, targe
 	if err := insertSchedules(ctx, db.raw, n, n, "", target, now); err != nil {
 		return nil, err
 	}
-	clock := func() time.Time { return now }
+	frozen := clock.Func(func() time.Time { return now })
 	// Run is another function instance in the cloud, with its own
 	// connection; here its own store on the same database, whose meter
 	// keeps the runs' writes out of the tick's count.
@@ -549,7 +550,7 @@ func (b *tickBench) timeHandOff(ctx context.Context, n int, now time.Time, targe
 	}
 	defer q.Close()
 	mux, err := functions.Mux(&functions.Deps{
-		Store: runSt, Storage: db.storage, Bucket: db.bucket, Logger: slog.New(slog.DiscardHandler), Now: clock, Tasks: q,
+		Store: runSt, Storage: db.storage, Bucket: db.bucket, Logger: slog.New(slog.DiscardHandler), Clock: frozen, Tasks: q,
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -562,7 +563,7 @@ func (b *tickBench) timeHandOff(ctx context.Context, n int, now time.Time, targe
 	defer hs.Close()
 
 	td := &timedDispatcher{Dispatcher: q}
-	eng, err := scheduler.New(scheduler.Config{Store: db.st, Leases: db.leases, Now: clock, Tasks: td})
+	eng, err := scheduler.New(scheduler.Config{Store: db.st, Leases: db.leases, Clock: frozen, Tasks: td})
 	if err != nil {
 		return nil, err
 	}

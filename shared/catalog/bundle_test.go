@@ -72,7 +72,7 @@ func setup(t *testing.T) *testBundle {
 	b.trig = &recordingTriggerer{runs: st.Collection(schedule.RunsCollection), now: b.clock.Now}
 	b.svc = catalog.New(st, catalog.Options{
 		Validate:  schedule.ValidateOptions{AllowedHosts: []string{"hooks.example.com"}, Builtins: []string{"noop", "sleep", "fail"}},
-		Now:       b.clock.Now,
+		Clock:     b.clock,
 		Triggerer: b.trig,
 	})
 	b.srv = httptest.NewServer(httpapi.RequireToken(testToken, catalog.NewHandler(b.svc, catalog.HandlerOptions{MaxBodyBytes: 64 << 10})))

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/baton-cron/baton/shared/clock"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
 )
@@ -27,8 +28,8 @@ type Options struct {
 	// Validate is passed to (*schedule.Schedule).Normalize on every write:
 	// the http target host allowlist and the builtin names.
 	Validate schedule.ValidateOptions
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the clock; nil means the wall clock.
+	Clock clock.Clock
 	// Triggerer runs a schedule now; nil makes Trigger return ErrNoTrigger.
 	Triggerer Triggerer
 	// NewID makes the id of a schedule created without one; nil means a
@@ -45,9 +46,7 @@ type Service struct {
 
 // New returns a Service on st's catalog view.
 func New(st store.Backend, o Options) *Service {
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.Clock = clock.Or(o.Clock)
 	if o.NewID == nil {
 		o.NewID = randomID
 	}
@@ -96,7 +95,7 @@ func randomID() string {
 
 // now is the clock truncated to what BSON stores (milliseconds), so a
 // returned schedule equals the stored one.
-func (s *Service) now() time.Time { return s.opts.Now().UTC().Truncate(time.Millisecond) }
+func (s *Service) now() time.Time { return s.opts.Clock.Now().UTC().Truncate(time.Millisecond) }
 
 // prepare validates sc completely and recomputes its next fire time after
 // now. It is the one gate every write passes.

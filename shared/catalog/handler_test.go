@@ -341,7 +341,7 @@ func TestPauseResumeTrigger(t *testing.T) {
 func TestTriggerUnconfigured(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	svc := catalog.New(b.st, catalog.Options{Now: b.clock.Now})
+	svc := catalog.New(b.st, catalog.Options{Clock: b.clock})
 	if _, err := svc.Trigger(context.Background(), "x"); err == nil || !strings.Contains(err.Error(), "not configured") {
 		t.Errorf("Trigger without a Triggerer: %v; want ErrNoTrigger", err)
 	}

@@ -16,7 +16,7 @@ import (
 // must stop its command. A fence that holds without its dispatch's secret
 // gets ErrForbidden.
 func (d *Dispatcher) Heartbeat(ctx context.Context, id string, f Fence) (Job, error) {
-	now := d.cfg.Now().UTC()
+	now := d.cfg.Clock.Now().UTC()
 	lease := now.Add(d.cfg.LeaseTTL)
 	job, err := d.q.Heartbeat(ctx, id, hold(f), now, lease)
 	if errors.Is(err, store.ErrConflict) {
@@ -123,7 +123,7 @@ func (d *Dispatcher) finish(ctx context.Context, id string, c CompleteRequest) (
 			status = StatusFailed
 		}
 		o := gpumodel.Outcome{Status: status, ExitCode: c.ExitCode, Output: c.Output, Stdout: truncate(c.Stdout, StdoutHeadBytes), Error: c.Error}
-		job, err := d.q.Complete(ctx, id, hold(c.Fence), o, d.cfg.Now().UTC())
+		job, err := d.q.Complete(ctx, id, hold(c.Fence), o, d.cfg.Clock.Now().UTC())
 		if err == nil {
 			return job, nil
 		}
@@ -152,7 +152,7 @@ func (d *Dispatcher) finish(ctx context.Context, id string, c CompleteRequest) (
 		// cancel or a sweep. Let the worker retry.
 		return Job{}, fmt.Errorf("gpu: complete %s: the job changed meanwhile: %w", id, store.ErrConflict)
 	}
-	job, err = d.q.RequeueInterrupted(ctx, job, hold(c.Fence), "interrupted: "+c.Error, d.cfg.Now().UTC())
+	job, err = d.q.RequeueInterrupted(ctx, job, hold(c.Fence), "interrupted: "+c.Error, d.cfg.Clock.Now().UTC())
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return Job{}, d.whyNotHeld(ctx, id, c.Fence, "complete")
@@ -175,7 +175,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (Job, error) {
 		if Terminal(job.Status) {
 			return job, fmt.Errorf("gpu: cancel %s: it is %s: %w", id, job.Status, ErrFinished)
 		}
-		err = d.q.Cancel(ctx, id, job.Status, job.Epoch, d.cfg.Now().UTC())
+		err = d.q.Cancel(ctx, id, job.Status, job.Epoch, d.cfg.Clock.Now().UTC())
 		if errors.Is(err, store.ErrConflict) {
 			continue // it moved on; look again
 		}

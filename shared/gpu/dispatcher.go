@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/baton-cron/baton/shared/clock"
 	"github.com/baton-cron/baton/shared/gpu/gpumodel"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
@@ -40,8 +41,9 @@ type Config struct {
 	// Authorize adds credentials to each POST /run: a bearer token locally,
 	// a Google ID token for the worker's URL in the cloud. Nil adds none.
 	Authorize func(req *http.Request) error
-	// Now is the clock for leases; nil means time.Now.
-	Now func() time.Time
+	// Clock is the clock for leases and timestamps; nil means the wall
+	// clock.
+	Clock clock.Clock
 	// LeaseTTL is the slot and job lease; heartbeats extend it.
 	LeaseTTL time.Duration
 	// RefusalBackoff keeps a slot whose worker refused a job out of
@@ -80,9 +82,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("gpu: new dispatcher: Config.Store is nil")
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = DefaultLeaseTTL
 	}
@@ -147,7 +147,7 @@ func (d *Dispatcher) Enqueue(ctx context.Context, req EnqueueRequest) (job Job, 
 	}
 	id := req.ID
 	if id == "" {
-		id = newJobID(d.cfg.Now())
+		id = newJobID(d.cfg.Clock.Now())
 	}
 	return d.insert(ctx, id, SourceAPI, req)
 }
@@ -175,7 +175,7 @@ func (d *Dispatcher) insert(ctx context.Context, id, source string, req EnqueueR
 	}
 	job := Job{
 		ID: id, Status: StatusQueued, Priority: req.Priority, MaxAttempts: req.MaxAttempts,
-		Timeout: req.Timeout, Payload: req.Payload, Source: source, CreatedAt: d.cfg.Now().UTC(),
+		Timeout: req.Timeout, Payload: req.Payload, Source: source, CreatedAt: d.cfg.Clock.Now().UTC(),
 	}
 	created, err := d.q.Enqueue(ctx, job)
 	if err != nil {
@@ -256,7 +256,7 @@ func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot,
 	if len(ids) == 0 {
 		return nil, nil, "", nil
 	}
-	now := d.cfg.Now().UTC()
+	now := d.cfg.Clock.Now().UTC()
 	lease := now.Add(d.cfg.LeaseTTL)
 	expired := now.Add(-d.cfg.ClockSkew)
 	// Step 1: the slot. Bumping the epoch fences out whoever held it
@@ -281,7 +281,7 @@ func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot,
 // dispatch's secret, which exists nowhere else: the job and the slot keep
 // only its hash, and send puts it in POST /run.
 func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error) {
-	now := d.cfg.Now().UTC()
+	now := d.cfg.Clock.Now().UTC()
 	lease := now.Add(d.cfg.LeaseTTL)
 	secret, hash := newSecret()
 	// Step 2: the job, stamped with the slot's fence and the secret's hash
@@ -344,7 +344,7 @@ func (d *Dispatcher) handoff(ctx context.Context, f Fence, jobID string) {
 // is queued (the slot is then free). With the next job comes its new
 // dispatch's secret.
 func (d *Dispatcher) reclaim(ctx context.Context, f Fence, jobID string) (*Slot, *Job, string, bool) {
-	lease := d.cfg.Now().UTC().Add(d.cfg.LeaseTTL)
+	lease := d.cfg.Clock.Now().UTC().Add(d.cfg.LeaseTTL)
 	// Fenced on this very job (or none: a slot freed under this epoch) and
 	// on the dispatch's secret, since slot, epoch and job id are all
 	// public (see store.GPU.ReclaimSlot).
@@ -406,7 +406,7 @@ func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job, secret stri
 		d.cfg.Logger.Info("gpu: worker refused job; requeued without using an attempt", "job", job.ID, "slot", slot.ID, "error", err.Error())
 		d.requeueUnharmed(ctx, job)
 	}
-	d.freeSlot(ctx, slot.ID, slot.Epoch, d.cfg.Now().UTC().Add(d.cfg.RefusalBackoff))
+	d.freeSlot(ctx, slot.ID, slot.Epoch, d.cfg.Clock.Now().UTC().Add(d.cfg.RefusalBackoff))
 	return fmt.Errorf("%w: %s: %w", ErrRefused, slot.Worker, err)
 }
 
@@ -496,7 +496,7 @@ func boundText(b []byte, n int) string {
 // fenced on the send's slot, epoch and status, and on the attempts it read,
 // so a sweep or heartbeat that moved the job on meanwhile wins.
 func (d *Dispatcher) requeueRefused(ctx context.Context, job *Job, reason string) {
-	err := d.q.RequeueRefused(ctx, *job, reason, d.cfg.Now().UTC())
+	err := d.q.RequeueRefused(ctx, *job, reason, d.cfg.Clock.Now().UTC())
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		// Its lease will run out and Sweep will requeue it.
 		d.cfg.Logger.Warn("gpu: requeue refused job", "job", job.ID, "error", err.Error())

@@ -140,7 +140,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		t.Fatal(err)
 	}
 	d, err := gpu.New(gpu.Config{
-		Store: st, Pool: p, Now: b.clock.Now, LeaseTTL: o.lease, Logger: quietLogger(),
+		Store: st, Pool: p, Clock: b.clock, LeaseTTL: o.lease, Logger: quietLogger(),
 		RefusalBackoff: 200 * time.Millisecond, RunTimeout: o.runTimeout,
 		Authorize: func(r *http.Request) error {
 			r.Header.Set("Authorization", "Bearer "+testToken)

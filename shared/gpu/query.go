@@ -68,7 +68,7 @@ func (d *Dispatcher) Slots(ctx context.Context) ([]SlotView, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gpu: pool: %w", err)
 	}
-	now := d.cfg.Now()
+	now := d.cfg.Clock.Now()
 	out := make([]SlotView, len(slots))
 	for i, s := range slots {
 		v := SlotView{Slot: s}

@@ -22,13 +22,13 @@ func (d *Dispatcher) Sweep(ctx context.Context) (requeued, dead int, err error) 
 	if err := d.Init(ctx); err != nil {
 		return 0, 0, err
 	}
-	now := d.cfg.Now().UTC().Add(-d.cfg.ClockSkew)
+	now := d.cfg.Clock.Now().UTC().Add(-d.cfg.ClockSkew)
 	expired, err := d.q.Expired(ctx, now, sweepBatch)
 	if err != nil {
 		return 0, 0, fmt.Errorf("gpu: sweep: %w", err)
 	}
 	for _, job := range expired {
-		err := d.q.RequeueExpired(ctx, job, now, fmt.Sprintf("lease expired on slot %s", job.Slot), d.cfg.Now().UTC())
+		err := d.q.RequeueExpired(ctx, job, now, fmt.Sprintf("lease expired on slot %s", job.Slot), d.cfg.Clock.Now().UTC())
 		if errors.Is(err, store.ErrConflict) {
 			continue // a heartbeat or completion got there first
 		}

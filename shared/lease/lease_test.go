@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	bclock "github.com/baton-cron/baton/shared/clock"
+
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/baton-cron/baton/emulator/emutest"
@@ -146,7 +148,7 @@ func TestTakeoverAfterCrash(t *testing.T) {
 	const ttl, skew = 10 * time.Second, 3 * time.Second
 	crashed := make(chan struct{})
 	t.Cleanup(func() { close(crashed) })
-	a := b.manager("a", lease.Options{Skew: skew, Now: func() time.Time { return time.Now().Add(time.Hour) }})
+	a := b.manager("a", lease.Options{Skew: skew, Clock: bclock.Func(func() time.Time { return time.Now().Add(time.Hour) })})
 	lease.SetBeforeRenew(a, func(string) { <-crashed })
 	la, err := a.Acquire(ctx, "job", ttl)
 	if err != nil {
@@ -161,7 +163,7 @@ func TestTakeoverAfterCrash(t *testing.T) {
 	}
 
 	clk := &clock{}
-	c := b.manager("c", lease.Options{Skew: skew, Now: clk.Now})
+	c := b.manager("c", lease.Options{Skew: skew, Clock: clk})
 	expiry := info.Updated.Add(ttl + skew)
 	clk.Set(expiry.Add(-time.Millisecond))
 	if _, err := c.Acquire(ctx, "job", ttl); !errors.Is(err, lease.ErrHeld) {
@@ -219,7 +221,7 @@ func TestPausedHolderIsFenced(t *testing.T) {
 	}
 	clk := &clock{}
 	clk.Set(info.ExpiresAt) // as far as c can tell, a's lease has expired
-	c := b.manager("c", lease.Options{Now: clk.Now})
+	c := b.manager("c", lease.Options{Clock: clk})
 	lc, err := c.Acquire(ctx, "job", ttl)
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +281,7 @@ func TestStaleReleaseKeepsNewHolder(t *testing.T) {
 	info, _ := a.Status(ctx, "job")
 	clk := &clock{}
 	clk.Set(info.ExpiresAt)
-	c := b.manager("c", lease.Options{Now: clk.Now})
+	c := b.manager("c", lease.Options{Clock: clk})
 	// A long ttl: c must not renew between the two Status reads below, so
 	// that any change of generation can only come from a's stale release.
 	lc, err := c.Acquire(ctx, "job", 30*time.Second)

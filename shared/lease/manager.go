@@ -15,6 +15,8 @@ import (
 	"cloud.google.com/go/storage"
 	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/iterator"
+
+	"github.com/baton-cron/baton/shared/clock"
 )
 
 // Options configures a Manager. The zero value is usable.
@@ -27,9 +29,10 @@ type Options struct {
 	// SafetyMargin shortens the holder's own trust window
 	// (lastSuccessfulRenew + ttl − SafetyMargin); default ttl/5.
 	SafetyMargin time.Duration
-	// Now is the wall clock used to judge expiry against the server's Updated
-	// time and to stamp acquiredAt/renewedAt; default time.Now.
-	Now func() time.Time
+	// Clock is the wall clock used to judge expiry against the server's
+	// Updated time and to stamp acquiredAt/renewedAt; nil means the wall
+	// clock.
+	Clock clock.Clock
 	// Logger receives lease events; nil discards them.
 	Logger *slog.Logger
 	// EpochFloor, when set, is asked for the highest epoch that the fenced
@@ -81,7 +84,7 @@ func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 		holder:  o.Holder,
 		skew:    o.Skew,
 		margin:  o.SafetyMargin,
-		now:     o.Now,
+		now:     clock.Or(o.Clock).Now,
 		log:     o.Logger,
 		floor:   o.EpochFloor,
 		backoff: gax.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2},
@@ -92,9 +95,6 @@ func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 	}
 	if m.skew == 0 {
 		m.skew = DefaultSkew
-	}
-	if m.now == nil {
-		m.now = time.Now
 	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)

@@ -132,7 +132,7 @@ func attackSetup(t *testing.T, d *recDispatcher) *attackRig {
 	}
 	m := lease.NewManager(client.Bucket(bucket), "leases/", lease.Options{Holder: "test-" + t.Name()})
 	c := newClock(t0)
-	e, err := scheduler.New(scheduler.Config{Store: s, Leases: m, Now: c.Now, TickLeaseTTL: 10 * time.Second, Tasks: d})
+	e, err := scheduler.New(scheduler.Config{Store: s, Leases: m, Clock: c, TickLeaseTTL: 10 * time.Second, Tasks: d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func (r *attackRig) bucketHandle(t *testing.T, rt http.RoundTripper) *storage.Bu
 func (r *attackRig) secondEngine(t *testing.T, holder string, rt http.RoundTripper) *scheduler.Engine {
 	t.Helper()
 	m := lease.NewManager(r.bucketHandle(t, rt), "leases/", lease.Options{Holder: holder})
-	e, err := scheduler.New(scheduler.Config{Store: r.store, Leases: m, Now: r.clock.Now, TickLeaseTTL: 10 * time.Second, Tasks: r.d})
+	e, err := scheduler.New(scheduler.Config{Store: r.store, Leases: m, Clock: r.clock, TickLeaseTTL: 10 * time.Second, Tasks: r.d})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func benchEngine(b *testing.B, total, due int, overlap schedule.Overlap) (*mongo
 	now := time.Date(2026, 3, 2, 9, 0, 10, 0, time.UTC)
 	benchSchedules(b, s, total, due, overlap, now)
 	e, err := scheduler.New(scheduler.Config{Store: s, Leases: lease.NewManager(client.Bucket(bucket), "leases/", lease.Options{}),
-		Now: func() time.Time { return now }})
+		Clock: newClock(now)})
 	if err != nil {
 		b.Fatal(err)
 	}

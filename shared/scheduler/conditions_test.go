@@ -70,7 +70,7 @@ func TestRecreatedScheduleRacingAdvanceWins(t *testing.T) {
 	// Hourly; added at 09:00:00, so nextRunAt is 10:00 and version 1.
 	b.addSchedule(t, schedule.Schedule{ID: "job", Cron: "0 * * * *", Target: target})
 	svc := catalog.New(b.store, catalog.Options{
-		Now:      func() time.Time { return t0.Add(time.Hour + 30*time.Second) }, // 10:00:30
+		Clock:    newClock(t0.Add(time.Hour + 30*time.Second)), // 10:00:30
 		Validate: schedule.ValidateOptions{Builtins: scheduler.Builtins()},
 	})
 	var once sync.Once

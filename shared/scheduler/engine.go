@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/baton-cron/baton/shared/clock"
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
@@ -56,10 +57,10 @@ type Config struct {
 	Store store.Backend
 	// Leases makes the tick lease and the job leases. Required.
 	Leases *lease.Manager
-	// Now is the clock used for decisions and run timestamps; nil means
-	// time.Now. (Lease expiry is judged by the lease manager on the storage
-	// server's clock, not on this one.)
-	Now func() time.Time
+	// Clock is the clock used for decisions and run timestamps; nil means
+	// the wall clock. (Lease expiry is judged by the lease manager on the
+	// storage server's clock, not on this one.)
+	Clock clock.Clock
 	// TickLeaseTTL is the TTL of the tick lease; default 30s.
 	TickLeaseTTL time.Duration
 	// AllowedTargets is the http target host allowlist
@@ -167,14 +168,11 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg:       cfg,
-		now:       cfg.Now,
+		now:       clock.Or(cfg.Clock).Now,
 		log:       cfg.Logger,
 		schedules: cfg.Store.Schedules(),
 		runs:      cfg.Store.Runs(),
 		http:      cfg.HTTPClient,
-	}
-	if e.now == nil {
-		e.now = time.Now
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)

@@ -29,7 +29,7 @@ func TestLeaseResetDoesNotStallFencedWrites(t *testing.T) {
 	}
 	m := lease.NewManager(client.Bucket(bucket), "leases/", lease.Options{Holder: "h", EpochFloor: scheduler.EpochFloor(s)})
 	c := newClock(t0)
-	e, err := scheduler.New(scheduler.Config{Store: s, Leases: m, Now: c.Now, TickLeaseTTL: 10 * time.Second})
+	e, err := scheduler.New(scheduler.Config{Store: s, Leases: m, Clock: c, TickLeaseTTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

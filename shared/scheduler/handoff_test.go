@@ -289,7 +289,7 @@ func TestRedeliveryWaitsBehindItsBatch(t *testing.T) {
 
 func mustEngine(t *testing.T, b *bundle, d scheduler.Dispatcher) *scheduler.Engine {
 	t.Helper()
-	e, err := scheduler.New(scheduler.Config{Store: b.store, Leases: b.leases, Now: b.clock.Now, TickLeaseTTL: 10 * time.Second, Tasks: d})
+	e, err := scheduler.New(scheduler.Config{Store: b.store, Leases: b.leases, Clock: b.clock, TickLeaseTTL: 10 * time.Second, Tasks: d})
 	if err != nil {
 		t.Fatal(err)
 	}

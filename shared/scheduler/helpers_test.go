@@ -143,7 +143,7 @@ func setup(t *testing.T, mod ...func(*scheduler.Config)) *bundle {
 	}
 	m := lease.NewManager(client.Bucket(bucket), "leases/", lease.Options{Holder: "test-" + t.Name()})
 	c := newClock(t0)
-	cfg := scheduler.Config{Store: s, Leases: m, Now: c.Now, TickLeaseTTL: 10 * time.Second}
+	cfg := scheduler.Config{Store: s, Leases: m, Clock: c, TickLeaseTTL: 10 * time.Second}
 	for _, f := range mod {
 		f(&cfg)
 	}

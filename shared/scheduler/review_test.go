@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	bclock "github.com/baton-cron/baton/shared/clock"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/baton-cron/baton/emulator/emutest"
@@ -29,7 +31,7 @@ func TestEditRacingAdvanceWins(t *testing.T) {
 	// The API's clock reads one second before the fire time.
 	apiNow := func() time.Time { return t0.Add(time.Hour - time.Second) }
 	svc := catalog.New(b.store, catalog.Options{
-		Now:      apiNow,
+		Clock:    bclock.Func(apiNow),
 		Validate: schedule.ValidateOptions{Builtins: scheduler.Builtins()},
 	})
 	scheduler.SetAfterInsert(b.eng, func(id string) error {

@@ -43,7 +43,7 @@ func newTwoTicks(t *testing.T, stale, live func(*scheduler.Config)) *twoTicks {
 	mk := func(holder string, mod func(*scheduler.Config)) *bundle {
 		m := lease.NewManager(client.Bucket(bucket), "leases/", lease.Options{Holder: holder})
 		c := newClock(t0)
-		cfg := scheduler.Config{Store: s, Leases: m, Now: c.Now, TickLeaseTTL: 10 * time.Second}
+		cfg := scheduler.Config{Store: s, Leases: m, Clock: c, TickLeaseTTL: 10 * time.Second}
 		if mod != nil {
 			mod(&cfg)
 		}
@@ -206,7 +206,7 @@ func TestPausedTickStopsAtItsLeaseDeadline(t *testing.T) {
 	c := newClock(t0)
 	// Heartbeat every second, trust window 2.4 s; one schedule a page, so
 	// the schedules are decided one after the other.
-	e, err := scheduler.New(scheduler.Config{Store: s, Leases: m, Now: c.Now, TickLeaseTTL: 3 * time.Second, PageSize: 1})
+	e, err := scheduler.New(scheduler.Config{Store: s, Leases: m, Clock: c, TickLeaseTTL: 3 * time.Second, PageSize: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
