@@ -49,18 +49,8 @@ func (s *suite) casRace(t *testing.T, write func(c *mongostore.Collection, v int
 	_, c := s.coll(t)
 	insert(t, c, doc{ID: "x"})
 	for v := range int64(rounds) {
-		var mu sync.Mutex
-		var winners []int
-		race(Racers, func(i int) {
-			err := write(c, v, i)
-			if err == nil {
-				mu.Lock()
-				winners = append(winners, i)
-				mu.Unlock()
-				return
-			}
-			onlyConflict(t, fmt.Sprintf("round %d racer %d", v, i), err)
-		})
+		winners := raceWinners(t, Racers, func(i int) string { return fmt.Sprintf("round %d racer %d", v, i) },
+			func(i int) error { return write(c, v, i) })
 		if len(winners) != 1 {
 			t.Fatalf("round %d: winners %v, want exactly one of %d racers", v, winners, Racers)
 		}

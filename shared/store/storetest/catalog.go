@@ -3,7 +3,6 @@ package storetest
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,21 +23,12 @@ func (s *suite) catalog(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var mu sync.Mutex
-			var winners []int
-			race(Racers, func(i int) {
+			winners := raceWinners(t, Racers, func(i int) string { return fmt.Sprintf("round %d racer %d", round, i) }, func(i int) error {
 				c := cur
 				next := cur
 				next.Version = cur.Version + 1
 				next.Description = fmt.Sprintf("racer %d", i)
-				err := b.Catalog().Update(t.Context(), &c, &next)
-				if err == nil {
-					mu.Lock()
-					winners = append(winners, i)
-					mu.Unlock()
-					return
-				}
-				onlyConflict(t, fmt.Sprintf("round %d racer %d", round, i), err)
+				return b.Catalog().Update(t.Context(), &c, &next)
 			})
 			if len(winners) != 1 {
 				t.Fatalf("round %d: updates that won: %v; want exactly one of %d from version %d", round, winners, Racers, cur.Version)

@@ -118,18 +118,8 @@ func (s *suite) runsClaimRace(t *testing.T) {
 	for round, epoch := range []int64{0, 3} {
 		rid := fmt.Sprintf("%s-%d", id, round)
 		insertRun(t, r, pendingRecord(rid))
-		var mu sync.Mutex
-		var winners []int
-		race(Racers, func(i int) {
-			err := r.Claim(t.Context(), rid, claimOf(fmt.Sprint(i), epoch))
-			if err == nil {
-				mu.Lock()
-				winners = append(winners, i)
-				mu.Unlock()
-				return
-			}
-			onlyConflict(t, fmt.Sprintf("racer %d (epoch %d)", i, epoch), err)
-		})
+		winners := raceWinners(t, Racers, func(i int) string { return fmt.Sprintf("racer %d (epoch %d)", i, epoch) },
+			func(i int) error { return r.Claim(t.Context(), rid, claimOf(fmt.Sprint(i), epoch)) })
 		if len(winners) != 1 {
 			t.Fatalf("epoch %d: %d claims won (%v); want exactly one", epoch, len(winners), winners)
 		}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -212,19 +211,10 @@ func (s *suite) advanceRace(t *testing.T, n int) {
 	create(t, b, newSchedule("x", t0))
 	for round := range rounds {
 		read := getSchedule(t, b, "x")
-		var mu sync.Mutex
-		var winners []int
-		race(n, func(i int) {
+		winners := raceWinners(t, n, func(i int) string { return fmt.Sprintf("round %d racer %d", round, i) }, func(i int) error {
 			r := read
 			next := t0.Add(time.Duration(round*Racers+i+1) * time.Minute)
-			err := b.Schedules().Advance(t.Context(), &r, next, store.Fence{Epoch: 1})
-			if err == nil {
-				mu.Lock()
-				winners = append(winners, i)
-				mu.Unlock()
-				return
-			}
-			onlyConflict(t, fmt.Sprintf("round %d racer %d", round, i), err)
+			return b.Schedules().Advance(t.Context(), &r, next, store.Fence{Epoch: 1})
 		})
 		if len(winners) != 1 {
 			t.Fatalf("round %d: winners %v, want exactly one of %d ticks advancing from nextRunAt %v", round, winners, n, read.NextRunAt)
@@ -287,18 +277,8 @@ func (s *suite) misfire(t *testing.T) {
 		if err := ms.SetMisfire(t.Context(), "x", ft(1), true); err != nil {
 			t.Fatal(err)
 		}
-		var mu sync.Mutex
-		var winners []int
-		race(Racers, func(i int) {
-			_, err := ms.ClearMisfire(t.Context(), "x", 1)
-			if err == nil {
-				mu.Lock()
-				winners = append(winners, i)
-				mu.Unlock()
-				return
-			}
-			onlyConflict(t, fmt.Sprintf("clear racer %d", i), err)
-		})
+		winners := raceWinners(t, Racers, func(i int) string { return fmt.Sprintf("clear racer %d", i) },
+			func(int) error { _, err := ms.ClearMisfire(t.Context(), "x", 1); return err })
 		if len(winners) != 1 {
 			t.Fatalf("clears that won: %v; want exactly one of %d (each win records a misfire run)", winners, Racers)
 		}

@@ -200,6 +200,26 @@ func race(n int, f func(i int)) {
 	wg.Wait()
 }
 
+// raceWinners races n writers (race) and returns the indexes of those
+// whose write returned nil; every loser must hear a plain ErrConflict
+// (onlyConflict), which what(i) names in the report.
+func raceWinners(t *testing.T, n int, what func(i int) string, write func(i int) error) []int {
+	t.Helper()
+	var mu sync.Mutex
+	var winners []int
+	race(n, func(i int) {
+		err := write(i)
+		if err == nil {
+			mu.Lock()
+			winners = append(winners, i)
+			mu.Unlock()
+			return
+		}
+		onlyConflict(t, what(i), err)
+	})
+	return winners
+}
+
 // onlyConflict reports an error that is not a plain ErrConflict: a racer
 // that lost must hear exactly that, never an unknown outcome or a stale
 // fence.
