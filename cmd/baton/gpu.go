@@ -43,7 +43,7 @@ func newGPUCmd(client clientFunc) *cobra.Command {
 is unset, with "Authorization: Bearer $BATON_TOKEN".`,
 	}
 	cmd.AddCommand(gpuEnqueueCmd(client), gpuGetCmd(client), gpuListCmd(client), gpuCancelCmd(client), gpuPoolCmd(client))
-	return cmd
+	return groupCommand(cmd)
 }
 
 func gpuEnqueueCmd(client clientFunc) *cobra.Command {

@@ -67,7 +67,7 @@ func newRunsCmd(client clientFunc) *cobra.Command {
 	list.Flags().BoolVar(&all, "all", false, "follow page tokens to the end")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON ({\"runs\":[…],\"nextPageToken\":…})")
 	cmd.AddCommand(list)
-	return cmd
+	return groupCommand(cmd)
 }
 
 func orDash(t time.Time) string {

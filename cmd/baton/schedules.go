@@ -57,6 +57,7 @@ func newSchedulesCmd(client clientFunc) *cobra.Command {
 $BATON_SCHEDULES_URL, or $BATON_URL/Schedules when that is unset, with
 "Authorization: Bearer $BATON_TOKEN". A change is live at the next tick.`,
 	}
+	groupCommand(cmd)
 	cmd.AddCommand(
 		schedulesListCmd(client), schedulesGetCmd(client), schedulesCreateCmd(client),
 		schedulesUpdateCmd(client), schedulesDeleteCmd(client),
