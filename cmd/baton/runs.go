@@ -34,6 +34,9 @@ func newRunsCmd(client clientFunc) *cobra.Command {
 			if id == "" {
 				return usageError("runs list: --schedule ID is required")
 			}
+			if err := checkPageSize(cmd, pageSize); err != nil {
+				return err
+			}
 			c, err := client()
 			if err != nil {
 				return err

@@ -114,6 +114,9 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 		Short: "List schedules, in id order, one page at a time",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkPageSize(cmd, pageSize); err != nil {
+				return err
+			}
 			c, err := client()
 			if err != nil {
 				return err
