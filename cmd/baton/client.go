@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
+	"github.com/baton-cron/baton/shared/catalog"
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/httpapi"
 )
@@ -127,6 +130,20 @@ func decodeAPIError(status int, data []byte) error {
 		text = text[:200] + "…"
 	}
 	return &apiError{Status: status, Code: http.StatusText(status), Message: text}
+}
+
+// checkPageSize validates --page-size on a list command before any
+// request: unset means the server's default, anything else must be 1 to
+// catalog.MaxPageSize (an explicit 0 included), else a usage error (exit 2)
+// naming the flag.
+func checkPageSize(cmd *cobra.Command, n int) error {
+	if !cmd.Flags().Changed("page-size") {
+		return nil
+	}
+	if n < 1 || n > catalog.MaxPageSize {
+		return usageError("%s: --page-size must be from 1 to %d, not %d", cmd.CommandPath(), catalog.MaxPageSize, n)
+	}
+	return nil
 }
 
 // fetchPages GETs path one page at a time from token on, with the query q,

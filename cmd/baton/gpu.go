@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/baton-cron/baton/shared/catalog"
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/gpu"
 	"github.com/baton-cron/baton/shared/schedule"
@@ -43,7 +44,7 @@ func newGPUCmd(client clientFunc) *cobra.Command {
 is unset, with "Authorization: Bearer $BATON_TOKEN".`,
 	}
 	cmd.AddCommand(gpuEnqueueCmd(client), gpuGetCmd(client), gpuListCmd(client), gpuCancelCmd(client), gpuPoolCmd(client))
-	return cmd
+	return groupCommand(cmd)
 }
 
 func gpuEnqueueCmd(client clientFunc) *cobra.Command {
@@ -149,6 +150,9 @@ func gpuListCmd(client clientFunc) *cobra.Command {
 		Short: "List jobs, newest first (keyset pages)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkPageSize(cmd, pageSize); err != nil {
+				return err
+			}
 			c, err := client()
 			if err != nil {
 				return err
@@ -191,7 +195,7 @@ func gpuListCmd(client clientFunc) *cobra.Command {
 	}
 	f.StringVar(&status, "status", "", "only jobs in this status: "+strings.Join(statuses, ", "))
 	f.StringVar(&token, "page-token", "", "continue from a previous page")
-	f.IntVar(&pageSize, "page-size", 0, "jobs per page (default 50)")
+	f.IntVar(&pageSize, "page-size", 0, fmt.Sprintf("jobs per page, 1 to %d (default 50)", catalog.MaxPageSize))
 	f.BoolVar(&all, "all", false, "follow every page")
 	f.BoolVar(&asJSON, "json", false, "print JSON ({\"jobs\":[…],\"nextPageToken\":…})")
 	flagUsage(cmd)

@@ -74,7 +74,7 @@ Default Credentials) and against the emulator of 'baton local'
 
 func init() {
 	leaseCmd.AddCommand(newLeaseRunCmd(), newLeaseStatusCmd(), newLeaseBreakCmd())
-	rootCmd.AddCommand(leaseCmd)
+	rootCmd.AddCommand(groupCommand(leaseCmd))
 }
 
 func newLeaseRunCmd() *cobra.Command {

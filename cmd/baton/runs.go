@@ -34,6 +34,9 @@ func newRunsCmd(client clientFunc) *cobra.Command {
 			if id == "" {
 				return usageError("runs list: --schedule ID is required")
 			}
+			if err := checkPageSize(cmd, pageSize); err != nil {
+				return err
+			}
 			c, err := client()
 			if err != nil {
 				return err
@@ -67,7 +70,7 @@ func newRunsCmd(client clientFunc) *cobra.Command {
 	list.Flags().BoolVar(&all, "all", false, "follow page tokens to the end")
 	list.Flags().BoolVar(&asJSON, "json", false, "print JSON ({\"runs\":[…],\"nextPageToken\":…})")
 	cmd.AddCommand(list)
-	return cmd
+	return groupCommand(cmd)
 }
 
 func orDash(t time.Time) string {

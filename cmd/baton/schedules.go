@@ -57,6 +57,7 @@ func newSchedulesCmd(client clientFunc) *cobra.Command {
 $BATON_SCHEDULES_URL, or $BATON_URL/Schedules when that is unset, with
 "Authorization: Bearer $BATON_TOKEN". A change is live at the next tick.`,
 	}
+	groupCommand(cmd)
 	cmd.AddCommand(
 		schedulesListCmd(client), schedulesGetCmd(client), schedulesCreateCmd(client),
 		schedulesUpdateCmd(client), schedulesDeleteCmd(client),
@@ -113,6 +114,9 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 		Short: "List schedules, in id order, one page at a time",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkPageSize(cmd, pageSize); err != nil {
+				return err
+			}
 			c, err := client()
 			if err != nil {
 				return err

@@ -357,15 +357,36 @@ func (s *Service) Delete(ctx context.Context, id string, ifMatch int64) error {
 }
 
 // Pause disables a schedule: the tick stops firing it. It is an Update, so
-// it validates, bumps the version and honours ifMatch.
+// it validates, bumps the version and honours ifMatch. Pausing a schedule
+// that is already paused changes nothing: it returns the stored schedule
+// without writing, at the same version.
 func (s *Service) Pause(ctx context.Context, id string, ifMatch int64) (*schedule.Schedule, error) {
-	return s.Update(ctx, id, map[string]any{"enabled": false}, ifMatch)
+	return s.setEnabled(ctx, id, false, ifMatch)
 }
 
 // Resume enables a schedule and recomputes nextRunAt from now, so the times
-// missed while paused are not fired as catch-up.
+// missed while paused are not fired as catch-up. Resuming a schedule that
+// is already enabled changes nothing: it returns the stored schedule
+// without writing, at the same version (and keeps its nextRunAt).
 func (s *Service) Resume(ctx context.Context, id string, ifMatch int64) (*schedule.Schedule, error) {
-	return s.Update(ctx, id, map[string]any{"enabled": true}, ifMatch)
+	return s.setEnabled(ctx, id, true, ifMatch)
+}
+
+// setEnabled is Pause and Resume: an Update of "enabled" that is skipped
+// when the stored schedule already has that state. ifMatch is checked
+// either way, so a stale version is still ErrVersionMismatch.
+func (s *Service) setEnabled(ctx context.Context, id string, enabled bool, ifMatch int64) (*schedule.Schedule, error) {
+	cur, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if ifMatch != 0 && cur.Version != ifMatch {
+		return nil, fmt.Errorf("catalog: update %s: stored version %d, If-Match %d: %w", id, cur.Version, ifMatch, ErrVersionMismatch)
+	}
+	if cur.Enabled == enabled {
+		return cur, nil
+	}
+	return s.Update(ctx, id, map[string]any{"enabled": enabled}, ifMatch)
 }
 
 // Trigger starts a manual run of an existing schedule through the

@@ -338,6 +338,53 @@ func TestPauseResumeTrigger(t *testing.T) {
 	}
 }
 
+// TestPauseResumeNoChange: pausing a paused schedule or resuming an enabled
+// one answers 200 with the schedule as stored: same version, same nextRunAt,
+// and nothing written to the store. A stale If-Match is still a 412.
+func TestPauseResumeNoChange(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if res := b.do(t, http.MethodPost, "/schedules", noopBody("n", "0 */6 * * *")); res.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", res.Status, res.Body)
+	}
+	meter := b.st.Meter()
+	check := func(action string, wantEnabled bool, wantVersion int64) {
+		t.Helper()
+		before, writes := b.stored(t, "n"), meter.Writes()
+		b.clock.Set(b.clock.Now().Add(time.Hour)) // a recomputed nextRunAt would move
+		res := b.do(t, http.MethodPost, "/schedules/n:"+action, "")
+		if res.Status != http.StatusOK {
+			t.Fatalf("%s: %d %s", action, res.Status, res.Body)
+		}
+		var got schedule.Schedule
+		res.json(t, &got)
+		if got.Enabled != wantEnabled || got.Version != wantVersion {
+			t.Errorf("%s answered enabled %v, version %d; want %v, %d", action, got.Enabled, got.Version, wantEnabled, wantVersion)
+		}
+		sc := b.stored(t, "n")
+		if sc.Version != wantVersion || !sc.NextRunAt.Equal(before.NextRunAt) {
+			t.Errorf("after a no-op %s: version %d, nextRunAt %s; want %d, %s", action, sc.Version, sc.NextRunAt, wantVersion, before.NextRunAt)
+		}
+		if n := meter.Writes() - writes; n != 0 {
+			t.Errorf("a no-op %s wrote %d documents; want 0", action, n)
+		}
+	}
+	check("resume", true, 1) // created enabled
+	if res := b.do(t, http.MethodPost, "/schedules/n:pause", ""); res.Status != http.StatusOK {
+		t.Fatalf("pause: %d %s", res.Status, res.Body)
+	}
+	check("pause", false, 2)
+	if res := b.do(t, http.MethodPost, "/schedules/n:pause", "", "If-Match", `"1"`); res.Status != http.StatusPreconditionFailed {
+		t.Errorf("no-op pause with stale If-Match: %d %s; want 412", res.Status, res.Body)
+	}
+	if res := b.do(t, http.MethodPost, "/schedules/n:pause", "", "If-Match", `"2"`); res.Status != http.StatusOK {
+		t.Errorf("no-op pause with current If-Match: %d %s; want 200", res.Status, res.Body)
+	}
+	if res := b.do(t, http.MethodPost, "/schedules/ghost:pause", ""); res.Status != http.StatusNotFound {
+		t.Errorf("pause of a missing schedule: %d %s; want 404", res.Status, res.Body)
+	}
+}
+
 func TestTriggerUnconfigured(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
