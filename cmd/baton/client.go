@@ -141,7 +141,10 @@ func checkPageSize(cmd *cobra.Command, n int) error {
 		return nil
 	}
 	if n < 1 || n > catalog.MaxPageSize {
-		return usageError("%s: --page-size must be from 1 to %d, not %d", cmd.CommandPath(), catalog.MaxPageSize, n)
+		// "runs list: ...", as the other usage errors say it: main adds
+		// the "baton: ".
+		path := strings.TrimPrefix(cmd.CommandPath(), cmd.Root().Name()+" ")
+		return usageError("%s: --page-size must be from 1 to %d, not %d", path, catalog.MaxPageSize, n)
 	}
 	return nil
 }
