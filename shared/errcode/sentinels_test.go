@@ -14,6 +14,7 @@ import (
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/taskqueue"
 )
 
 // TestSentinels is the contract in one table: every sentinel of baton's
@@ -50,6 +51,12 @@ func TestSentinels(t *testing.T) {
 		{"gpu.ErrBadPool", gpu.ErrBadPool, errcode.InvalidArgument, nil, nil},
 		{"gpu.ErrRefused", gpu.ErrRefused, errcode.Unavailable, nil, nil},
 		{"gpu.ErrUnanswered", gpu.ErrUnanswered, errcode.UnknownOutcome, nil, nil},
+
+		{"scheduler.ErrNoGPU", scheduler.ErrNoGPU, errcode.FailedPrecondition, nil, nil},
+		{"scheduler.ErrTargetNotAllowed", scheduler.ErrTargetNotAllowed, errcode.PermissionDenied, nil, nil},
+		{"scheduler.ErrTargetAddress", scheduler.ErrTargetAddress, errcode.PermissionDenied, nil, nil},
+		{"schedule.ErrInvalidGPUTarget", schedule.ErrInvalidGPUTarget, errcode.InvalidArgument, nil, nil},
+		{"taskqueue.ErrConfig", taskqueue.ErrConfig, errcode.InvalidArgument, nil, nil},
 
 		{"lease.ErrHeld", lease.ErrHeld, errcode.Conflict, nil, nil},
 		{"lease.HeldError", &lease.HeldError{Name: "tick", Holder: "h"}, errcode.Conflict, []error{lease.ErrHeld}, nil},

@@ -2,11 +2,12 @@ package schedule
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/shared/errcode"
 )
 
 // Collection names.
@@ -323,7 +324,7 @@ func GPUJobID(runID string) string { return "run-" + runID }
 
 // ErrInvalidGPUTarget means the GPU pool refuses a run's gpu target as it is
 // (a limit it breaks); enqueueing it again cannot succeed.
-var ErrInvalidGPUTarget = errors.New("schedule: the GPU pool refuses this gpu target")
+var ErrInvalidGPUTarget = errcode.New(errcode.InvalidArgument, "schedule: the GPU pool refuses this gpu target")
 
 // GPUJobState is what a gpu-target run needs to know of its GPU job.
 type GPUJobState struct {

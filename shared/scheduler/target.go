@@ -15,17 +15,18 @@ import (
 	"golang.org/x/oauth2"
 	"google.golang.org/api/idtoken"
 
+	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/fence"
 	"github.com/baton-cron/baton/shared/schedule"
 )
 
 // ErrNoGPU means a gpu target ran on an engine without a GPU dispatcher.
-var ErrNoGPU = errors.New("scheduler: gpu targets need the GPU dispatcher (BATON_GPU_POOL), and none is configured")
+var ErrNoGPU = errcode.New(errcode.FailedPrecondition, "scheduler: gpu targets need the GPU dispatcher (BATON_GPU_POOL), and none is configured")
 
 // ErrTargetNotAllowed means an http target's host is not on the allowlist at
 // execution time (the allowlist may have shrunk since the schedule was
 // written, or a redirect pointed elsewhere).
-var ErrTargetNotAllowed = errors.New("scheduler: target host is not on BATON_ALLOWED_TARGETS")
+var ErrTargetNotAllowed = errcode.New(errcode.PermissionDenied, "scheduler: target host is not on BATON_ALLOWED_TARGETS")
 
 // Headers every http target request carries, so the target can deduplicate
 // too.
@@ -209,7 +210,7 @@ func (a audienceOnly) RoundTrip(r *http.Request) (*http.Response, error) {
 // 169.254.169.254), unspecified or multicast ones that BATON_ALLOWED_TARGETS
 // does not name itself, or private, CGNAT, NAT64 and ULA ones whose host the
 // allowlist does not mark with schedule.PrivatePrefix.
-var ErrTargetAddress = errors.New("scheduler: target host resolves only to addresses that BATON_ALLOWED_TARGETS does not open to http targets (loopback, link-local, private, CGNAT, NAT64, ULA)")
+var ErrTargetAddress = errcode.New(errcode.PermissionDenied, "scheduler: target host resolves only to addresses that BATON_ALLOWED_TARGETS does not open to http targets (loopback, link-local, private, CGNAT, NAT64, ULA)")
 
 // guardClient returns a copy of c whose transport checks, before it
 // connects, the address it is about to connect to: the allowlist is checked

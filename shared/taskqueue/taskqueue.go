@@ -3,7 +3,6 @@ package taskqueue
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
@@ -20,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 )
@@ -48,7 +48,7 @@ type Config struct {
 var queuePattern = regexp.MustCompile(`^projects/[^/]+/locations/[^/]+/queues/[A-Za-z0-9-]{1,100}$`)
 
 // ErrConfig is wrapped by every configuration error.
-var ErrConfig = errors.New("taskqueue: bad configuration")
+var ErrConfig = errcode.New(errcode.InvalidArgument, "taskqueue: bad configuration")
 
 // Check validates cfg, naming the variable at fault.
 func (cfg Config) Check() error {
