@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/baton-cron/baton/shared/errcode"
+	"github.com/baton-cron/baton/shared/httpapi"
 )
 
 // Header is the request header that carries the token.
@@ -69,7 +70,8 @@ func (c *Checker) Check(t Token) error {
 }
 
 // Middleware refuses, with 409 Conflict, a request whose X-Baton-Fence is
-// stale, and with 400 one whose header is malformed. A request without the
+// stale, and with 400 one whose header is malformed, in baton's one JSON
+// error shape (shared/httpapi), naming the header as the field. A request without the
 // header passes when optional is true (callers that are not baton, allow
 // schedules) and gets 400 otherwise.
 func Middleware(c *Checker, optional bool, next http.Handler) http.Handler {
@@ -80,16 +82,16 @@ func Middleware(c *Checker, optional bool, next http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			http.Error(w, Header+" is required", http.StatusBadRequest)
+			httpapi.WriteError(w, r, httpapi.BadRequest(Header, "is required"))
 			return
 		}
 		t, err := Parse(v)
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+			httpapi.WriteError(w, r, httpapi.BadRequest(Header, "%s", err.Error()))
 			return
 		}
 		if err := c.Check(t); err != nil {
-			http.Error(w, err.Error(), http.StatusConflict)
+			httpapi.WriteError(w, r, err) // StaleFence: 409
 			return
 		}
 		next.ServeHTTP(w, r)

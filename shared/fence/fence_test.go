@@ -1,6 +1,7 @@
 package fence_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -76,4 +77,48 @@ func Example_zombie() {
 	// new holder, epoch 8: 200
 	// paused holder wakes, epoch 7: 409
 	// effects: 1
+}
+
+// TestMiddlewareAnswersJSON pins the refusals' shape: baton's one JSON
+// error, naming the header for a missing or malformed token, and
+// "conflict" for a stale one, so that a caller parses every baton answer
+// the same way.
+func TestMiddlewareAnswersJSON(t *testing.T) {
+	var c fence.Checker
+	srv := httptest.NewServer(fence.Middleware(&c, false, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	defer srv.Close()
+	tests := []struct {
+		name, token string
+		status      int
+		code, field string
+	}{
+		{"fresh", "job-a:5", http.StatusOK, "", ""},
+		{"missing", "", http.StatusBadRequest, "invalid_argument", fence.Header},
+		{"malformed", "no-epoch", http.StatusBadRequest, "invalid_argument", fence.Header},
+		{"stale", "job-a:4", http.StatusConflict, "conflict", ""},
+	}
+	for _, tc := range tests {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
+		if tc.token != "" {
+			req.Header.Set(fence.Header, tc.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error struct{ Code, Field, Message string } `json:"error"`
+		}
+		derr := json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: status %d, want %d", tc.name, resp.StatusCode, tc.status)
+		}
+		if tc.code == "" {
+			continue
+		}
+		if derr != nil || body.Error.Code != tc.code || body.Error.Field != tc.field || body.Error.Message == "" {
+			t.Errorf("%s: body %+v (decode: %v), want code %q field %q and a message", tc.name, body.Error, derr, tc.code, tc.field)
+		}
+	}
 }
