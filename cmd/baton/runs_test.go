@@ -66,6 +66,8 @@ func TestRunsListAcrossSchedules(t *testing.T) {
 		{[]string{"--since", now.Add(-3*time.Minute - time.Second).UTC().Format(time.RFC3339)}, "[r3 r2 r1]"},
 		{[]string{"--status", "failed", "--schedule", "a", "--since", "1h"}, "[r2 r0]"},
 		{[]string{"--schedule", "b"}, "[r3 r1]"},
+		{[]string{"--schedule", "b", "--since", "90s"}, "[r3]"},
+		{[]string{"--schedule", "b", "--status", "succeeded"}, "[r1]"},
 	} {
 		args := append([]string{"runs", "list", "--json"}, tc.args...)
 		if got := fmt.Sprint(runIDsOf(t, b.ok(t, args...))); got != tc.want {

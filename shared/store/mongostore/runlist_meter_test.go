@@ -35,6 +35,13 @@ func TestListAllRunsReadsAPage(t *testing.T) {
 	}
 	m := st.Meter()
 	for _, f := range []store.RunFilter{{}, {Status: schedule.RunFailed}, {ScheduleID: "s3", Status: schedule.RunFailed}} {
+		want := 0
+		for _, d := range docs {
+			r := d.(schedule.Run)
+			if (f.Status == "" || r.Status == f.Status) && (f.ScheduleID == "" || r.ScheduleID == f.ScheduleID) {
+				want++
+			}
+		}
 		token, pages, listed := "", 0, 0
 		for {
 			m.Reset()
@@ -45,6 +52,11 @@ func TestListAllRunsReadsAPage(t *testing.T) {
 			if got := m.Op(schedule.RunsCollection + ".page"); got != int64(len(page)) || m.Total() != got {
 				t.Fatalf("%+v page %d: %d runs read %d documents (%d in all); want %d", f, pages, len(page), got, m.Total(), len(page))
 			}
+			for _, r := range page {
+				if (f.Status != "" && r.Status != f.Status) || (f.ScheduleID != "" && r.ScheduleID != f.ScheduleID) {
+					t.Fatalf("%+v listed %+v", f, r)
+				}
+			}
 			pages++
 			listed += len(page)
 			if next == "" {
@@ -52,8 +64,8 @@ func TestListAllRunsReadsAPage(t *testing.T) {
 			}
 			token = next
 		}
-		if f == (store.RunFilter{}) && (listed != 300 || pages != 31) {
-			t.Errorf("the whole list: %d runs in %d pages; want 300 in 31 (30 full, one empty)", listed, pages)
+		if listed != want || pages != want/10+1 {
+			t.Errorf("%+v: %d runs in %d pages; want %d in %d (full pages of 10, then one short or empty)", f, listed, pages, want, want/10+1)
 		}
 	}
 }
