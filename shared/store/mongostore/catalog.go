@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -122,7 +123,14 @@ func runFilter(f store.RunFilter) (bson.D, string) {
 	add("status", string(f.Status))
 	add("source", string(f.Source))
 	if !f.Since.IsZero() {
-		d = append(d, bson.E{Key: "fireTime", Value: bson.D{{Key: "$gte", Value: f.Since.UTC()}}})
+		// BSON keeps milliseconds and truncates: a bound between two
+		// milliseconds is rounded up, or a run fired just before it would
+		// pass.
+		since := f.Since.UTC()
+		if ms := since.Truncate(time.Millisecond); ms.Before(since) {
+			since = ms.Add(time.Millisecond)
+		}
+		d = append(d, bson.E{Key: "fireTime", Value: bson.D{{Key: "$gte", Value: since}}})
 	}
 	return d, strings.Join(keys, ",")
 }

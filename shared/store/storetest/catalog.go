@@ -210,6 +210,7 @@ func (s *suite) catalogListAllRuns(t *testing.T) {
 		{ScheduleID: "s1"},
 		{ScheduleID: "s0", Status: schedule.RunSucceeded},
 		{Since: runT0.Add(2 * time.Minute)},
+		{Since: runT0.Add(2*time.Minute + time.Microsecond)}, // between milliseconds
 		{Status: schedule.RunPending, Since: runT0.Add(time.Minute)},
 		{ScheduleID: "nobody"},
 	} {
