@@ -57,4 +57,11 @@ func TestSchedulesDegrades(t *testing.T) {
 	if code, _ := call("GET", base+"/schedules", ""); code != 200 {
 		t.Errorf("list at the function root: %d", code)
 	}
+	// The runs across schedules are served under the same function.
+	if code, body := call("GET", base+"/runs?status=failed", ""); code != 200 || !strings.Contains(body, `"runs":[]`) {
+		t.Errorf("GET /Schedules/runs: %d %s; want 200 and no runs", code, body)
+	}
+	if code, body := call("GET", base+"/runs/nope", ""); code != 404 || !strings.Contains(body, `\"nope\"`) {
+		t.Errorf("GET /Schedules/runs/nope: %d %s; want 404 naming it", code, body)
+	}
 }

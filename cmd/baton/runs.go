@@ -2,7 +2,11 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,61 +20,230 @@ import (
 func newRunsCmd(client clientFunc) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
-		Short: "Show the run history of schedules",
+		Short: "Show runs: across schedules, of one schedule, or one run",
 	}
-	var (
-		id       string
-		pageSize int
-		token    string
-		all      bool
-		asJSON   bool
-	)
+	cmd.AddCommand(newRunsListCmd(client), newRunsGetCmd(client))
+	return groupCommand(cmd)
+}
+
+// runsListFlags are `runs list`'s flags.
+type runsListFlags struct {
+	id, status, source, since, token string
+	pageSize                         int
+	all, asJSON                      bool
+}
+
+// query checks the filter flags before any request and returns GET /runs'
+// query, or nil when only --schedule is given (the schedule's own
+// history, whose unknown id is a 404). now anchors a --since duration.
+func (f *runsListFlags) query(now time.Time) (url.Values, error) {
+	q := url.Values{}
+	if f.status != "" {
+		if !schedule.RunStatus(f.status).Valid() {
+			return nil, usageError("runs list: --status must be one of %s, not %q", joinEnum(schedule.AllRunStatuses()), f.status)
+		}
+		q.Set("status", f.status)
+	}
+	if f.source != "" {
+		if !schedule.Source(f.source).Valid() {
+			return nil, usageError("runs list: --source must be one of %s, not %q", joinEnum(schedule.AllSources()), f.source)
+		}
+		if f.status != "" || f.id != "" {
+			return nil, usageError("runs list: --source cannot be combined with --status or --schedule (no index serves it)")
+		}
+		q.Set("source", f.source)
+	}
+	if f.since != "" {
+		t, err := parseSince(f.since, now)
+		if err != nil {
+			return nil, usageError("runs list: --since %v", err)
+		}
+		q.Set("since", t.UTC().Format(time.RFC3339Nano))
+	}
+	if f.id != "" {
+		if len(q) == 0 {
+			return nil, nil
+		}
+		q.Set("schedule", f.id)
+	}
+	return q, nil
+}
+
+// parseSince reads --since: an RFC 3339 time, or a positive duration
+// (1h, 30m) meaning that long before now.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return time.Time{}, fmt.Errorf("must be an RFC 3339 time (2026-03-01T09:00:00Z) or a positive duration before now (1h, 30m), not %q", s)
+	}
+	return now.Add(-d), nil
+}
+
+func joinEnum[T ~string](vs []T) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = string(v)
+	}
+	return strings.Join(s, ", ")
+}
+
+func newRunsListCmd(client clientFunc) *cobra.Command {
+	var f runsListFlags
 	list := &cobra.Command{
-		Use:     "list --schedule ID",
-		Short:   "List a schedule's runs, newest fire time first",
-		Example: "  baton runs list --schedule nightly --page-size 20",
-		Args:    cobra.NoArgs,
+		Use:   "list [--schedule ID] [--status S] [--source S] [--since T]",
+		Short: "List runs, newest fire time first: of all schedules, or of one",
+		Example: "  baton runs list --status failed --since 1h\n" +
+			"  baton runs list --schedule nightly --page-size 20",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if id == "" {
-				return usageError("runs list: --schedule ID is required")
+			q, err := f.query(time.Now())
+			if err != nil {
+				return err
 			}
-			if err := checkPageSize(cmd, pageSize); err != nil {
+			if err := checkPageSize(cmd, f.pageSize); err != nil {
 				return err
 			}
 			c, err := client()
 			if err != nil {
 				return err
 			}
-			runs, next, err := fetchPages(cmd.Context(), c, "/schedules/"+url.PathEscape(id)+"/runs", nil, pageSize, token, all,
+			path, what := "/runs", "runs list"
+			if q == nil {
+				path, what = "/schedules/"+url.PathEscape(f.id)+"/runs", "runs list --schedule "+f.id
+			}
+			runs, next, err := fetchPages(cmd.Context(), c, path, q, f.pageSize, f.token, f.all,
 				func(p *catalog.RunPage) ([]schedule.Run, string) { return p.Runs, p.NextPageToken })
 			if err != nil {
-				return apiFailure("runs list --schedule "+id, err)
+				return apiFailure(what, err)
 			}
-			if asJSON {
+			if f.asJSON {
 				return writeJSON(cmd.OutOrStdout(), catalog.RunPage{Runs: nonNil(runs), NextPageToken: next})
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tFIRE TIME\tSOURCE\tSTATUS\tATTEMPT\tFINISHED\tDETAIL")
-			for _, r := range runs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.FireTime.UTC().Format(time.RFC3339), r.Source, r.Status, r.Attempt, orDash(r.FinishedAt), runDetail(r))
+			if q == nil {
+				fmt.Fprintln(tw, "RUN\tFIRE TIME\tSOURCE\tSTATUS\tATTEMPT\tFINISHED\tDETAIL")
+				for _, r := range runs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.FireTime.UTC().Format(time.RFC3339), r.Source, r.Status, r.Attempt, orDash(r.FinishedAt), runDetail(r))
+				}
+			} else {
+				fmt.Fprintln(tw, "RUN\tSCHEDULE\tFIRE TIME\tSOURCE\tSTATUS\tATTEMPT\tFINISHED\tDETAIL")
+				for _, r := range runs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.ScheduleID, r.FireTime.UTC().Format(time.RFC3339), r.Source, r.Status, r.Attempt, orDash(r.FinishedAt), runDetail(r))
+				}
 			}
 			if err := tw.Flush(); err != nil {
 				return err
 			}
 			if next != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "more: baton runs list --schedule %s --page-token %s (or --all)\n", id, next)
+				fmt.Fprintf(cmd.ErrOrStderr(), "more: %s (or --all)\n", f.more(cmd, q, next))
 			}
 			return nil
 		},
 	}
 	flagUsage(list)
-	list.Flags().StringVar(&id, "schedule", "", "the schedule id (required)")
-	list.Flags().IntVar(&pageSize, "page-size", 0, fmt.Sprintf("runs per page, 1 to %d (default %d)", catalog.MaxPageSize, catalog.DefaultPageSize))
-	list.Flags().StringVar(&token, "page-token", "", "continue from the nextPageToken of an earlier page")
-	list.Flags().BoolVar(&all, "all", false, "follow page tokens to the end")
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON ({\"runs\":[…],\"nextPageToken\":…})")
-	cmd.AddCommand(list)
-	return groupCommand(cmd)
+	list.Flags().StringVar(&f.id, "schedule", "", "only the runs of this schedule id")
+	list.Flags().StringVar(&f.status, "status", "", "only runs in this status: "+joinEnum(schedule.AllRunStatuses()))
+	list.Flags().StringVar(&f.source, "source", "", "only runs of this source: "+joinEnum(schedule.AllSources())+" (not with --status or --schedule)")
+	list.Flags().StringVar(&f.since, "since", "", "only runs fired at or after this RFC 3339 time, or this long ago (1h, 30m)")
+	list.Flags().IntVar(&f.pageSize, "page-size", 0, fmt.Sprintf("runs per page, 1 to %d (default %d)", catalog.MaxPageSize, catalog.DefaultPageSize))
+	list.Flags().StringVar(&f.token, "page-token", "", "continue from the nextPageToken of an earlier page")
+	list.Flags().BoolVar(&f.all, "all", false, "follow page tokens to the end")
+	list.Flags().BoolVar(&f.asJSON, "json", false, "print JSON ({\"runs\":[…],\"nextPageToken\":…})")
+	return list
+}
+
+// more is the command line that continues a listing after its page, for
+// the hint on stderr. A --since duration is given as the time it meant
+// (the query's), since the page token is bound to that time.
+func (f *runsListFlags) more(cmd *cobra.Command, q url.Values, next string) string {
+	parts := []string{cmd.CommandPath()}
+	add := func(flag, v string) {
+		if v != "" {
+			parts = append(parts, "--"+flag, v)
+		}
+	}
+	add("schedule", f.id)
+	add("status", f.status)
+	add("source", f.source)
+	add("since", q.Get("since"))
+	if cmd.Flags().Changed("page-size") {
+		add("page-size", strconv.Itoa(f.pageSize))
+	}
+	add("page-token", next)
+	return strings.Join(parts, " ")
+}
+
+func newRunsGetCmd(client clientFunc) *cobra.Command {
+	var asJSON bool
+	get := &cobra.Command{
+		Use:     "get ID",
+		Short:   "Show one run",
+		Example: "  baton runs get 'nightly@20260301T023000Z'",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError("runs get: takes exactly one argument, the run id (see baton runs list)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			var r schedule.Run
+			if _, err := c.do(cmd.Context(), http.MethodGet, "/runs/"+url.PathEscape(args[0]), nil, nil, nil, &r); err != nil {
+				return apiFailure("runs get "+args[0], err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), r)
+			}
+			return writeRunCard(cmd.OutOrStdout(), r)
+		},
+	}
+	flagUsage(get)
+	get.Flags().BoolVar(&asJSON, "json", false, "print the run as JSON")
+	return get
+}
+
+// writeRunCard prints a run for people, one field a line, omitting what
+// the run does not have.
+func writeRunCard(w io.Writer, r schedule.Run) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	line := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+		}
+	}
+	when := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	line("Run", r.ID)
+	line("Schedule", r.ScheduleID)
+	line("Fire time", when(r.FireTime))
+	line("Source", string(r.Source))
+	line("Status", string(r.Status))
+	line("Attempt", strconv.Itoa(r.Attempt))
+	line("Reason", r.Reason)
+	line("Created", when(r.CreatedAt))
+	line("Started", when(r.StartedAt))
+	line("Heartbeat", when(r.HeartbeatAt))
+	line("Finished", when(r.FinishedAt))
+	if r.Holder != "" {
+		line("Lease", fmt.Sprintf("%s (epoch %d)", r.Holder, r.Epoch))
+	}
+	line("GPU job", r.GPUJob)
+	if r.ExitCode != nil {
+		line("Exit code", strconv.Itoa(*r.ExitCode))
+	}
+	line("Output", r.Output)
+	line("Error", r.Error)
+	return tw.Flush()
 }
 
 func orDash(t time.Time) string {

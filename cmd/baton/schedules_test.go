@@ -210,7 +210,6 @@ func TestSchedulesCLIErrors(t *testing.T) {
 		{"unknown flag", []string{"schedules", "create", "--colour", "red"}, 2, []string{"unknown flag"}},
 		{"get without id", []string{"schedules", "get"}, 2, []string{"exactly one argument"}},
 		{"update nothing", []string{"schedules", "update", "x"}, 2, []string{"nothing to change"}},
-		{"runs without schedule", []string{"runs", "list"}, 2, []string{"--schedule"}},
 		{"list bad page size", []string{"schedules", "list", "--page-size", "9999"}, 2, []string{"--page-size must be from 1 to 500, not 9999"}},
 	}
 	for _, tc := range tests {

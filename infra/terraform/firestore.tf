@@ -38,6 +38,11 @@ locals {
     { collection = "schedules", fields = [{ path = "updatedAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # scheduler: run history of a schedule, newest first.
     { collection = "runs", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "fireTime", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
+    # catalog.ListAllRuns: runs across schedules, newest first; unfiltered, by status, by source, a schedule's by status.
+    { collection = "runs", fields = [{ path = "fireTime", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
+    { collection = "runs", fields = [{ path = "status", order = "ASCENDING" }, { path = "fireTime", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
+    { collection = "runs", fields = [{ path = "source", order = "ASCENDING" }, { path = "fireTime", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
+    { collection = "runs", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "status", order = "ASCENDING" }, { path = "fireTime", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
     # scheduler: the sweeps (pending runs due, running runs whose heartbeat expired).
     { collection = "runs", fields = [{ path = "status", order = "ASCENDING" }, { path = "sweepAt", order = "ASCENDING" }] },
     # scheduler: the recovery sweep's check for a live sibling decided by the same tick.

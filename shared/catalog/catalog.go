@@ -239,6 +239,76 @@ func (s *Service) ListRuns(ctx context.Context, scheduleID string, o ListOptions
 	return out, nil
 }
 
+// RunFilter selects the runs of ListAllRuns; a zero field matches every
+// run. Source cannot be combined with Status or ScheduleID: no index
+// serves those (store.RunFilter.Indexed), and the list refuses to scan.
+type RunFilter struct {
+	// Status keeps the runs in that status.
+	Status schedule.RunStatus
+	// Source keeps the runs of that source.
+	Source schedule.Source
+	// ScheduleID keeps the runs of that schedule (deleted or not).
+	ScheduleID string
+	// Since keeps the runs whose fire time is at or after it.
+	Since time.Time
+}
+
+// check validates f, naming the query parameter at fault.
+func (f RunFilter) check() error {
+	if f.Status != "" && !f.Status.Valid() {
+		return &schedule.FieldError{Field: "status", Reason: fmt.Sprintf("unknown run status %q; use one of %v", f.Status, schedule.AllRunStatuses())}
+	}
+	if f.Source != "" && !f.Source.Valid() {
+		return &schedule.FieldError{Field: "source", Reason: fmt.Sprintf("unknown run source %q; use one of %v", f.Source, schedule.AllSources())}
+	}
+	if f.ScheduleID != "" && !schedule.IDPattern.MatchString(f.ScheduleID) {
+		return &schedule.FieldError{Field: "schedule", Reason: fmt.Sprintf("%q is not a schedule id", f.ScheduleID)}
+	}
+	if !f.store().Indexed() {
+		return &schedule.FieldError{Field: "source", Reason: "source cannot be combined with status or schedule (no index serves it); filter by source alone, or by status and schedule"}
+	}
+	return nil
+}
+
+func (f RunFilter) store() store.RunFilter {
+	return store.RunFilter{Status: f.Status, Source: f.Source, ScheduleID: f.ScheduleID, Since: f.Since}
+}
+
+// ListAllRuns returns one page of the runs f selects, across schedules,
+// newest fire time first (ties broken by id), with a keyset cursor bound
+// to f: a page of n costs n reads. A schedule id without runs gives an
+// empty page, not ErrNotFound. Invalid input is a *schedule.FieldError
+// naming the query parameter.
+func (s *Service) ListAllRuns(ctx context.Context, f RunFilter, o ListOptions) (*RunPage, error) {
+	n, err := pageSize(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	runs, next, err := s.store.ListAllRuns(ctx, f.store(), n, o.PageToken)
+	if err != nil {
+		return nil, pageError("list runs", err)
+	}
+	if runs == nil {
+		runs = []schedule.Run{}
+	}
+	return &RunPage{Runs: runs, NextPageToken: next}, nil
+}
+
+// GetRun reads one run by id, or returns ErrRunNotFound.
+func (s *Service) GetRun(ctx context.Context, id string) (*schedule.Run, error) {
+	r, err := s.store.GetRun(ctx, id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("catalog: get run %s: %w", id, ErrRunNotFound)
+		}
+		return nil, fmt.Errorf("catalog: get run %s: %w", id, err)
+	}
+	return &r, nil
+}
+
 // serverOwned are the fields a caller cannot set: the server computes them
 // on every write. They are ignored in a patch, so that a schedule read with
 // GET can be edited and sent back whole.

@@ -13,6 +13,9 @@ var (
 	// ErrNotFound: no schedule has the id. It is a store.ErrNotFound:
 	// NotFound, HTTP 404.
 	ErrNotFound = errcode.Wrap(errcode.NotFound, store.ErrNotFound, "catalog: schedule not found").WithAnswer("no such schedule")
+	// ErrRunNotFound: no run has the id. It is a store.ErrNotFound:
+	// NotFound, HTTP 404 (the handler names the id).
+	ErrRunNotFound = errcode.Wrap(errcode.NotFound, store.ErrNotFound, "catalog: run not found").WithAnswer("no such run")
 	// ErrExists: Create was given an id that is already taken.
 	// AlreadyExists, HTTP 409.
 	ErrExists = errcode.New(errcode.AlreadyExists, "catalog: a schedule with this id already exists").WithAnswer("a schedule with this id already exists")

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/schedule"
@@ -35,6 +36,8 @@ type handler struct {
 //	POST   /schedules/{id}:resume        enable, recompute nextRunAt
 //	POST   /schedules/{id}:trigger       run now (source manual)
 //	GET    /schedules/{id}/runs?pageSize=&pageToken=  run history, newest first
+//	GET    /runs?status=&source=&schedule=&since=&pageSize=&pageToken=  runs across schedules, newest first
+//	GET    /runs/{id}                    one run
 //
 // Every error is the shared JSON shape; invalid input is 400 naming the
 // field. Authentication is the caller's job (httpapi.RequireToken).
@@ -49,6 +52,12 @@ func NewHandler(svc *Service, o HandlerOptions) http.Handler {
 // (a wildcard is a whole segment), so the last segment is split here.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(parts) > 0 && parts[0] == "runs" && len(parts) <= 2 {
+		if err := h.allRuns(w, r, parts[1:]); err != nil {
+			httpapi.WriteError(w, r, err)
+		}
+		return
+	}
 	if len(parts) == 0 || parts[0] != "schedules" || len(parts) > 3 {
 		httpapi.WriteError(w, r, httpapi.NotFound("no route for %s; see /schedules", r.URL.Path))
 		return
@@ -205,6 +214,56 @@ func (h *handler) runs(w http.ResponseWriter, r *http.Request, id string) error 
 	}
 	httpapi.WriteJSON(w, http.StatusOK, page)
 	return nil
+}
+
+// allRuns serves /runs (rest empty) and /runs/{id}.
+func (h *handler) allRuns(w http.ResponseWriter, r *http.Request, rest []string) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return notAllowed(w, r, http.MethodGet)
+	}
+	if len(rest) == 1 {
+		run, err := h.svc.GetRun(r.Context(), rest[0])
+		if errors.Is(err, ErrRunNotFound) {
+			return httpapi.NotFound("no run has id %q", rest[0])
+		}
+		if err != nil {
+			return err
+		}
+		httpapi.WriteJSON(w, http.StatusOK, run)
+		return nil
+	}
+	o, err := listOptions(r)
+	if err != nil {
+		return err
+	}
+	f, err := runFilter(r)
+	if err != nil {
+		return err
+	}
+	page, err := h.svc.ListAllRuns(r.Context(), f, o)
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// runFilter reads GET /runs' filters; the service validates their values.
+func runFilter(r *http.Request) (RunFilter, error) {
+	q := r.URL.Query()
+	f := RunFilter{
+		Status:     schedule.RunStatus(q.Get("status")),
+		Source:     schedule.Source(q.Get("source")),
+		ScheduleID: q.Get("schedule"),
+	}
+	if s := q.Get("since"); s != "" {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return f, httpapi.BadRequest("since", "must be an RFC 3339 time such as 2026-03-01T09:00:00Z, not %q", s)
+		}
+		f.Since = t.UTC()
+	}
+	return f, nil
 }
 
 // body reads the whole request body under the limit, so an oversized body

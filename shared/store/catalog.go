@@ -2,9 +2,35 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/baton-cron/baton/shared/schedule"
 )
+
+// RunFilter selects runs across schedules for Catalog.ListAllRuns. A zero
+// field matches every run.
+type RunFilter struct {
+	// Status, when set, keeps the runs in that status.
+	Status schedule.RunStatus
+	// Source, when set, keeps the runs of that source.
+	Source schedule.Source
+	// ScheduleID, when set, keeps the runs of that schedule.
+	ScheduleID string
+	// Since, when set, keeps the runs whose fire time is at or after it.
+	Since time.Time
+}
+
+// Indexed reports whether an implementation must serve f from an index
+// with the list's keyset order (fire time, then id, newest first): no
+// filter; Status, Source or ScheduleID alone; or ScheduleID with Status,
+// each with or without Since. Other combinations (Source with Status or
+// ScheduleID) have no index, and ListAllRuns refuses them rather than scan.
+func (f RunFilter) Indexed() bool {
+	if f.Source == "" {
+		return true
+	}
+	return f.Status == "" && f.ScheduleID == ""
+}
 
 // Catalog is the Schedules API's view: schedule create, read, list,
 // versioned update and delete, and a schedule's run history. Validation,
@@ -41,6 +67,17 @@ type Catalog interface {
 	// fire time first (ties by id), as ListSchedules pages. Runs outlive
 	// their schedule; an id without runs gives an empty page, not an error.
 	ListRuns(ctx context.Context, scheduleID string, limit int, token string) (page []schedule.Run, next string, err error)
+
+	// ListAllRuns reads one page of the runs f selects, across schedules,
+	// newest fire time first (ties by id), as ListSchedules pages: a page
+	// of n reads n documents. A token is bound to f: one from another
+	// filter is ErrBadPageToken (wrapped). A filter that is not Indexed is
+	// ErrUnindexed (wrapped), with nothing read. It writes nothing.
+	ListAllRuns(ctx context.Context, f RunFilter, limit int, token string) (page []schedule.Run, next string, err error)
+
+	// GetRun reads one run by id, or returns ErrNotFound (wrapped). It
+	// writes nothing.
+	GetRun(ctx context.Context, id string) (schedule.Run, error)
 
 	// Update replaces the stored schedule cur with next (same id): every
 	// field next holds is written, and the fields cur holds that next

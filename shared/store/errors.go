@@ -33,4 +33,8 @@ var (
 	// ErrBadPageToken: a page token was malformed, tampered with, or issued
 	// for a different query. InvalidArgument.
 	ErrBadPageToken = errcode.New(errcode.InvalidArgument, "store: invalid page token")
+	// ErrUnindexed: a list was asked for a combination of filters that no
+	// index serves (RunFilter.Indexed); it is refused rather than run as a
+	// scan billed for every document. InvalidArgument.
+	ErrUnindexed = errcode.New(errcode.InvalidArgument, "store: no index serves this combination of filters")
 )

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -92,6 +94,74 @@ func (v catalog) ListRuns(ctx context.Context, scheduleID string, limit int, tok
 		return nil, "", err
 	}
 	return out, p.NextToken, nil
+}
+
+// runIndexes names, for each filter combination ListAllRuns serves (the
+// equality fields it fixes, in index order), the index of SchedulerIndexes
+// that serves it: those fields, then fireTime and _id descending, the
+// keyset's order. A test holds each entry to its index's keys.
+var runIndexes = map[string]string{
+	"":                  "all",
+	"status":            "by_status",
+	"source":            "by_source",
+	"scheduleId":        "history",
+	"scheduleId,status": "history_status",
+}
+
+// runFilter is f as a filter, its equality fields in index order, then
+// the fire-time bound; and the key of runIndexes it needs.
+func runFilter(f store.RunFilter) (bson.D, string) {
+	var d bson.D
+	var keys []string
+	add := func(k, v string) {
+		if v != "" {
+			d = append(d, bson.E{Key: k, Value: v})
+			keys = append(keys, k)
+		}
+	}
+	add("scheduleId", f.ScheduleID)
+	add("status", string(f.Status))
+	add("source", string(f.Source))
+	if !f.Since.IsZero() {
+		// BSON keeps milliseconds and truncates: a bound between two
+		// milliseconds is rounded up, or a run fired just before it would
+		// pass.
+		since := f.Since.UTC()
+		if ms := since.Truncate(time.Millisecond); ms.Before(since) {
+			since = ms.Add(time.Millisecond)
+		}
+		d = append(d, bson.E{Key: "fireTime", Value: bson.D{{Key: "$gte", Value: since}}})
+	}
+	return d, strings.Join(keys, ",")
+}
+
+// ListAllRuns implements store.Catalog.
+func (v catalog) ListAllRuns(ctx context.Context, f store.RunFilter, limit int, token string) ([]schedule.Run, string, error) {
+	filter, key := runFilter(f)
+	if _, ok := runIndexes[key]; !ok || !f.Indexed() {
+		return nil, "", fmt.Errorf("store: list runs by %s: %w", key, store.ErrUnindexed)
+	}
+	q := PageQuery{
+		Filter:    filter,
+		SortField: "fireTime", SortType: bson.TypeDateTime, Desc: true,
+		IDType: bson.TypeString,
+		Limit:  limit, Token: token,
+	}
+	out := []schedule.Run{}
+	p, err := v.runs().Page(ctx, q, &out)
+	if err != nil {
+		return nil, "", err
+	}
+	return out, p.NextToken, nil
+}
+
+// GetRun implements store.Catalog.
+func (v catalog) GetRun(ctx context.Context, id string) (schedule.Run, error) {
+	var r schedule.Run
+	if err := v.runs().Get(ctx, id, &r); err != nil {
+		return schedule.Run{}, err
+	}
+	return r, nil
 }
 
 // Update implements store.Catalog.

@@ -36,6 +36,15 @@ var SchedulerIndexes = []Index{
 	{Collection: schedule.SchedulesCollection, Name: "updated", Keys: bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},
 	// Run history and the latest-run lookups, newest first.
 	{Collection: schedule.RunsCollection, Name: "history", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}},
+	// The runs list across schedules (catalog.ListAllRuns), newest first:
+	// unfiltered, by status, by source, and a schedule's runs by status.
+	// Each is the filter's equality fields, then the keyset order; a
+	// filter on fireTime (since) is a range on the sort key, which each
+	// serves. runIndexes maps the filters to these.
+	{Collection: schedule.RunsCollection, Name: "all", Keys: bson.D{{Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: schedule.RunsCollection, Name: "by_status", Keys: bson.D{{Key: "status", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: schedule.RunsCollection, Name: "by_source", Keys: bson.D{{Key: "source", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: schedule.RunsCollection, Name: "history_status", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "status", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}},
 	// The sweeps: pending runs that are due or orphaned, running runs whose
 	// heartbeat expired. sweepAt is when the sweeper should look at a run.
 	{Collection: schedule.RunsCollection, Name: "sweep", Keys: bson.D{{Key: "status", Value: 1}, {Key: "sweepAt", Value: 1}}},

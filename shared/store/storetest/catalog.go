@@ -121,6 +121,19 @@ func (s *suite) catalog(t *testing.T) {
 			t.Errorf("Get after delete = %v; want ErrNotFound", err)
 		}
 	})
+	t.Run("ListAllRuns", s.catalogListAllRuns)
+	t.Run("GetRun", func(t *testing.T) {
+		b := s.backend(t)
+		rd := pendingRecord("r1")
+		insertRun(t, b.Runs(), rd)
+		got, err := b.Catalog().GetRun(t.Context(), "r1")
+		if err != nil || got.ID != "r1" || got.ScheduleID != rd.ScheduleID || !got.FireTime.Equal(runT0) {
+			t.Errorf("GetRun(r1) = %+v, %v; want the run inserted", got, err)
+		}
+		if _, err := b.Catalog().GetRun(t.Context(), "missing"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("GetRun of a missing run = %v; want ErrNotFound", err)
+		}
+	})
 	t.Run("ListSchedules", func(t *testing.T) {
 		b := s.backend(t)
 		for i := range 7 {
@@ -155,4 +168,112 @@ func (s *suite) catalog(t *testing.T) {
 			t.Errorf("ListRuns of a schedule without runs = %v, %q, %v; want an empty last page", runs, next, err)
 		}
 	})
+}
+
+// catalogListAllRuns: the runs list across schedules keeps exactly the
+// runs its filter selects, newest fire time first with ties broken by id,
+// pages over them each once, reads a document per run listed, binds its
+// token to its filter and refuses a filter no index serves.
+func (s *suite) catalogListAllRuns(t *testing.T) {
+	b := s.backend(t)
+	statuses := []schedule.RunStatus{schedule.RunFailed, schedule.RunSucceeded, schedule.RunPending}
+	sources := []schedule.Source{schedule.SourceScheduled, schedule.SourceManual}
+	var all []schedule.Run
+	for i := range 12 {
+		// Four fire times, three runs each: every page boundary falls
+		// among runs that tie on fireTime.
+		r := store.RunRecord{Run: schedule.Run{
+			ID: fmt.Sprintf("r%02d", i), ScheduleID: fmt.Sprintf("s%d", i%2),
+			FireTime: runT0.Add(time.Duration(i/3) * time.Minute),
+			Source:   sources[i%len(sources)], Status: statuses[i%len(statuses)],
+			Attempt: 1, CreatedAt: runT0,
+		}}
+		insertRun(t, b.Runs(), &r)
+		all = append(all, r.Run)
+	}
+	// want is every run f keeps, in the list's order.
+	want := func(f store.RunFilter) []string {
+		var ids []string
+		for i := len(all) - 1; i >= 0; i-- { // fire time and id both grow with i
+			r := all[i]
+			if (f.Status == "" || r.Status == f.Status) && (f.Source == "" || r.Source == f.Source) &&
+				(f.ScheduleID == "" || r.ScheduleID == f.ScheduleID) && (f.Since.IsZero() || !r.FireTime.Before(f.Since)) {
+				ids = append(ids, r.ID)
+			}
+		}
+		return ids
+	}
+	for _, f := range []store.RunFilter{
+		{},
+		{Status: schedule.RunFailed},
+		{Source: schedule.SourceManual},
+		{ScheduleID: "s1"},
+		{ScheduleID: "s0", Status: schedule.RunSucceeded},
+		{Since: runT0.Add(2 * time.Minute)},
+		{Since: runT0.Add(2*time.Minute + time.Microsecond)}, // between milliseconds
+		{Status: schedule.RunPending, Since: runT0.Add(time.Minute)},
+		{ScheduleID: "nobody"},
+	} {
+		for _, size := range []int{1, 2, 5} {
+			m := b.Meter()
+			read0 := m.Total()
+			var ids []string
+			token := ""
+			pages := 0
+			for {
+				page, next, err := b.Catalog().ListAllRuns(t.Context(), f, size, token)
+				if err != nil {
+					t.Fatalf("%+v size %d: %v", f, size, err)
+				}
+				if len(page) > size {
+					t.Fatalf("%+v: a page of %d runs; asked for %d", f, len(page), size)
+				}
+				ids = append(ids, runIDs(page)...)
+				pages++
+				if next == "" {
+					break
+				}
+				if pages > len(all)+1 {
+					t.Fatalf("%+v size %d: the list does not end", f, size)
+				}
+				token = next
+			}
+			if fmt.Sprint(ids) != fmt.Sprint(want(f)) {
+				t.Errorf("%+v in pages of %d listed %v; want %v (each once, newest fire time first, ties by id)", f, size, ids, want(f))
+			}
+			if got := m.Total() - read0; got != int64(len(ids)) {
+				t.Errorf("%+v in pages of %d: listing %d runs read %d documents; want %d", f, size, len(ids), got, len(ids))
+			}
+		}
+	}
+	_, next, err := b.Catalog().ListAllRuns(t.Context(), store.RunFilter{Status: schedule.RunFailed}, 1, "")
+	if err != nil || next == "" {
+		t.Fatalf("first page of failed runs: next %q, %v", next, err)
+	}
+	if _, _, err := b.Catalog().ListAllRuns(t.Context(), store.RunFilter{Status: schedule.RunSucceeded}, 1, next); !errors.Is(err, store.ErrBadPageToken) {
+		t.Errorf("a token of the failed runs, on the succeeded runs = %v; want ErrBadPageToken", err)
+	}
+	m := b.Meter()
+	read0 := m.Total()
+	for _, f := range []store.RunFilter{
+		{Status: schedule.RunFailed, Source: schedule.SourceManual},
+		{ScheduleID: "s0", Source: schedule.SourceManual},
+	} {
+		if _, _, err := b.Catalog().ListAllRuns(t.Context(), f, 5, ""); !errors.Is(err, store.ErrUnindexed) {
+			t.Errorf("ListAllRuns(%+v) = %v; want ErrUnindexed", f, err)
+		} else {
+			wantCode(t, "an unindexed filter", err, errcode.InvalidArgument)
+		}
+	}
+	if got := m.Total() - read0; got != 0 {
+		t.Errorf("refused filters read %d documents; want 0", got)
+	}
+}
+
+func runIDs(runs []schedule.Run) []string {
+	ids := make([]string, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ID
+	}
+	return ids
 }
