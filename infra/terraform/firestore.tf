@@ -15,7 +15,7 @@ resource "google_firestore_database" "baton" {
 }
 
 locals {
-  # The indexes baton's queries need: exactly the store.Index values the code
+  # The indexes baton's queries need: exactly the mongostore.Index values the code
   # declares (mongostore.SchedulerIndexes, mongostore.GPUIndexes), which
   # tests/terraform_test.go compares with this list. In the Enterprise
   # edition a query without its index still runs, as a scan billed for every
