@@ -23,7 +23,7 @@ func newRunsCmd(client clientFunc) *cobra.Command {
 		pageSize int
 		token    string
 		all      bool
-		asJSON   bool
+		out      *outputFormat
 	)
 	list := &cobra.Command{
 		Use:     "list --schedule ID",
@@ -46,8 +46,8 @@ func newRunsCmd(client clientFunc) *cobra.Command {
 			if err != nil {
 				return apiFailure("runs list --schedule "+id, err)
 			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), catalog.RunPage{Runs: nonNil(runs), NextPageToken: next})
+			if !out.table() {
+				return out.print(cmd.OutOrStdout(), catalog.RunPage{Runs: nonNil(runs), NextPageToken: next}, nil)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "RUN\tFIRE TIME\tSOURCE\tSTATUS\tATTEMPT\tFINISHED\tDETAIL")
@@ -68,7 +68,7 @@ func newRunsCmd(client clientFunc) *cobra.Command {
 	list.Flags().IntVar(&pageSize, "page-size", 0, fmt.Sprintf("runs per page, 1 to %d (default %d)", catalog.MaxPageSize, catalog.DefaultPageSize))
 	list.Flags().StringVar(&token, "page-token", "", "continue from the nextPageToken of an earlier page")
 	list.Flags().BoolVar(&all, "all", false, "follow page tokens to the end")
-	list.Flags().BoolVar(&asJSON, "json", false, "print JSON ({\"runs\":[…],\"nextPageToken\":…})")
+	out = addOutput(list, `{"runs":[…],"nextPageToken":…}`)
 	cmd.AddCommand(list)
 	return groupCommand(cmd)
 }
