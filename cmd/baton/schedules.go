@@ -59,7 +59,7 @@ $BATON_SCHEDULES_URL, or $BATON_URL/Schedules when that is unset, with
 	}
 	groupCommand(cmd)
 	cmd.AddCommand(
-		schedulesListCmd(client), schedulesGetCmd(client), schedulesCreateCmd(client),
+		schedulesListCmd(client), schedulesGetCmd(client), schedulesDescribeCmd(client, time.Now), schedulesCreateCmd(client),
 		schedulesUpdateCmd(client), schedulesDeleteCmd(client),
 		schedulesActionCmd(client, "pause", "Disable a schedule: the tick stops firing it"),
 		schedulesActionCmd(client, "resume", "Enable a schedule; its next run is computed from now"),
