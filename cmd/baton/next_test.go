@@ -96,7 +96,15 @@ func TestNextCommandOutput(t *testing.T) {
 			t.Errorf("next %v (-want,+got):\n%s", flag, diff)
 		}
 	}
-	out, err := runNext(t, append(args, "-o", "yaml")...)
+	// Without --tz the document names UTC, the zone the times are in.
+	out, err := runNext(t, "0 * * * *", "-n", "1", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "\"timeZone\": \"UTC\""; !strings.Contains(out, want) || !strings.Contains(out, "2026-03-29T01:00:00Z") {
+		t.Errorf("next -o json without --tz lacks %s or the UTC time:\n%s", want, out)
+	}
+	out, err = runNext(t, append(args, "-o", "yaml")...)
 	if err != nil {
 		t.Fatal(err)
 	}
