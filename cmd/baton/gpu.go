@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -52,6 +53,7 @@ func gpuEnqueueCmd(client clientFunc) *cobra.Command {
 		req         gpu.EnqueueRequest
 		payloadFile string
 		timeout     time.Duration
+		out         *outputFormat
 	)
 	cmd := &cobra.Command{
 		Use:   "enqueue",
@@ -82,7 +84,7 @@ func gpuEnqueueCmd(client clientFunc) *cobra.Command {
 			if _, err := c.do(cmd.Context(), "POST", "/gpu/jobs", nil, nil, req, &job); err != nil {
 				return apiFailure("gpu enqueue", err)
 			}
-			return writeJSON(cmd.OutOrStdout(), job)
+			return printJob(cmd.OutOrStdout(), out, &job)
 		},
 	}
 	f := cmd.Flags()
@@ -94,10 +96,12 @@ func gpuEnqueueCmd(client clientFunc) *cobra.Command {
 	f.DurationVar(&timeout, "timeout", 0, "kill the command after this long (default 1h)")
 	cmd.MarkFlagsMutuallyExclusive("payload", "payload-file")
 	flagUsage(cmd)
+	out = addOutput(cmd, "the job")
 	return cmd
 }
 
 func gpuGetCmd(client clientFunc) *cobra.Command {
+	var out *outputFormat
 	cmd := &cobra.Command{
 		Use:   "get JOB_ID",
 		Short: "Show one job: status, attempts, exit code, output location and the start of stdout",
@@ -111,14 +115,16 @@ func gpuGetCmd(client clientFunc) *cobra.Command {
 			if _, err := c.do(cmd.Context(), "GET", "/gpu/jobs/"+url.PathEscape(args[0]), nil, nil, nil, &job); err != nil {
 				return apiFailure("gpu get", err)
 			}
-			return writeJSON(cmd.OutOrStdout(), job)
+			return printJob(cmd.OutOrStdout(), out, &job)
 		},
 	}
 	flagUsage(cmd)
+	out = addOutput(cmd, "the job")
 	return cmd
 }
 
 func gpuCancelCmd(client clientFunc) *cobra.Command {
+	var out *outputFormat
 	cmd := &cobra.Command{
 		Use:   "cancel JOB_ID",
 		Short: "Cancel a queued or running job (a running command is killed at its next heartbeat)",
@@ -132,10 +138,11 @@ func gpuCancelCmd(client clientFunc) *cobra.Command {
 			if _, err := c.do(cmd.Context(), "POST", "/gpu/jobs/"+url.PathEscape(args[0])+":cancel", nil, nil, nil, &job); err != nil {
 				return apiFailure("gpu cancel", err)
 			}
-			return writeJSON(cmd.OutOrStdout(), job)
+			return printJob(cmd.OutOrStdout(), out, &job)
 		},
 	}
 	flagUsage(cmd)
+	out = addOutput(cmd, "the job")
 	return cmd
 }
 
@@ -143,7 +150,8 @@ func gpuListCmd(client clientFunc) *cobra.Command {
 	var (
 		status, token string
 		pageSize      int
-		all, asJSON   bool
+		all           bool
+		output        *outputFormat
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -167,8 +175,8 @@ func gpuListCmd(client clientFunc) *cobra.Command {
 				return apiFailure("gpu list", err)
 			}
 			out := cmd.OutOrStdout()
-			if asJSON {
-				return writeJSON(out, gpu.JobPage{Jobs: nonNil(jobs), NextPageToken: next})
+			if !output.table() {
+				return output.print(out, gpu.JobPage{Jobs: nonNil(jobs), NextPageToken: next}, nil)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tSTATUS\tPRIO\tATTEMPTS\tEXIT\tCREATED\tWORKER")
@@ -197,13 +205,13 @@ func gpuListCmd(client clientFunc) *cobra.Command {
 	f.StringVar(&token, "page-token", "", "continue from a previous page")
 	f.IntVar(&pageSize, "page-size", 0, fmt.Sprintf("jobs per page, 1 to %d (default 50)", catalog.MaxPageSize))
 	f.BoolVar(&all, "all", false, "follow every page")
-	f.BoolVar(&asJSON, "json", false, "print JSON ({\"jobs\":[…],\"nextPageToken\":…})")
+	output = addOutput(cmd, `{"jobs":[…],"nextPageToken":…}`)
 	flagUsage(cmd)
 	return cmd
 }
 
 func gpuPoolCmd(client clientFunc) *cobra.Command {
-	var asJSON bool
+	var out *outputFormat
 	cmd := &cobra.Command{
 		Use:   "pool",
 		Short: "Show each GPU slot: worker, state, job, fence epoch and lease time left",
@@ -217,9 +225,8 @@ func gpuPoolCmd(client clientFunc) *cobra.Command {
 			if _, err := c.do(cmd.Context(), "GET", "/gpu/pool", nil, nil, nil, &raw); err != nil {
 				return apiFailure("gpu pool", err)
 			}
-			if asJSON {
-				_, err := cmd.OutOrStdout().Write(raw)
-				return err
+			if !out.table() {
+				return out.print(cmd.OutOrStdout(), raw, nil)
 			}
 			var pool struct {
 				Slots []gpu.SlotView `json:"slots"`
@@ -235,9 +242,66 @@ func gpuPoolCmd(client clientFunc) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the API's JSON")
+	out = addOutput(cmd, "the API's {\"slots\":[…]}")
 	flagUsage(cmd)
 	return cmd
+}
+
+// printJob prints one job: as the API has it for -o json or yaml, else as
+// a field: value card.
+func printJob(w io.Writer, out *outputFormat, j *gpu.Job) error {
+	return out.print(w, j, func() error { return jobCard(w, j) })
+}
+
+// jobCard writes j as a field: value card, leaving out what is not set.
+func jobCard(w io.Writer, j *gpu.Job) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	opt := func(k, v string) {
+		if v != "" {
+			row(k, v)
+		}
+	}
+	optTime := func(k string, t *time.Time) {
+		if t != nil && !t.IsZero() {
+			row(k, t.UTC().Format(time.RFC3339))
+		}
+	}
+	row("ID", j.ID)
+	row("Status", string(j.Status))
+	row("Priority", strconv.Itoa(j.Priority))
+	row("Attempts", fmt.Sprintf("%d/%d", j.Attempts, j.MaxAttempts))
+	row("Timeout", j.Timeout.String())
+	opt("Source", j.Source)
+	row("Created", j.CreatedAt.UTC().Format(time.RFC3339))
+	opt("Slot", j.Slot)
+	opt("Worker", j.Worker)
+	if j.Epoch != 0 {
+		row("Epoch", strconv.FormatInt(j.Epoch, 10))
+	}
+	optTime("Lease until", j.LeaseUntil)
+	optTime("Dispatched", j.DispatchedAt)
+	optTime("Started", j.StartedAt)
+	optTime("Heartbeat", j.HeartbeatAt)
+	optTime("Finished", j.FinishedAt)
+	if j.ExitCode != nil {
+		row("Exit code", strconv.Itoa(*j.ExitCode))
+	}
+	opt("Output", j.Output)
+	opt("Error", oneLine(j.Error))
+	opt("Payload", oneLine(j.Payload))
+	opt("Stdout", oneLine(j.Stdout))
+	return tw.Flush()
+}
+
+// oneLine keeps a card one row per field: newlines are shown as \n and a
+// long value is cut at 200 bytes (-o json has it whole).
+func oneLine(s string) string {
+	s = strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", `\n`)
+	if len(s) > 200 {
+		s = s[:197] + "..."
+	}
+	return s
 }
 
 func orDashStr(s string) string {

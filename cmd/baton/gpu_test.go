@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/shared/gpu"
@@ -29,7 +31,8 @@ func runGPU(t *testing.T, client clientFunc, args ...string) (string, error) {
 }
 
 // TestGPUCLI enqueues, reads, lists, cancels and shows the pool through the
-// CLI; bad input exits 1 naming the field and flag, a missing id exits 2.
+// CLI, as cards and tables by default and as -o json (--json) or yaml; bad
+// input exits 1 naming the field and flag, a missing id exits 2.
 func TestGPUCLI(t *testing.T) {
 	d, err := gpu.New(gpu.Config{Store: emutest.Store(t), Pool: gpu.Pool{{URL: "http://127.0.0.1:1", Slots: 1}}})
 	if err != nil {
@@ -39,25 +42,54 @@ func TestGPUCLI(t *testing.T) {
 	t.Cleanup(srv.Close)
 	client := func() (*apiClient, error) { return &apiClient{base: srv.URL, token: cliToken, http: srv.Client()}, nil }
 
+	// table (the default) is a card for people, not JSON.
 	out, err := runGPU(t, client, "enqueue", "--id", "cli-1", "--payload", "echo hi", "--priority", "3", "--timeout", "90s")
 	if err != nil {
 		t.Fatalf("enqueue: %v\n%s", err, out)
 	}
-	var job gpu.Job
-	if err := json.Unmarshal([]byte(out), &job); err != nil || job.ID != "cli-1" || job.Priority != 3 || job.Timeout.String() != "1m30s" {
-		t.Fatalf("enqueue printed %s (%v)", out, err)
+	for _, w := range []string{"ID:", "cli-1", "Status:", "queued", "Priority:", "3", "Timeout:", "1m30s", "Payload:", "echo hi"} {
+		if !strings.Contains(out, w) || strings.HasPrefix(out, "{") {
+			t.Errorf("enqueue card lacks %q (or is JSON):\n%s", w, out)
+		}
 	}
-	if out, err = runGPU(t, client, "get", "cli-1"); err != nil || !strings.Contains(out, `"payload": "echo hi"`) {
-		t.Errorf("get: %v\n%s", err, out)
+	var job gpu.Job
+	if out, err = runGPU(t, client, "get", "cli-1", "-o", "json"); err != nil {
+		t.Fatalf("get -o json: %v\n%s", err, out)
+	}
+	if err := json.Unmarshal([]byte(out), &job); err != nil || job.ID != "cli-1" || job.Priority != 3 || job.Timeout.String() != "1m30s" || job.Payload != "echo hi" {
+		t.Fatalf("get -o json printed %s (%v)", out, err)
+	}
+	if alias, err := runGPU(t, client, "get", "cli-1", "--json"); err != nil || alias != out {
+		t.Errorf("get --json differs from -o json: %v\n%s", err, alias)
+	}
+	var fromYAML gpu.Job
+	if out, err = runGPU(t, client, "get", "cli-1", "-o", "yaml"); err != nil || yaml.Unmarshal([]byte(out), &fromYAML) != nil || !strings.Contains(out, "payload: echo hi") {
+		t.Errorf("get -o yaml: %v\n%s", err, out)
+	}
+	if diff := cmp.Diff(job, fromYAML); diff != "" {
+		t.Errorf("get -o yaml vs -o json (-json,+yaml):\n%s", diff)
 	}
 	if out, err = runGPU(t, client, "list", "--status", "queued"); err != nil || !strings.Contains(out, "cli-1") {
 		t.Errorf("list: %v\n%s", err, out)
 	}
-	if out, err = runGPU(t, client, "cancel", "cli-1"); err != nil || !strings.Contains(out, `"status": "cancelled"`) {
+	var page gpu.JobPage
+	if out, err = runGPU(t, client, "list", "-o", "yaml"); err != nil || yaml.Unmarshal([]byte(out), &page) != nil || len(page.Jobs) != 1 || page.Jobs[0].ID != "cli-1" {
+		t.Errorf("list -o yaml: %v\n%s", err, out)
+	}
+	if out, err = runGPU(t, client, "cancel", "cli-1"); err != nil || !lineHasFields(out, "Status:", "cancelled") {
 		t.Errorf("cancel: %v\n%s", err, out)
 	}
-	if out, err = runGPU(t, client, "pool"); err != nil || !strings.Contains(out, "http://127.0.0.1:1#0") {
+	if out, err = runGPU(t, client, "pool"); err != nil || !lineHasFields(out, "SLOT", "STATE", "JOB", "EPOCH") || !strings.Contains(out, "http://127.0.0.1:1#0") {
 		t.Errorf("pool: %v\n%s", err, out)
+	}
+	var pool struct {
+		Slots []gpu.SlotView `json:"slots"`
+	}
+	if out, err = runGPU(t, client, "pool", "-o", "json"); err != nil || json.Unmarshal([]byte(out), &pool) != nil || len(pool.Slots) != 1 || pool.Slots[0].ID != "http://127.0.0.1:1#0" || pool.Slots[0].State == "" {
+		t.Errorf("pool -o json: %v\n%s", err, out)
+	}
+	if out, err = runGPU(t, client, "pool", "-o", "yaml"); err != nil || !strings.Contains(out, "slots:") || !strings.Contains(out, "- epoch:") || !strings.Contains(out, "state: ") {
+		t.Errorf("pool -o yaml: %v\n%s", err, out)
 	}
 	_, err = runGPU(t, client, "enqueue", "--payload", "x", "--priority", "-1")
 	if exitCode(err) != 1 || !strings.Contains(err.Error(), "priority") {

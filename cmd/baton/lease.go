@@ -229,6 +229,7 @@ func newLeaseStatusCmd() *cobra.Command {
 	var (
 		f    leaseFlags
 		name string
+		out  *outputFormat
 	)
 	cmd := &cobra.Command{
 		Use:   "status [--name NAME]",
@@ -258,25 +259,84 @@ now). A released or broken lease shows as free, with its last epoch.`,
 			} else if infos, err = m.List(ctx); err != nil {
 				return err
 			}
-			printLeases(cmd, infos, time.Now())
-			return nil
+			now := time.Now()
+			views := make([]leaseView, 0, len(infos))
+			for _, i := range infos {
+				views = append(views, newLeaseView(i, now))
+			}
+			return out.print(cmd.OutOrStdout(), leaseList{Leases: views}, func() error {
+				printLeases(cmd, infos, now)
+				return nil
+			})
 		},
 	}
 	f.register(cmd)
 	cmd.Flags().StringVar(&name, "name", "", "lease name (default: all leases under the prefix)")
+	out = addOutput(cmd, `{"leases":[…]}`)
 	return cmd
+}
+
+// leaseList is the document of lease status -o json|yaml.
+type leaseList struct {
+	Leases []leaseView `json:"leases"`
+}
+
+// leaseView is one lease as lease status -o json|yaml prints it: the
+// lease's fields, and its state (held, expired or free) judged at one now.
+type leaseView struct {
+	Name       string     `json:"name"`
+	Object     string     `json:"object,omitempty"`
+	State      string     `json:"state"`
+	Holder     string     `json:"holder,omitempty"`
+	Epoch      int64      `json:"epoch"`
+	TTL        string     `json:"ttl,omitempty"`
+	AcquiredAt *time.Time `json:"acquiredAt,omitempty"`
+	RenewedAt  *time.Time `json:"renewedAt,omitempty"`
+	Updated    *time.Time `json:"updated,omitempty"`
+	ExpiresAt  *time.Time `json:"expiresAt,omitempty"`
+	Generation int64      `json:"generation,omitempty"`
+}
+
+func newLeaseView(i lease.Info, now time.Time) leaseView {
+	t := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		u := t.UTC()
+		return &u
+	}
+	v := leaseView{
+		Name: i.Name, Object: i.Object, State: leaseState(&i, now), Holder: i.Holder, Epoch: i.Epoch,
+		AcquiredAt: t(i.AcquiredAt), RenewedAt: t(i.RenewedAt), Updated: t(i.Updated), ExpiresAt: t(i.ExpiresAt),
+		Generation: i.Generation,
+	}
+	if i.TTL > 0 {
+		v.TTL = i.TTL.String()
+	}
+	if i.Free {
+		v.Holder = ""
+	}
+	return v
+}
+
+// leaseState is held, expired or free.
+func leaseState(i *lease.Info, now time.Time) string {
+	switch {
+	case i.Free:
+		return "free"
+	case !i.Live(now):
+		return "expired"
+	}
+	return "held"
 }
 
 func printLeases(cmd *cobra.Command, infos []lease.Info, now time.Time) {
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tHOLDER\tEPOCH\tAGE\tLEFT\tSTATE")
 	for _, i := range infos {
-		state, holder, age, left := "held", i.Holder, "-", "-"
-		switch {
-		case i.Free:
-			state, holder = "free", "-"
-		case !i.Live(now):
-			state = "expired"
+		state, holder, age, left := leaseState(&i, now), i.Holder, "-", "-"
+		if i.Free {
+			holder = "-"
 		}
 		if !i.Free && !i.AcquiredAt.IsZero() {
 			age = now.Sub(i.AcquiredAt).Round(time.Second).String()

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -201,6 +202,35 @@ func TestLeaseRunExitCodes(t *testing.T) {
 	}
 	if !lineHasFields(string(out), "busy", "held") || !lineHasFields(string(out), "other", "free") {
 		t.Fatalf("status: want busy held and other free, got:\n%s", out)
+	}
+
+	// --json (-o json) is one document naming each lease's state.
+	for _, flag := range []string{"--json", "-o=json"} {
+		stj := exec.Command(batonBinary(t), "lease", "status", flag)
+		stj.Env = env
+		jout, err := stj.Output()
+		if err != nil {
+			t.Fatalf("status %s: %v\n%s", flag, err, jout)
+		}
+		var doc struct {
+			Leases []struct {
+				Name, State, Holder string
+				Epoch               int64
+			} `json:"leases"`
+		}
+		if err := json.Unmarshal(jout, &doc); err != nil {
+			t.Fatalf("status %s: %v\n%s", flag, err, jout)
+		}
+		states := map[string]string{}
+		for _, l := range doc.Leases {
+			states[l.Name] = l.State
+			if l.Name == "busy" && (l.Holder == "" || l.Epoch < 1) {
+				t.Errorf("status %s: busy lease %+v, want its holder and epoch", flag, l)
+			}
+		}
+		if states["busy"] != "held" || states["other"] != "free" {
+			t.Errorf("status %s: states %v, want busy held and other free\n%s", flag, states, jout)
+		}
 	}
 
 	brk := exec.Command(batonBinary(t), "lease", "break", "--name", "busy")

@@ -19,6 +19,7 @@ func newNextCmd(now func() time.Time) *cobra.Command {
 		tz    string
 		from  string
 		count int
+		out   *outputFormat
 	)
 	cmd := &cobra.Command{
 		Use:   "next EXPR",
@@ -52,16 +53,17 @@ the end of the gap; repeated fall-back times fire at their first occurrence.`,
 					return usageError("next: --from %q is not RFC 3339 (such as 2026-03-29T01:30:00+01:00): %v", from, err)
 				}
 			}
-			out := cmd.OutOrStdout()
-			for i := 0; i < count; i++ {
-				t := schedule.Next(spec, loc, start)
-				if t.IsZero() {
-					break
+			times := nextFireTimes(spec, loc, start, count)
+			doc := nextDoc{Expression: args[0], TimeZone: zoneName(tz), FireTimes: times}
+			w := cmd.OutOrStdout()
+			return out.print(w, doc, func() error {
+				for _, t := range times {
+					if _, err := fmt.Fprintln(w, t.Format(time.RFC3339)); err != nil {
+						return err
+					}
 				}
-				fmt.Fprintln(out, t.Format(time.RFC3339))
-				start = t
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
@@ -70,7 +72,30 @@ the end of the gap; repeated fall-back times fire at their first occurrence.`,
 	cmd.Flags().StringVar(&tz, "tz", "", "IANA time zone such as Europe/Berlin (default UTC)")
 	cmd.Flags().StringVar(&from, "from", "", "list fire times strictly after this RFC 3339 time (default now)")
 	cmd.Flags().IntVarP(&count, "count", "n", 5, "how many fire times to print")
+	out = addOutput(cmd, `{"expression":…,"timeZone":…,"fireTimes":[…]}`)
 	return cmd
+}
+
+// nextDoc is what next -o json|yaml prints.
+type nextDoc struct {
+	Expression string      `json:"expression"`
+	TimeZone   string      `json:"timeZone"`
+	FireTimes  []time.Time `json:"fireTimes"`
+}
+
+// nextFireTimes is up to count fire times of spec in loc strictly after
+// start (fewer when the expression stops firing), each in loc.
+func nextFireTimes(spec schedule.Spec, loc *time.Location, start time.Time, count int) []time.Time {
+	times := []time.Time{}
+	for len(times) < count {
+		t := schedule.Next(spec, loc, start)
+		if t.IsZero() {
+			break
+		}
+		times = append(times, t)
+		start = t
+	}
+	return times
 }
 
 func init() {

@@ -79,3 +79,37 @@ func TestNextCommandUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestNextCommandOutput: -o json (and --json) and -o yaml print one
+// document with the expression, the zone and the fire times in the zone.
+func TestNextCommandOutput(t *testing.T) {
+	t.Parallel()
+	args := []string{"*/15 * * * *", "--tz", "Europe/Berlin", "--from", "2026-03-29T01:30:00+01:00", "-n", "2"}
+	want := "{\n  \"expression\": \"*/15 * * * *\",\n  \"timeZone\": \"Europe/Berlin\",\n  \"fireTimes\": [\n" +
+		"    \"2026-03-29T01:45:00+01:00\",\n    \"2026-03-29T03:00:00+02:00\"\n  ]\n}\n"
+	for _, flag := range [][]string{{"-o", "json"}, {"--json"}} {
+		out, err := runNext(t, append(append([]string{}, args...), flag...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, out); diff != "" {
+			t.Errorf("next %v (-want,+got):\n%s", flag, diff)
+		}
+	}
+	// Without --tz the document names UTC, the zone the times are in.
+	out, err := runNext(t, "0 * * * *", "-n", "1", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "\"timeZone\": \"UTC\""; !strings.Contains(out, want) || !strings.Contains(out, "2026-03-29T01:00:00Z") {
+		t.Errorf("next -o json without --tz lacks %s or the UTC time:\n%s", want, out)
+	}
+	out, err = runNext(t, append(args, "-o", "yaml")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantYAML := "expression: '*/15 * * * *'\nfireTimes:\n- \"2026-03-29T01:45:00+01:00\"\n- \"2026-03-29T03:00:00+02:00\"\ntimeZone: Europe/Berlin\n"
+	if diff := cmp.Diff(wantYAML, out); diff != "" {
+		t.Errorf("next -o yaml (-want,+got):\n%s", diff)
+	}
+}

@@ -30,7 +30,8 @@ func newRunsCmd(client clientFunc) *cobra.Command {
 type runsListFlags struct {
 	id, status, source, since, token string
 	pageSize                         int
-	all, asJSON                      bool
+	all                              bool
+	out                              *outputFormat
 }
 
 // query checks the filter flags before any request and returns GET /runs'
@@ -119,8 +120,8 @@ func newRunsListCmd(client clientFunc) *cobra.Command {
 			if err != nil {
 				return apiFailure(what, err)
 			}
-			if f.asJSON {
-				return writeJSON(cmd.OutOrStdout(), catalog.RunPage{Runs: nonNil(runs), NextPageToken: next})
+			if !f.out.table() {
+				return f.out.print(cmd.OutOrStdout(), catalog.RunPage{Runs: nonNil(runs), NextPageToken: next}, nil)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			if q == nil {
@@ -151,7 +152,7 @@ func newRunsListCmd(client clientFunc) *cobra.Command {
 	list.Flags().IntVar(&f.pageSize, "page-size", 0, fmt.Sprintf("runs per page, 1 to %d (default %d)", catalog.MaxPageSize, catalog.DefaultPageSize))
 	list.Flags().StringVar(&f.token, "page-token", "", "continue from the nextPageToken of an earlier page")
 	list.Flags().BoolVar(&f.all, "all", false, "follow page tokens to the end")
-	list.Flags().BoolVar(&f.asJSON, "json", false, "print JSON ({\"runs\":[…],\"nextPageToken\":…})")
+	f.out = addOutput(list, `{"runs":[…],"nextPageToken":…}`)
 	return list
 }
 
@@ -177,7 +178,7 @@ func (f *runsListFlags) more(cmd *cobra.Command, q url.Values, next string) stri
 }
 
 func newRunsGetCmd(client clientFunc) *cobra.Command {
-	var asJSON bool
+	var out *outputFormat
 	get := &cobra.Command{
 		Use:     "get ID",
 		Short:   "Show one run",
@@ -197,14 +198,11 @@ func newRunsGetCmd(client clientFunc) *cobra.Command {
 			if _, err := c.do(cmd.Context(), http.MethodGet, "/runs/"+url.PathEscape(args[0]), nil, nil, nil, &r); err != nil {
 				return apiFailure("runs get "+args[0], err)
 			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), r)
-			}
-			return writeRunCard(cmd.OutOrStdout(), r)
+			return out.print(cmd.OutOrStdout(), r, func() error { return writeRunCard(cmd.OutOrStdout(), r) })
 		},
 	}
 	flagUsage(get)
-	get.Flags().BoolVar(&asJSON, "json", false, "print the run as JSON")
+	out = addOutput(get, "the run")
 	return get
 }
 

@@ -59,7 +59,7 @@ $BATON_SCHEDULES_URL, or $BATON_URL/Schedules when that is unset, with
 	}
 	groupCommand(cmd)
 	cmd.AddCommand(
-		schedulesListCmd(client), schedulesGetCmd(client), schedulesCreateCmd(client),
+		schedulesListCmd(client), schedulesGetCmd(client), schedulesDescribeCmd(client, time.Now), schedulesCreateCmd(client),
 		schedulesUpdateCmd(client), schedulesDeleteCmd(client),
 		schedulesActionCmd(client, "pause", "Disable a schedule: the tick stops firing it"),
 		schedulesActionCmd(client, "resume", "Enable a schedule; its next run is computed from now"),
@@ -95,19 +95,12 @@ func apiFailure(op string, err error) error {
 	return &exitError{code: 1, err: fmt.Errorf("%s: %w", op, err)}
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
-}
-
 func schedulesListCmd(client clientFunc) *cobra.Command {
 	var (
 		pageSize int
 		token    string
 		all      bool
-		asJSON   bool
+		out      *outputFormat
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -126,8 +119,8 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 			if err != nil {
 				return apiFailure("schedules list", err)
 			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), catalog.SchedulePage{Schedules: nonNil(list), NextPageToken: next})
+			if !out.table() {
+				return out.print(cmd.OutOrStdout(), catalog.SchedulePage{Schedules: nonNil(list), NextPageToken: next}, nil)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tENABLED\tCRON\tTIME ZONE\tTARGET\tNEXT RUN\tVERSION")
@@ -147,7 +140,7 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 	cmd.Flags().IntVar(&pageSize, "page-size", 0, fmt.Sprintf("schedules per page, 1 to %d (default %d)", catalog.MaxPageSize, catalog.DefaultPageSize))
 	cmd.Flags().StringVar(&token, "page-token", "", "continue from the nextPageToken of an earlier page")
 	cmd.Flags().BoolVar(&all, "all", false, "follow page tokens to the end")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON ({\"schedules\":[…],\"nextPageToken\":…})")
+	out = addOutput(cmd, `{"schedules":[…],"nextPageToken":…}`)
 	return cmd
 }
 
@@ -159,7 +152,7 @@ func nonNil[T any](s []T) []T {
 }
 
 func schedulesGetCmd(client clientFunc) *cobra.Command {
-	var asJSON bool
+	var out *outputFormat
 	cmd := &cobra.Command{
 		Use:   "get ID",
 		Short: "Show one schedule",
@@ -173,25 +166,27 @@ func schedulesGetCmd(client clientFunc) *cobra.Command {
 			if _, err := c.do(cmd.Context(), http.MethodGet, "/schedules/"+url.PathEscape(args[0]), nil, nil, nil, &raw); err != nil {
 				return apiFailure("schedules get "+args[0], err)
 			}
-			return printSchedule(cmd, raw, asJSON)
+			return printSchedule(cmd, raw, out)
 		},
 	}
 	flagUsage(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the schedule as JSON (editable, and accepted back by update -f)")
+	out = addOutput(cmd, "editable, and accepted back by update -f")
 	return cmd
 }
 
 // printSchedule prints an API answer holding one schedule: as is for
-// --json, else as a field: value table.
-func printSchedule(cmd *cobra.Command, raw json.RawMessage, asJSON bool) error {
+// -o json or yaml, else as a field: value card.
+func printSchedule(cmd *cobra.Command, raw json.RawMessage, out *outputFormat) error {
 	var sc schedule.Schedule
 	if err := json.Unmarshal(raw, &sc); err != nil {
 		return fmt.Errorf("decode schedule: %w", err)
 	}
-	if asJSON {
-		return writeJSON(cmd.OutOrStdout(), sc)
-	}
-	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	return out.print(cmd.OutOrStdout(), sc, func() error { return scheduleCard(cmd.OutOrStdout(), &sc) })
+}
+
+// scheduleCard writes sc as a field: value card.
+func scheduleCard(w io.Writer, sc *schedule.Schedule) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	row("ID", sc.ID)
 	if sc.Description != "" {
@@ -201,7 +196,7 @@ func printSchedule(cmd *cobra.Command, raw json.RawMessage, asJSON bool) error {
 	row("Time zone", zoneName(sc.TimeZone))
 	row("Target", targetSummary(sc.Target))
 	row("Enabled", strconv.FormatBool(sc.Enabled))
-	row("Next run", nextRun(&sc))
+	row("Next run", nextRun(sc))
 	row("Overlap", string(sc.Overlap))
 	catchup := fmt.Sprintf("%s (window %s", sc.Catchup, sc.CatchupWindow)
 	if sc.Catchup == schedule.CatchupAll {
@@ -274,7 +269,7 @@ type scheduleFlags struct {
 	maxCatchup, retryAttempts        int
 	retryBackoff, leaseTTL           string
 	enabled                          bool
-	asJSON                           bool
+	out                              *outputFormat
 	ifMatch                          string
 	flags                            *pflag.FlagSet
 	forUpdate                        bool
@@ -310,7 +305,6 @@ func (f *scheduleFlags) register(fs *pflag.FlagSet, forUpdate bool) {
 	fs.StringVar(&f.retryBackoff, "retry-backoff", "", "delay before the first retry, doubling after (default 30s)")
 	fs.StringVar(&f.leaseTTL, "lease-ttl", "", "job lease TTL, heartbeated while a run executes (default 30s)")
 	fs.BoolVar(&f.enabled, "enabled", true, "whether the tick fires it (--enabled=false creates it paused)")
-	fs.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
 	if forUpdate {
 		fs.StringVar(&f.ifMatch, "if-match", "", "only update if the stored version is this one (the ETag of get); else fail with 412")
 	}
@@ -463,11 +457,12 @@ func schedulesCreateCmd(client clientFunc) *cobra.Command {
 			if _, err := c.do(cmd.Context(), http.MethodPost, "/schedules", nil, nil, body, &raw); err != nil {
 				return apiFailure("schedules create", err)
 			}
-			return printSchedule(cmd, raw, f.asJSON)
+			return printSchedule(cmd, raw, f.out)
 		},
 	}
 	flagUsage(cmd)
 	f.register(cmd.Flags(), false)
+	f.out = addOutput(cmd, "the created schedule")
 	return cmd
 }
 
@@ -505,11 +500,12 @@ if someone changed the schedule since you read that version.`,
 			if _, err := c.do(cmd.Context(), http.MethodPatch, "/schedules/"+url.PathEscape(args[0]), nil, h, patch, &raw); err != nil {
 				return apiFailure("schedules update "+args[0], err)
 			}
-			return printSchedule(cmd, raw, f.asJSON)
+			return printSchedule(cmd, raw, f.out)
 		},
 	}
 	flagUsage(cmd)
 	f.register(cmd.Flags(), true)
+	f.out = addOutput(cmd, "the updated schedule")
 	return cmd
 }
 
@@ -542,7 +538,7 @@ func schedulesDeleteCmd(client clientFunc) *cobra.Command {
 
 // schedulesActionCmd builds pause, resume and trigger: POST /schedules/ID:action.
 func schedulesActionCmd(client clientFunc, action, short string) *cobra.Command {
-	var asJSON bool
+	var out *outputFormat
 	cmd := &cobra.Command{
 		Use:   action + " ID",
 		Short: short,
@@ -557,20 +553,19 @@ func schedulesActionCmd(client clientFunc, action, short string) *cobra.Command 
 				return apiFailure("schedules "+action+" "+args[0], err)
 			}
 			if action != "trigger" {
-				return printSchedule(cmd, raw, asJSON)
+				return printSchedule(cmd, raw, out)
 			}
 			var run schedule.Run
 			if err := json.Unmarshal(raw, &run); err != nil {
 				return fmt.Errorf("decode run: %w", err)
 			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), run)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "triggered %s: run %s (%s)\n", args[0], run.ID, run.Status)
-			return nil
+			return out.print(cmd.OutOrStdout(), run, func() error {
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "triggered %s: run %s (%s)\n", args[0], run.ID, run.Status)
+				return err
+			})
 		},
 	}
 	flagUsage(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	out = addOutput(cmd, "the schedule, or for trigger the run")
 	return cmd
 }

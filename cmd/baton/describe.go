@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/baton-cron/baton/shared/catalog"
+	"github.com/baton-cron/baton/shared/schedule"
+)
+
+// Sizes of what schedules describe shows.
+const (
+	describeRuns      = 10 // the last runs, one page of the runs list
+	describeFireTimes = 5  // the next fire times
+)
+
+// describeDoc is what schedules describe -o json|yaml prints: one
+// document with the schedule, its recent runs (newest fire time first) and
+// its next fire times (in its time zone).
+type describeDoc struct {
+	Schedule      schedule.Schedule `json:"schedule"`
+	RecentRuns    []schedule.Run    `json:"recentRuns"`
+	NextFireTimes []time.Time       `json:"nextFireTimes"`
+}
+
+// schedulesDescribeCmd builds `baton schedules describe ID`: the schedule's
+// config, its last runs and its next fire times, computed here as
+// `baton next` computes them.
+func schedulesDescribeCmd(client clientFunc, now func() time.Time) *cobra.Command {
+	var out *outputFormat
+	cmd := &cobra.Command{
+		Use:   "describe ID",
+		Short: fmt.Sprintf("Show a schedule with its last %d runs and next %d fire times", describeRuns, describeFireTimes),
+		Long: fmt.Sprintf(`Show a schedule's config, its last %d runs (newest fire time first) and its
+next %d fire times after now, in its time zone (computed locally, as baton next
+does; a paused schedule fires them only once resumed). In the table a change
+of UTC offset between two fire times (DST) is marked.`, describeRuns, describeFireTimes),
+		Example: "  baton schedules describe nightly\n  baton schedules describe nightly -o yaml",
+		Args:    exactlyOneID("describe"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			id := url.PathEscape(args[0])
+			var doc describeDoc
+			if _, err := c.do(cmd.Context(), http.MethodGet, "/schedules/"+id, nil, nil, nil, &doc.Schedule); err != nil {
+				return apiFailure("schedules describe "+args[0], err)
+			}
+			var page catalog.RunPage
+			q := url.Values{"pageSize": {strconv.Itoa(describeRuns)}}
+			if _, err := c.do(cmd.Context(), http.MethodGet, "/schedules/"+id+"/runs", q, nil, nil, &page); err != nil {
+				return apiFailure("schedules describe "+args[0]+": runs", err)
+			}
+			doc.RecentRuns = nonNil(page.Runs)
+			doc.NextFireTimes = []time.Time{}
+			spec, err := schedule.Parse(doc.Schedule.Cron)
+			if err != nil {
+				return fmt.Errorf("schedules describe %s: cron %q: %w", args[0], doc.Schedule.Cron, err)
+			}
+			loc, err := schedule.LoadLocation(doc.Schedule.TimeZone)
+			if err != nil {
+				return fmt.Errorf("schedules describe %s: time zone: %w", args[0], err)
+			}
+			doc.NextFireTimes = nextFireTimes(spec, loc, now(), describeFireTimes)
+			w := cmd.OutOrStdout()
+			return out.print(w, doc, func() error { return describeTable(w, &doc) })
+		},
+	}
+	flagUsage(cmd)
+	out = addOutput(cmd, `{"schedule":…,"recentRuns":[…],"nextFireTimes":[…]}`)
+	return cmd
+}
+
+// describeTable writes the schedule card, then the recent runs, then the
+// next fire times.
+func describeTable(w io.Writer, doc *describeDoc) error {
+	if err := scheduleCard(w, &doc.Schedule); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nRecent runs (last %d):\n", describeRuns)
+	if len(doc.RecentRuns) == 0 {
+		fmt.Fprintln(w, "  none")
+	} else {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  RUN\tFIRE TIME\tSOURCE\tSTATUS\tATTEMPT\tFINISHED\tDETAIL")
+		for _, r := range doc.RecentRuns {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.FireTime.UTC().Format(time.RFC3339), r.Source, r.Status, r.Attempt, orDash(r.FinishedAt), runDetail(r))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "\nNext fire times (%s):\n", zoneName(doc.Schedule.TimeZone))
+	if len(doc.NextFireTimes) == 0 {
+		fmt.Fprintln(w, "  none")
+	}
+	for i, t := range doc.NextFireTimes {
+		line := "  " + t.Format(time.RFC3339)
+		if i > 0 {
+			if prev := doc.NextFireTimes[i-1]; offsetOf(prev) != offsetOf(t) {
+				line += fmt.Sprintf("  (DST: UTC offset %s -> %s)", prev.Format("-07:00"), t.Format("-07:00"))
+			}
+		}
+		if _, err := fmt.Fprintln(w, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func offsetOf(t time.Time) int {
+	_, off := t.Zone()
+	return off
+}
