@@ -30,8 +30,7 @@ const (
 // slice each call.
 func AllJobStatuses() []JobStatus { return gpumodel.AllJobStatuses() }
 
-// Terminal reports whether status is final. shared/scheduler keeps a mirror
-// of it (gpuTerminal), since it does not import this package.
+// Terminal reports whether status is final (gpumodel.Terminal).
 func Terminal(status JobStatus) bool { return gpumodel.Terminal(status) }
 
 // Job sources.

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/baton-cron/baton/shared/gpu/gpumodel"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
 )
@@ -114,7 +115,7 @@ func (e *Engine) settleGPURun(ctx context.Context, r *runDoc, now time.Time, c *
 		e.postpone(ctx, r, now, e.reservation(), c)
 	case !found:
 		e.enqueueMissing(ctx, r, now, c)
-	case !gpuTerminal(gpuStatus(st.Status)):
+	case !gpumodel.Terminal(gpumodel.JobStatus(st.Status)):
 		e.postpone(ctx, r, now, e.cfg.GPUPoll, c)
 	default:
 		e.finishGPURun(ctx, r, &st, "", now, c)
@@ -159,28 +160,6 @@ func (e *Engine) enqueueMissing(ctx context.Context, r *runDoc, now time.Time, c
 	e.postpone(ctx, r, now, e.cfg.GPUPoll, c)
 }
 
-// gpuStatus mirrors shared/gpu.JobStatus, which this package does not
-// import (shared/gpu implements GPU, and schedule.GPUJobState carries the
-// status as its string). TestGPUTerminalMirrorsGPU holds the two together.
-type gpuStatus string
-
-// gpuTerminal mirrors shared/gpu.Terminal: the statuses a job ends in.
-func gpuTerminal(status gpuStatus) bool {
-	switch status {
-	case gpuSucceeded, gpuFailed, gpuDead, gpuCancelled:
-		return true
-	}
-	return false
-}
-
-// The terminal job statuses of shared/gpu.
-const (
-	gpuSucceeded gpuStatus = "succeeded"
-	gpuFailed    gpuStatus = "failed"
-	gpuDead      gpuStatus = "dead"
-	gpuCancelled gpuStatus = "cancelled"
-)
-
 // finishGPURun records a gpu-target run's outcome from its job's state st
 // (or, with st nil, fails it with reason), conditional on the sweepAt the
 // sweep read, and records the retry a failure is owed. A job the operator
@@ -193,11 +172,11 @@ func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJo
 	switch {
 	case st == nil:
 		retryable = false // nothing a retry would change
-	case gpuStatus(st.Status) == gpuSucceeded:
+	case gpumodel.JobStatus(st.Status) == gpumodel.StatusSucceeded:
 		status = schedule.RunSucceeded
-	case gpuStatus(st.Status) == gpuFailed && st.ExitCode != nil:
+	case gpumodel.JobStatus(st.Status) == gpumodel.StatusFailed && st.ExitCode != nil:
 		reason = fmt.Sprintf("gpu job %s exited %d", r.GPUJob, *st.ExitCode)
-	case gpuStatus(st.Status) == gpuCancelled:
+	case gpumodel.JobStatus(st.Status) == gpumodel.StatusCancelled:
 		reason = fmt.Sprintf("gpu job %s was cancelled", r.GPUJob)
 		retryable = false
 	default:

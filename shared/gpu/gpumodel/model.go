@@ -37,8 +37,8 @@ func (s JobStatus) Valid() bool {
 	return false
 }
 
-// Terminal reports whether status is final. shared/scheduler keeps a mirror
-// of it (gpuTerminal), since it does not import this package.
+// Terminal reports whether status is final. shared/scheduler asks it of
+// the job behind a gpu-target run (this package is a leaf, so it can).
 func Terminal(status JobStatus) bool {
 	switch status {
 	case StatusSucceeded, StatusFailed, StatusDead, StatusCancelled:
