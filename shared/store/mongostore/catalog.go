@@ -82,8 +82,15 @@ func (v catalog) ListSchedules(ctx context.Context, limit int, token string) ([]
 
 // ListRuns implements store.Catalog.
 func (v catalog) ListRuns(ctx context.Context, scheduleID string, limit int, token string) ([]schedule.Run, string, error) {
+	return v.runsPage(ctx, bson.D{{Key: "scheduleId", Value: scheduleID}}, limit, token)
+}
+
+// runsPage is one keyset page of the runs matching filter, newest fire
+// time first: the order of every run list, which the history index and
+// runIndexes serve.
+func (v catalog) runsPage(ctx context.Context, filter bson.D, limit int, token string) ([]schedule.Run, string, error) {
 	q := PageQuery{
-		Filter:    bson.D{{Key: "scheduleId", Value: scheduleID}},
+		Filter:    filter,
 		SortField: "fireTime", SortType: bson.TypeDateTime, Desc: true,
 		IDType: bson.TypeString,
 		Limit:  limit, Token: token,
@@ -141,18 +148,7 @@ func (v catalog) ListAllRuns(ctx context.Context, f store.RunFilter, limit int, 
 	if _, ok := runIndexes[key]; !ok || !f.Indexed() {
 		return nil, "", fmt.Errorf("store: list runs by %s: %w", key, store.ErrUnindexed)
 	}
-	q := PageQuery{
-		Filter:    filter,
-		SortField: "fireTime", SortType: bson.TypeDateTime, Desc: true,
-		IDType: bson.TypeString,
-		Limit:  limit, Token: token,
-	}
-	out := []schedule.Run{}
-	p, err := v.runs().Page(ctx, q, &out)
-	if err != nil {
-		return nil, "", err
-	}
-	return out, p.NextToken, nil
+	return v.runsPage(ctx, filter, limit, token)
 }
 
 // GetRun implements store.Catalog.
