@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,7 +83,8 @@ warning on stderr; the whole object is in the bucket.`,
 			h, err := c.stream(ctx, "/gpu/jobs/"+url.PathEscape(id)+"/logs", q, cmd.OutOrStdout())
 			if err != nil {
 				var ae *apiError
-				if !follow && errors.As(err, &ae) && ae.Status == http.StatusNotFound && ae.Field == "" {
+				// The job exists and its object does not: say how to wait.
+				if !follow && errors.As(err, &ae) && ae.Status == http.StatusNotFound && strings.Contains(ae.Message, " yet") {
 					err = fmt.Errorf("%w (--follow waits for the job to end)", err)
 				}
 				return apiFailure("gpu logs", err)
