@@ -36,6 +36,11 @@ func buildGPU(d *Deps) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The operators' GPU function reports the queue and the pool: one
+	// place per deployment, so the gauges are not doubled.
+	if err := dis.ObserveMetrics(); err != nil {
+		return nil, err
+	}
 	return httpapi.RequireToken(d.Token, gpu.NewRoutesHandler(dis, gpu.OperatorRoutes)), nil
 }
 
@@ -68,5 +73,5 @@ func NewGPUDispatcher(d *Deps) (*gpu.Dispatcher, error) {
 		auth = gpu.BearerAuthorizer(d.Token)
 	}
 	return gpu.New(gpu.Config{Store: d.Store, Pool: pool, HTTPClient: d.HTTPClient, Authorize: auth,
-		Clock: d.Clock, ClockSkew: d.ClockSkew, Logger: d.Logger})
+		Clock: d.Clock, ClockSkew: d.ClockSkew, Logger: d.Logger, Metrics: d.Metrics})
 }

@@ -130,10 +130,14 @@ func (l *Lease) trustEnd() time.Time {
 // lose records the loss and cancels the context, once.
 func (l *Lease) lose(err error) {
 	l.mu.Lock()
-	if l.err == nil {
+	first := l.err == nil
+	if first {
 		l.err = err
 	}
 	l.mu.Unlock()
+	if first {
+		l.m.met.LeaseLost(context.WithoutCancel(l.ctx), l.name)
+	}
 	l.m.log.Warn("lease lost", "lease", l.name, "holder", l.m.holder, "epoch", l.epoch, "err", err)
 	l.cancel(err)
 }
