@@ -20,11 +20,12 @@ var (
 	cloudMetricsErr  error
 )
 
-// cloudMetrics opens the Cloud Monitoring export once per process, when
-// BATON_METRICS says so (auto: in the cloud). It flushes on SIGTERM, which
+// CloudMetrics opens the Cloud Monitoring export once per process, when
+// BATON_METRICS says so (auto: in the cloud). FromEnv calls it for the
+// functions, and baton daemon for itself. It flushes on SIGTERM, which
 // Cloud Run sends before stopping an instance, and then lets the signal
 // take its default course. nil (metrics off) records nothing.
-func cloudMetrics(log *slog.Logger) (*metrics.Set, error) {
+func CloudMetrics(log *slog.Logger) (*metrics.Set, error) {
 	cloudMetricsOnce.Do(func() {
 		mode := config.Get(config.EnvMetrics)
 		switch mode {
