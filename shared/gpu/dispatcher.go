@@ -18,8 +18,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/baton-cron/baton/shared/clock"
-	"github.com/baton-cron/baton/shared/metrics"
 	"github.com/baton-cron/baton/shared/gpu/gpumodel"
+	"github.com/baton-cron/baton/shared/metrics"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
 )
