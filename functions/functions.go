@@ -192,7 +192,7 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 		}
 		d.Store = s
 	}
-	if d.Metrics, err = CloudMetrics(d.Logger); err != nil {
+	if d.Metrics, err = CloudMetrics(ctx, d.Logger); err != nil {
 		d.close(ctx)
 		return nil, fmt.Errorf("functions: %w", err)
 	}

@@ -25,7 +25,7 @@ var (
 // functions, and baton daemon for itself. It flushes on SIGTERM, which
 // Cloud Run sends before stopping an instance, and then lets the signal
 // take its default course. nil (metrics off) records nothing.
-func CloudMetrics(log *slog.Logger) (*metrics.Set, error) {
+func CloudMetrics(ctx context.Context, log *slog.Logger) (*metrics.Set, error) {
 	cloudMetricsOnce.Do(func() {
 		mode := config.Get(config.EnvMetrics)
 		switch mode {
@@ -50,13 +50,13 @@ func CloudMetrics(log *slog.Logger) (*metrics.Set, error) {
 			cloudMetricsErr = fmt.Errorf("%s=%q: want true or false", config.EnvMetricsScheduleLabel, label)
 			return
 		}
-		c, err := metrics.OpenCloud(context.Background(), os.Getenv("K_SERVICE"), interval, metrics.Options{NoScheduleLabel: label == "false"})
+		c, err := metrics.OpenCloud(ctx, os.Getenv("K_SERVICE"), interval, metrics.Options{NoScheduleLabel: label == "false"})
 		if err != nil {
 			cloudMetricsErr = err
 			return
 		}
 		cloudMetricsSet = c.Set
-		flushOnSIGTERM(log, c.Shutdown)
+		flushOnSIGTERM(context.WithoutCancel(ctx), log, c.Shutdown)
 	})
 	return cloudMetricsSet, cloudMetricsErr
 }
@@ -64,14 +64,14 @@ func CloudMetrics(log *slog.Logger) (*metrics.Set, error) {
 // flushOnSIGTERM runs flush when SIGTERM arrives, then restores the
 // default action and raises the signal again, so the process ends as it
 // would have without us.
-func flushOnSIGTERM(log *slog.Logger, flush func(context.Context) error) {
+func flushOnSIGTERM(ctx context.Context, log *slog.Logger, flush func(context.Context) error) {
 	ch := make(chan os.Signal, 1)
 	signal.Notify(ch, syscall.SIGTERM)
 	go func() {
 		<-ch
 		// Cloud Run allows 10 s between SIGTERM and SIGKILL.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := flush(ctx); err != nil {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := flush(fctx); err != nil {
 			log.Warn("metrics: flush on shutdown failed", "err", err)
 		}
 		cancel()

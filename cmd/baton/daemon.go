@@ -88,7 +88,7 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 			// gpu targets and the GPU sweep go through the same dispatcher as
 			// the Tick and GPU functions, when a pool is configured.
 			// On Cloud Run the daemon exports metrics as the functions do.
-			met, err := functions.CloudMetrics(log)
+			met, err := functions.CloudMetrics(ctx, log)
 			if err != nil {
 				return usageError("daemon: %v", err)
 			}

@@ -136,7 +136,7 @@ func (l *Lease) lose(err error) {
 	}
 	l.mu.Unlock()
 	if first {
-		l.m.met.LeaseLost(context.WithoutCancel(l.ctx), l.name)
+		l.m.met.LeaseLost(l.ctx, l.name) // a counter's Add ignores cancellation
 	}
 	l.m.log.Warn("lease lost", "lease", l.name, "holder", l.m.holder, "epoch", l.epoch, "err", err)
 	l.cancel(err)
