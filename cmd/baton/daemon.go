@@ -87,19 +87,25 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 			defer gcs.Close()
 			// gpu targets and the GPU sweep go through the same dispatcher as
 			// the Tick and GPU functions, when a pool is configured.
+			// On Cloud Run the daemon exports metrics as the functions do.
+			met, err := functions.CloudMetrics(ctx, log)
+			if err != nil {
+				return usageError("daemon: %v", err)
+			}
 			var gpuPool scheduler.GPU
 			if pool := config.Get(config.EnvGPUPool); pool != "" {
-				dis, err := functions.NewGPUDispatcher(&functions.Deps{Store: st, GPUPool: pool, Token: config.Get(config.EnvToken), Logger: log, ClockSkew: skew})
+				dis, err := functions.NewGPUDispatcher(&functions.Deps{Store: st, GPUPool: pool, Token: config.Get(config.EnvToken), Logger: log, ClockSkew: skew, Metrics: met})
 				if err != nil {
 					return usageError("daemon: %v", err)
 				}
 				gpuPool = dis
 			}
 			eng, err := scheduler.New(scheduler.Config{
-				Store: st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log, EpochFloor: scheduler.EpochFloor(st)}),
+				Store: st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log, EpochFloor: scheduler.EpochFloor(st), Metrics: met}),
 				TickLeaseTTL: ttl, AllowedTargets: config.List(config.EnvAllowedTargets), Logger: log,
 				IDToken: config.Get(config.EnvTargetIDToken) == "true",
 				GPU:     gpuPool,
+				Metrics: met,
 			})
 			if err != nil {
 				return fmt.Errorf("daemon: %w", err)

@@ -89,6 +89,7 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 			continue
 		}
 		c.failed.Add(1)
+		e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(schedule.RunFailed), r.StartedAt, now)
 		e.log.Warn("run failed over", "run", r.ID, "reason", msg)
 		var s schedule.Schedule
 		if err := e.getSchedule(ctx, r.ScheduleID, &s); err != nil {
@@ -324,6 +325,9 @@ func (e *Engine) deferRun(ctx context.Context, r *runDoc, reserved, until time.T
 
 func (e *Engine) abandon(ctx context.Context, r *runDoc, reason string, now time.Time, c *counters) {
 	err := e.runs.Skip(ctx, r.ID, reason, now)
+	if err == nil {
+		e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(schedule.RunSkipped), time.Time{}, now)
+	}
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		c.errors.Add(1)
 	}
