@@ -103,7 +103,7 @@ func (s *Service) prepare(sc *schedule.Schedule, now time.Time) error {
 	if err := sc.Normalize(s.opts.Validate); err != nil {
 		return inputError("", err)
 	}
-	next, err := schedule.NextFire(sc.Cron, sc.TimeZone, now)
+	next, err := sc.NextFireOf(now)
 	if err != nil {
 		return inputError("cron", err)
 	}

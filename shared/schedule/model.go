@@ -188,7 +188,11 @@ type Schedule struct {
 	Cron string `bson:"cron" json:"cron"`
 	// TimeZone is an IANA zone name; empty means UTC.
 	TimeZone string `bson:"timeZone" json:"timeZone"`
-	Target   Target `bson:"target" json:"target"`
+	// Jitter, when set, delays every fire time by a stable offset in
+	// [0, jitter) hashed from the id, so schedules with the same cron do
+	// not all fire at once, and each keeps its offset (and its run ids).
+	Jitter Duration `bson:"jitter,omitempty" json:"jitter,omitzero"`
+	Target Target   `bson:"target" json:"target"`
 	// Overlap is one of skip, buffer_one (default), allow.
 	Overlap Overlap `bson:"overlap" json:"overlap"`
 	// Catchup is one of latest (default), all, none.

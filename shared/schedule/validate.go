@@ -199,9 +199,12 @@ func (s *Schedule) validate(o ValidateOptions) error {
 	if len(s.Cron) > MaxCronLen {
 		return fieldErr("cron", "is %d bytes; at most %d", len(s.Cron), MaxCronLen)
 	}
-	spec, err := Parse(s.Cron)
+	spec, err := ParseFor(s.Cron, s.ID)
 	if err != nil {
 		return err
+	}
+	if j := s.Jitter.D(); j < 0 || j > MaxJitter || j%time.Second != 0 {
+		return fieldErr("jitter", "is %s; want whole seconds from 0 to %s", j, MaxJitter)
 	}
 	if o.RefuseSubMinute && SubMinute(spec) {
 		return fieldErr("cron", "%q %s", s.Cron, SubMinuteHint)

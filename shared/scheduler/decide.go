@@ -211,7 +211,7 @@ func planFires(s *schedule.Schedule, spec schedule.Spec, loc *time.Location, now
 // newer tick has advanced the schedule (its decision stands, and this
 // tick's own inserts for the schedule are undone).
 func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Schedule, now time.Time, c *counters) (*scheduleWork, error) {
-	spec, err := schedule.Parse(s.Cron)
+	spec, err := s.Spec()
 	if err != nil {
 		return nil, fmt.Errorf("schedule %s: stored cron %q: %w", s.ID, s.Cron, err)
 	}
