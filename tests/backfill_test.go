@@ -109,7 +109,9 @@ func TestBackfill(t *testing.T) {
 		{"foreign token", with(map[string]any{"pageToken": "2001-01-01T00:00:00Z"}), "pageToken"},
 		{"unknown field", with(map[string]any{"overlapp": "skip"}), "overlapp"},
 	} {
-		var e struct{ Error struct{ Field, Message string } }
+		var e struct {
+			Error struct{ Field, Message string }
+		}
 		if code := api(t, s.URL, s.Token, "POST", "/Schedules/schedules/minutely:backfill", tc.body, &e); code != http.StatusBadRequest || e.Error.Field != tc.field {
 			t.Errorf("%s: %d field %q (%s); want 400 naming %s", tc.name, code, e.Error.Field, e.Error.Message, tc.field)
 		}

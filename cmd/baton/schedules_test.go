@@ -44,7 +44,7 @@ func setupCLI(t *testing.T) *cliBundle {
 	}
 	t.Cleanup(eng.Wait) // background runs finish before the store closes
 	svc := catalog.New(st, catalog.Options{
-		Validate:  schedule.ValidateOptions{AllowedHosts: []string{"api.example.com"}, Builtins: scheduler.Builtins()},
+		Validate:   schedule.ValidateOptions{AllowedHosts: []string{"api.example.com"}, Builtins: scheduler.Builtins()},
 		Triggerer:  eng,
 		Backfiller: eng,
 	})
