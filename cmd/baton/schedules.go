@@ -64,6 +64,7 @@ $BATON_SCHEDULES_URL, or $BATON_URL/Schedules when that is unset, with
 		schedulesActionCmd(client, "pause", "Disable a schedule: the tick stops firing it"),
 		schedulesActionCmd(client, "resume", "Enable a schedule; its next run is computed from now"),
 		schedulesActionCmd(client, "trigger", "Run a schedule now (source manual), enabled or not"),
+		schedulesBackfillCmd(client, time.Now),
 	)
 	return cmd
 }

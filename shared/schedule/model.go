@@ -87,17 +87,23 @@ const (
 	SourceCatchup   Source = "catchup"   // a fire time missed during an outage
 	SourceRetry     Source = "retry"     // a later attempt of a failed run
 	SourceManual    Source = "manual"    // triggered through the API
+	SourceBackfill  Source = "backfill"  // a past fire time asked for through :backfill
 )
 
 // AllSources lists every run source. It returns a new slice each call.
 func AllSources() []Source {
-	return []Source{SourceScheduled, SourceMisfire, SourceCatchup, SourceRetry, SourceManual}
+	return []Source{SourceScheduled, SourceMisfire, SourceCatchup, SourceRetry, SourceManual, SourceBackfill}
 }
+
+// OperatorAsked reports whether an operator asked for this run by hand
+// (trigger or backfill): such runs execute even while the schedule is
+// paused, since pausing stops the schedule, not the operator.
+func (s Source) OperatorAsked() bool { return s == SourceManual || s == SourceBackfill }
 
 // Valid reports whether s is one of the run sources.
 func (s Source) Valid() bool {
 	switch s {
-	case SourceScheduled, SourceMisfire, SourceCatchup, SourceRetry, SourceManual:
+	case SourceScheduled, SourceMisfire, SourceCatchup, SourceRetry, SourceManual, SourceBackfill:
 		return true
 	}
 	return false
