@@ -298,6 +298,8 @@ func SubMinute(spec Spec) bool {
 		return SubMinute(sp.Spec)
 	case *jitterSpec:
 		return SubMinute(sp.inner)
+	case *dstSpec:
+		return SubMinute(sp.c)
 	}
 	return false
 }

@@ -64,11 +64,17 @@ func WithJitter(spec Spec, offset time.Duration) Spec {
 }
 
 // Spec returns the schedule's fire-time spec: its cron, with H fields
-// resolved from its id, shifted by its jitter's stable offset.
+// resolved from its id, under its DST policy, shifted by its jitter's
+// stable offset.
 func (s *Schedule) Spec() (Spec, error) {
 	spec, err := ParseFor(s.Cron, s.ID)
 	if err != nil {
 		return nil, err
+	}
+	if s.DST != nil {
+		if spec, err = withDST(spec, *s.DST); err != nil {
+			return nil, err
+		}
 	}
 	return WithJitter(spec, JitterOffset(s.ID, s.Jitter.D())), nil
 }

@@ -198,7 +198,10 @@ type Schedule struct {
 	// [0, jitter) hashed from the id, so schedules with the same cron do
 	// not all fire at once, and each keeps its offset (and its run ids).
 	Jitter Duration `bson:"jitter,omitempty" json:"jitter,omitzero"`
-	Target Target   `bson:"target" json:"target"`
+	// DST, when set, says what the expression does where the time zone
+	// skips or repeats wall times; nil is shift and once-first.
+	DST    *DSTPolicy `bson:"dst,omitempty" json:"dst,omitempty"`
+	Target Target     `bson:"target" json:"target"`
 	// Overlap is one of skip, buffer_one (default), allow.
 	Overlap Overlap `bson:"overlap" json:"overlap"`
 	// Catchup is one of latest (default), all, none.

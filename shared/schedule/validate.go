@@ -203,6 +203,14 @@ func (s *Schedule) validate(o ValidateOptions) error {
 	if err != nil {
 		return err
 	}
+	if s.DST != nil {
+		if err := s.DST.validate(); err != nil {
+			return err
+		}
+		if _, err := withDST(spec, *s.DST); err != nil {
+			return err
+		}
+	}
 	if j := s.Jitter.D(); j < 0 || j > MaxJitter || j%time.Second != 0 {
 		return fieldErr("jitter", "is %s; want whole seconds from 0 to %s", j, MaxJitter)
 	}
