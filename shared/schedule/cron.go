@@ -300,6 +300,8 @@ func SubMinute(spec Spec) bool {
 		return SubMinute(sp.inner)
 	case *dstSpec:
 		return SubMinute(sp.c)
+	case *boundedSpec:
+		return SubMinute(sp.inner)
 	}
 	return false
 }

@@ -76,7 +76,34 @@ func (s *Schedule) Spec() (Spec, error) {
 			return nil, err
 		}
 	}
-	return WithJitter(spec, JitterOffset(s.ID, s.Jitter.D())), nil
+	spec = WithJitter(spec, JitterOffset(s.ID, s.Jitter.D()))
+	if !s.StartAt.IsZero() || !s.EndAt.IsZero() {
+		spec = &boundedSpec{inner: spec, start: s.StartAt, end: s.EndAt}
+	}
+	return spec, nil
+}
+
+// boundedSpec keeps a spec's fire times inside [start, end) (a zero bound
+// is open). The bound applies to the jittered times: they are the times
+// the schedule fires at.
+type boundedSpec struct {
+	inner      Spec
+	start, end time.Time
+}
+
+func (b *boundedSpec) String() string { return b.inner.String() }
+
+func (b *boundedSpec) next(loc *time.Location, after time.Time) time.Time {
+	if !b.start.IsZero() {
+		if floor := b.start.Add(-time.Nanosecond); after.Before(floor) {
+			after = floor
+		}
+	}
+	t := b.inner.next(loc, after)
+	if t.IsZero() || (!b.end.IsZero() && !t.Before(b.end)) {
+		return time.Time{}
+	}
+	return t
 }
 
 // NextFireOf is the schedule's first fire time strictly after after.
@@ -91,6 +118,9 @@ func (s *Schedule) NextFireOf(after time.Time) (time.Time, error) {
 	}
 	t := Next(spec, loc, after)
 	if t.IsZero() {
+		if !s.EndAt.IsZero() {
+			return t, &FieldError{Field: "endAt", Reason: fmt.Sprintf("%s leaves no fire time after %s: the schedule would never fire", s.EndAt.UTC().Format(time.RFC3339), after.UTC().Format(time.RFC3339))}
+		}
 		return t, &FieldError{Field: "cron", Reason: fmt.Sprintf("never fires after %s", after.Format(time.RFC3339))}
 	}
 	return t, nil

@@ -200,8 +200,20 @@ type Schedule struct {
 	Jitter Duration `bson:"jitter,omitempty" json:"jitter,omitzero"`
 	// DST, when set, says what the expression does where the time zone
 	// skips or repeats wall times; nil is shift and once-first.
-	DST    *DSTPolicy `bson:"dst,omitempty" json:"dst,omitempty"`
-	Target Target     `bson:"target" json:"target"`
+	DST *DSTPolicy `bson:"dst,omitempty" json:"dst,omitempty"`
+	// StartAt, when set, is the first instant the schedule may fire at;
+	// EndAt, when set, is the first it may not (the window is
+	// [StartAt, EndAt)). A schedule past its EndAt is disabled by the tick
+	// that finds no next fire time, as an expression that never fires
+	// again is.
+	StartAt time.Time `bson:"startAt,omitempty" json:"startAt,omitzero"`
+	EndAt   time.Time `bson:"endAt,omitempty" json:"endAt,omitzero"`
+	// RemainingRuns, when set, is how many more fire times the tick may
+	// decide; the advance that commits a decision lowers it by the fires
+	// decided, in the same guarded write, and at 0 disables the schedule.
+	// Manual, backfill, retry and misfire runs do not count.
+	RemainingRuns *int64 `bson:"remainingRuns,omitempty" json:"remainingRuns,omitempty"`
+	Target        Target `bson:"target" json:"target"`
 	// Overlap is one of skip, buffer_one (default), allow.
 	Overlap Overlap `bson:"overlap" json:"overlap"`
 	// Catchup is one of latest (default), all, none.
