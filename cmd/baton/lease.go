@@ -60,7 +60,23 @@ func (f *leaseFlags) manager(ctx context.Context, log *slog.Logger) (*lease.Mana
 }
 
 func leaseLogger(cmd *cobra.Command) *slog.Logger {
-	return logging.New(cmd.ErrOrStderr(), config.Get(config.EnvLogLevel))
+	return newLogger(cmd, config.Get(config.EnvLogLevel))
+}
+
+// leaseRunLogger is lease run's logger. Its stderr is the user's terminal,
+// shared with CMD's own stderr, so without -v it logs only warnings and
+// errors (a lost lease, a failed release, renews failing): what the user
+// must see. BATON_LOG_LEVEL=error makes it quieter still. -v logs
+// everything, debug included (acquire, release, signals).
+func leaseRunLogger(cmd *cobra.Command, verbose bool) *slog.Logger {
+	if verbose {
+		return newLogger(cmd, "debug")
+	}
+	level := config.Get(config.EnvLogLevel)
+	if logging.ParseLevel(level) < slog.LevelWarn {
+		level = "warn"
+	}
+	return newLogger(cmd, level)
 }
 
 var leaseCmd = &cobra.Command{
@@ -82,8 +98,9 @@ func newLeaseRunCmd() *cobra.Command {
 		f     leaseFlags
 		name  string
 		ttl   time.Duration
-		wait  bool
-		grace time.Duration
+		wait    bool
+		grace   time.Duration
+		verbose bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run --name NAME [--ttl 15s] [--wait] [--grace 10s] -- CMD [ARGS...]",
@@ -97,7 +114,12 @@ the whole trust window), CMD's process group gets SIGTERM, then SIGKILL after
 
 Exit status: CMD's own (128+signal if it died of a signal); 75 when the lease
 is held by someone else and --wait is not set; 76 when the lease was lost
-while CMD ran; 2 for bad usage.`,
+while CMD ran; 2 for bad usage.
+
+baton itself writes nothing on stdout, and on stderr only warnings and
+errors (a lost lease, a failed release, failing renews), so CMD's output
+reads as if it ran alone; -v adds everything else (lease acquired, epoch,
+released, signals).`,
 		Example: `  baton lease run --name nightly-backup -- ./backup.sh
   baton lease run --name report --ttl 30s --wait -- make report`,
 		Args: cobra.ArbitraryArgs,
@@ -111,7 +133,7 @@ while CMD ran; 2 for bad usage.`,
 			if grace <= 0 {
 				return usageError("lease run: --grace %s: want a positive duration", grace)
 			}
-			log := leaseLogger(cmd)
+			log := leaseRunLogger(cmd, verbose)
 			ctx := cmd.Context()
 			m, client, err := f.manager(ctx, log)
 			if err != nil {
@@ -126,6 +148,7 @@ while CMD ran; 2 for bad usage.`,
 	cmd.Flags().DurationVar(&ttl, "ttl", 15*time.Second, "lease ttl; renewed every ttl/3, at most once a second")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the lease instead of exiting 75 when it is held")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log everything (acquire, epoch, release), not only warnings and errors")
 	return cmd
 }
 
