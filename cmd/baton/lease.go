@@ -95,9 +95,9 @@ func init() {
 
 func newLeaseRunCmd() *cobra.Command {
 	var (
-		f     leaseFlags
-		name  string
-		ttl   time.Duration
+		f       leaseFlags
+		name    string
+		ttl     time.Duration
 		wait    bool
 		grace   time.Duration
 		verbose bool
