@@ -250,7 +250,7 @@ func childExit(err error) error {
 
 func newLeaseStatusCmd() *cobra.Command {
 	var (
-		f    leaseFlags
+		f     leaseFlags
 		name  string
 		out   *outputFormat
 		watch *watchFlags
