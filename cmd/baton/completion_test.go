@@ -65,7 +65,9 @@ func TestCompletionOfIDs(t *testing.T) {
 	}
 	gsrv := httptest.NewServer(httpapi.RequireToken(cliToken, gpu.NewHandler(d)))
 	t.Cleanup(gsrv.Close)
-	gpuClient := func() (*apiClient, error) { return &apiClient{base: gsrv.URL, token: cliToken, http: gsrv.Client()}, nil }
+	gpuClient := func() (*apiClient, error) {
+		return &apiClient{base: gsrv.URL, token: cliToken, http: gsrv.Client()}, nil
+	}
 	if out, err := runGPU(t, gpuClient, "enqueue", "--id", "job-1", "--payload", "true"); err != nil {
 		t.Fatalf("enqueue: %v\n%s", err, out)
 	}
