@@ -26,6 +26,11 @@ import (
 // offered values (descriptions cut off), the directive line and stderr.
 func complete(t *testing.T, root *cobra.Command, args ...string) (values []string, directive, stderr string) {
 	t.Helper()
+	// runRoot leaves --version set (to false) on the shared tree, and
+	// cobra completes nothing once --version or --help is present.
+	if f := root.Flags().Lookup("version"); f != nil {
+		f.Changed = false
+	}
 	var out, errOut bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errOut)
