@@ -398,3 +398,65 @@ func TestLeaseRunQuietUnlessVerbose(t *testing.T) {
 		t.Errorf("broken holder without -v: exit %d, stderr:\n%s\nwant %d and the ERROR entry", code, holder.stderr.String(), exitLeaseLost)
 	}
 }
+
+// TestLeaseStatusWatchSIGINT: `baton lease status -w -o json`, a real
+// process, prints each lease as one JSON line, then a line again when a
+// new holder takes it (a new epoch); Ctrl-C (SIGINT) ends it with exit 0.
+func TestLeaseStatusWatchSIGINT(t *testing.T) {
+	env := leaseEnv(t)
+	if _, stderr, code := runBaton(t, env, "lease", "run", "--name", "w1", "--", "true"); code != 0 {
+		t.Fatalf("lease run: exit %d\n%s", code, stderr)
+	}
+	out := newLockedBuffer()
+	w := exec.Command(batonBinary(t), "lease", "status", "-w", "--watch-interval", "100ms", "-o", "json")
+	w.Env, w.Stdout = env, out
+	var errOut bytes.Buffer
+	w.Stderr = &errOut
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Wait() }()
+	t.Cleanup(func() { _ = w.Process.Kill() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if got, err := out.waitFor(ctx, `"name":"w1"`); err != nil {
+		t.Fatalf("watch never printed w1: %v\n%s", err, got)
+	}
+	if _, stderr, code := runBaton(t, env, "lease", "run", "--name", "w1", "--", "true"); code != 0 {
+		t.Fatalf("lease run: exit %d\n%s", code, stderr)
+	}
+	got, err := out.waitFor(ctx, `"epoch":2`)
+	if err != nil {
+		t.Fatalf("watch never printed the new epoch: %v\n%s", err, got)
+	}
+	if err := w.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if procExitCode(err) != 0 || errOut.Len() != 0 {
+			t.Fatalf("watch after SIGINT: exit %d, stderr %q; want 0 and nothing", procExitCode(err), errOut.String())
+		}
+	case <-ctx.Done():
+		t.Fatal("watch still running after SIGINT")
+	}
+	// w1 free at epoch 1, then maybe held at epoch 2 (if a poll caught the
+	// short run), then free at epoch 2: each state once.
+	var states []string
+	for _, line := range strings.Split(strings.TrimSpace(got), "\n") {
+		var l struct {
+			Name, State string
+			Epoch       int64
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("line %q is not one JSON lease: %v", line, err)
+		}
+		if l.Name == "w1" {
+			states = append(states, fmt.Sprint(l.State, l.Epoch))
+		}
+	}
+	if s := fmt.Sprint(states); s != "[free1 free2]" && s != "[free1 held2 free2]" && s != "[free1 held2]" {
+		t.Errorf("w1 printed as %v; want free1, then epoch 2 once per state\n%s", states, got)
+	}
+}
