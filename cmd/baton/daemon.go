@@ -16,7 +16,6 @@ import (
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/lease"
-	"github.com/baton-cron/baton/shared/logging"
 	"github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store/mongostore"
 )
@@ -69,7 +68,7 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 			if err != nil {
 				return usageError("daemon: %v", err)
 			}
-			log := logging.New(cmd.ErrOrStderr(), config.Get(config.EnvLogLevel))
+			log := newLogger(cmd, config.Get(config.EnvLogLevel))
 			st, err := mongostore.Open(ctx, mongoURI, mongostore.Options{Database: config.Get(config.EnvDatabase)})
 			if err != nil {
 				return fmt.Errorf("daemon: %w", err)
