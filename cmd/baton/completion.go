@@ -69,7 +69,7 @@ func registerCompletions(root *cobra.Command, schedules, gpuClient clientFunc) {
 		return out
 	})
 
-	for _, name := range []string{"get", "describe", "update", "pause", "resume", "trigger", "delete"} {
+	for _, name := range []string{"get", "describe", "update", "pause", "resume", "trigger", "delete", "backfill"} {
 		setArgs(root, firstArg(scheduleIDs), "schedules", name)
 	}
 	setArgs(root, firstArg(runIDs), "runs", "get")
