@@ -138,7 +138,7 @@ func TestCompletionOfEnumFlags(t *testing.T) {
 		want []string
 	}{
 		{[]string{"runs", "list", "--status", ""}, runStatuses},
-		{[]string{"runs", "list", "--source", ""}, []string{"scheduled", "misfire", "catchup", "retry", "manual"}},
+		{[]string{"runs", "list", "--source", ""}, []string{"scheduled", "misfire", "catchup", "retry", "manual", "backfill"}},
 		{[]string{"gpu", "list", "--status", ""}, jobStatuses},
 		{[]string{"schedules", "create", "--overlap", ""}, []string{"skip", "buffer_one", "allow"}},
 		{[]string{"schedules", "update", "x", "--catchup", ""}, []string{"latest", "all", "none"}},
