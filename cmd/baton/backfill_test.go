@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/baton-cron/baton/shared/schedule"
@@ -43,5 +46,38 @@ func TestSchedulesBackfillCLI(t *testing.T) {
 		if _, _, err := b.run(t, "", bad...); exitCode(err) != 2 {
 			t.Errorf("baton %s: exit %d (%v); want 2", strings.Join(bad, " "), exitCode(err), err)
 		}
+	}
+}
+
+// TestNextForASchedule: `next --schedule ID` prints the schedule's real
+// times (its jitter applied), where `next EXPR` prints the bare cron's.
+func TestNextForASchedule(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	b.ok(t, "schedules", "create", "--id", "spread", "--cron", "0 * * * *", "--builtin", "noop")
+	if err := b.st.Collection(schedule.SchedulesCollection).UpdateOne(context.Background(), bson.D{{Key: "_id", Value: "spread"}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "jitter", Value: "30m0s"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	root := &cobra.Command{Use: "baton", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(newNextCmd(time.Now, b.client))
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"next", "--schedule", "spread", "-n", "2", "-o", "json"})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	off := schedule.JitterOffset("spread", 30*time.Minute)
+	var doc nextDoc
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil || len(doc.FireTimes) != 2 {
+		t.Fatalf("next --schedule printed %q (%v)", out.String(), err)
+	}
+	for _, ft := range doc.FireTimes {
+		if got := ft.Sub(ft.Truncate(time.Hour)); got != off {
+			t.Errorf("fire %s is %s past the hour; want the jitter offset %s", ft, got, off)
+		}
+	}
+	if doc.Schedule != "spread" || doc.Expression != "0 * * * *" {
+		t.Errorf("doc %+v", doc)
 	}
 }
