@@ -99,6 +99,22 @@ type Config struct {
 	// Workers bounds the schedules executed concurrently by one tick;
 	// default 32.
 	Workers int
+	// Notify is the default notification channel, for schedules without a
+	// notify block of their own (BATON_NOTIFY_WEBHOOK_URL, _SECRET, _ON);
+	// nil means none.
+	Notify *schedule.Notify
+	// ConsoleURL, when set, is the console's base URL: notifications link
+	// to a run at ConsoleURL/runs/<id> (BATON_CONSOLE_URL).
+	ConsoleURL string
+	// NotifyTimeout bounds one webhook request; default
+	// DefaultNotifyTimeout.
+	NotifyTimeout time.Duration
+	// NotifyBackoff is the delay after a failed delivery, doubling per
+	// attempt up to MaxNotifyBackoff; default DefaultNotifyBackoff.
+	NotifyBackoff time.Duration
+	// NotifyAttempts is how many deliveries an event gets before it is
+	// given up; default DefaultNotifyAttempts.
+	NotifyAttempts int
 	// Tasks hands decided runs to the execution plane (Cloud Tasks → the
 	// Run function). nil executes them in this process: after deciding in
 	// Tick (which then waits for its slowest target: only for tests and the
@@ -116,9 +132,13 @@ type Engine struct {
 	schedules store.Schedules
 	runs      store.Runs
 	http      *http.Client
-	idClients sync.Map // audience → *http.Client
+	// notifyHTTP sends webhooks: the guarded client, without redirects.
+	notifyHTTP *http.Client
+	idClients  sync.Map // audience → *http.Client
 
 	bg sync.WaitGroup
+	// notifying is set while TickHeld's notification sweep runs.
+	notifying atomic.Bool
 
 	// beforeInsert, when set (tests), runs when a schedule is about to have
 	// its runs inserted, after the tick lease was last checked: where a
@@ -166,6 +186,15 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.GPUPoll <= 0 {
 		cfg.GPUPoll = DefaultGPUPoll
 	}
+	if cfg.NotifyTimeout <= 0 {
+		cfg.NotifyTimeout = DefaultNotifyTimeout
+	}
+	if cfg.NotifyBackoff <= 0 {
+		cfg.NotifyBackoff = DefaultNotifyBackoff
+	}
+	if cfg.NotifyAttempts <= 0 {
+		cfg.NotifyAttempts = DefaultNotifyAttempts
+	}
 	e := &Engine{
 		cfg:       cfg,
 		now:       clock.Or(cfg.Clock).Now,
@@ -181,6 +210,7 @@ func New(cfg Config) (*Engine, error) {
 		e.http = &http.Client{}
 	}
 	e.http = guardClient(e.http, cfg.AllowedTargets, cfg.LookupIP)
+	e.notifyHTTP = noRedirects(e.http)
 	return e, nil
 }
 
@@ -325,6 +355,8 @@ func (e *Engine) Tick(ctx context.Context, scheduleTime time.Time) (*Summary, er
 		return nil, fmt.Errorf("scheduler: tick: %w", derr)
 	}
 	goOn(e.sweep(ctx, &c, sum))
+	// Last, once the runs are handed off: a slow receiver holds no run.
+	e.deliverPending(ctx, &c)
 	c.fill(sum)
 	read1, sched1 := e.readMeter()
 	sum.DocsRead, sum.SchedulesRead = read1-read0, sched1-sched0
@@ -356,6 +388,17 @@ func (e *Engine) TickHeld(ctx, execCtx context.Context, l *lease.Lease, sweep bo
 	}
 	if sweep {
 		e.startOrHandOff(execCtx, e.sweep(lctx, c, sum), c)
+		// In the background: the daemon's next tick does not wait for
+		// a slow receiver.
+		// One at a time: a second would read the same pending events
+		// and send them twice.
+		if e.notifying.CompareAndSwap(false, true) {
+			e.bg.Add(1)
+			go func() {
+				defer func() { e.notifying.Store(false); e.bg.Done() }()
+				e.deliverPending(execCtx, &counters{})
+			}()
+		}
 	}
 	c.fill(sum)
 	read1, sched1 := e.readMeter()
