@@ -1,10 +1,13 @@
 package functions
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/lease"
+	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 )
 
@@ -33,6 +36,7 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 		AllowedTargets: d.AllowedTargets, HTTPClient: d.HTTPClient, Logger: d.Logger,
 		IDToken: config.Get(config.EnvTargetIDToken) == "true",
 		Tasks:   d.Tasks,
+		Notify:  d.Notify, ConsoleURL: d.ConsoleURL, NotifyBackoff: d.NotifyBackoff,
 	}
 	if d.GPUPool != "" {
 		dis, err := NewGPUDispatcher(d)
@@ -46,4 +50,37 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 		return nil, fmt.Errorf("functions: scheduler engine: %w", err)
 	}
 	return eng, nil
+}
+
+// NotifyFromEnv returns the default notification channel that
+// BATON_NOTIFY_WEBHOOK_URL, BATON_NOTIFY_WEBHOOK_SECRET and BATON_NOTIFY_ON
+// describe, checked as a schedule's notify block is (allowed is
+// BATON_ALLOWED_TARGETS), or nil when the URL is unset. A bad setting is an
+// error naming the variable, so that a typo stops the function from
+// starting instead of dropping every notification. The secret is never in
+// the error.
+func NotifyFromEnv(allowed []string) (*schedule.Notify, error) {
+	u := config.Get(config.EnvNotifyURL)
+	if u == "" {
+		return nil, nil
+	}
+	n := &schedule.Notify{Webhook: &schedule.Webhook{URL: u, Secret: schedule.Secret(config.Get(config.EnvNotifySecret))}}
+	for _, ev := range config.List(config.EnvNotifyOn) {
+		n.On = append(n.On, schedule.Event(ev))
+	}
+	if err := n.Check(allowed); err != nil {
+		var fe *schedule.FieldError
+		name := config.EnvNotifyURL
+		if errors.As(err, &fe) {
+			switch {
+			case strings.HasPrefix(fe.Field, "notify.on"):
+				name = config.EnvNotifyOn
+			case fe.Field == "notify.webhook.secret":
+				name = config.EnvNotifySecret
+			}
+			return nil, fmt.Errorf("functions: %s: %s", name, fe.Reason)
+		}
+		return nil, fmt.Errorf("functions: %s: %w", name, err)
+	}
+	return n, nil
 }

@@ -93,6 +93,12 @@ func KeepSecret(next, cur *Schedule) {
 	}
 }
 
+// Check validates n as a schedule's notify block is validated (the
+// allowlist, the events, the secret's length), for a channel that is not
+// in a schedule: the deployment's default. Errors are *FieldError naming
+// the field under "notify".
+func (n *Notify) Check(allowed []string) error { return n.validate(allowed) }
+
 // validate checks a notify block; nil is valid (no notifications).
 func (n *Notify) validate(allowed []string) error {
 	if n == nil {
