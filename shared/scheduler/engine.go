@@ -355,8 +355,9 @@ func (e *Engine) Tick(ctx context.Context, scheduleTime time.Time) (*Summary, er
 		return nil, fmt.Errorf("scheduler: tick: %w", derr)
 	}
 	goOn(e.sweep(ctx, &c, sum))
-	// Last, once the runs are handed off: a slow receiver holds no run.
-	e.deliverPending(ctx, &c)
+	// In the background: a tick that waited for a slow receiver would
+	// start the next tick late, and its runs with it.
+	e.deliverPendingBackground(ctx)
 	c.fill(sum)
 	read1, sched1 := e.readMeter()
 	sum.DocsRead, sum.SchedulesRead = read1-read0, sched1-sched0
@@ -388,17 +389,7 @@ func (e *Engine) TickHeld(ctx, execCtx context.Context, l *lease.Lease, sweep bo
 	}
 	if sweep {
 		e.startOrHandOff(execCtx, e.sweep(lctx, c, sum), c)
-		// In the background: the daemon's next tick does not wait for
-		// a slow receiver.
-		// One at a time: a second would read the same pending events
-		// and send them twice.
-		if e.notifying.CompareAndSwap(false, true) {
-			e.bg.Add(1)
-			go func() {
-				defer func() { e.notifying.Store(false); e.bg.Done() }()
-				e.deliverPending(execCtx, &counters{})
-			}()
-		}
+		e.deliverPendingBackground(execCtx)
 	}
 	c.fill(sum)
 	read1, sched1 := e.readMeter()

@@ -160,6 +160,26 @@ func (e *Engine) deliverPending(ctx context.Context, c *counters) {
 	wg.Wait()
 }
 
+// deliverPendingBackground runs the notification sweep in the background
+// (Wait waits for it), one at a time per engine: a second would read the
+// same pending events and send them twice. A tick never waits for it, so
+// a slow receiver delays no tick and no run. (On Cloud Run functions, whose
+// CPU is throttled once the answer is sent, it goes on at the instance's
+// next request; the notices stay on their runs meanwhile, and the next
+// tick's sweep delivers them if this one never does.)
+func (e *Engine) deliverPendingBackground(ctx context.Context) {
+	if !e.notifying.CompareAndSwap(false, true) {
+		return
+	}
+	e.bg.Add(1)
+	go func() {
+		defer func() { e.notifying.Store(false); e.bg.Done() }()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		e.deliverPending(dctx, &counters{})
+	}()
+}
+
 // deliver sends r's pending event to s's channel and settles the notice:
 // cleared when it was delivered (or there is no channel for it any more),
 // moved later with its error when not, given up after NotifyAttempts. Each
