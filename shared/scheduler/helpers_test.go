@@ -82,6 +82,9 @@ func init() {
 				return "", ctx.Err()
 			}
 		}
+		if args["fail"] != "" {
+			return "", fmt.Errorf("gate call %d: failing as asked", n)
+		}
 		return fmt.Sprintf("call %d", n), nil
 	})
 }

@@ -1,0 +1,182 @@
+package scheduler_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/emulator/emutest"
+	"github.com/baton-cron/baton/shared/notify"
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/scheduler"
+	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
+)
+
+const hookSecret = "0123456789abcdef-hook"
+
+// hook is a webhook receiver that counts the signed deliveries per
+// idempotency key (a bad signature fails the test).
+type hook struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	keys map[string]int
+	got  chan string
+}
+
+func newHook(t *testing.T) *hook {
+	h := &hook{keys: map[string]int{}, got: make(chan string, 100)}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := notify.Verify(hookSecret, r.Header.Get(notify.HeaderTimestamp), body, r.Header.Get(notify.HeaderSignature), time.Now(), time.Minute); err != nil {
+			t.Errorf("hook: %v", err)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		k := r.Header.Get(notify.HeaderIdempotencyKey)
+		h.mu.Lock()
+		h.keys[k]++
+		h.mu.Unlock()
+		h.got <- k
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *hook) count(key string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.keys[key]
+}
+
+// wait waits for a delivery of key.
+func (h *hook) wait(t *testing.T, key string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for h.count(key) == 0 {
+		select {
+		case <-h.got:
+		case <-deadline:
+			t.Fatalf("no delivery of %s within 20 s (got %v)", key, h.keys)
+		}
+	}
+}
+
+func notifyOn(url string, on ...schedule.Event) *schedule.Notify {
+	return &schedule.Notify{On: on, Webhook: &schedule.Webhook{URL: url, Secret: hookSecret}}
+}
+
+func allowLoopback(c *scheduler.Config) { c.AllowedTargets = []string{"127.0.0.1"} }
+
+// notice reads the outbox fields of run id.
+func notice(t *testing.T, st *mongostore.Store, id string) store.RunRecord {
+	t.Helper()
+	rd, err := st.Runs().Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *rd
+}
+
+// TestNotifyOutcomeWriteFault: the write that records a failed outcome,
+// and with it the failed event, meets a fault: refused, dropped, or landed
+// with its answer lost (both shapes). The event is delivered once or
+// twice, never zero times, and the notice is cleared afterwards. Mutation
+// that fails it: recordRun without deliverSoon and Tick without
+// deliverPending ("no delivery of o@…:failed").
+func TestNotifyOutcomeWriteFault(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		arm  func(t *testing.T, st *mongostore.Store)
+	}{
+		{"refused", func(t *testing.T, st *mongostore.Store) {
+			emutest.FailCommand(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")
+		}},
+		{"dropped connection", func(t *testing.T, st *mongostore.Store) {
+			emutest.FailCommandDrop(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")
+		}},
+		{"landed, answered a write concern error", func(t *testing.T, st *mongostore.Store) {
+			emutest.FailCommandAfterWrite(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")
+		}},
+		{"landed, answered DeadlineExceeded", func(t *testing.T, st *mongostore.Store) {
+			emutest.FailCommandCodeAfterRun(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, 262, "update")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHook(t)
+			b := setup(t, allowLoopback)
+			key, g := newGate(t, 1)
+			target := gateTarget(key)
+			target.Builtin.Args["fail"] = "yes"
+			b.addSchedule(t, schedule.Schedule{ID: "o", Cron: "* * * * *", Target: target, Notify: notifyOn(h.srv.URL, schedule.EventFailed)})
+			done := startBlockedTick(t, b, g, 1)
+			tc.arm(t, b.store) // the next runs update is the outcome's
+			g.open()
+			<-done
+			emutest.FailCommandOff(t, b.store)
+			const run = "o@20260302T090100Z"
+			if rd := notice(t, b.store, run); rd.Status != schedule.RunFailed {
+				t.Fatalf("run %s is %s, want failed", run, rd.Status)
+			}
+			// A later tick's sweep delivers whatever is still pending.
+			b.clock.Set(t0.Add(90 * time.Second))
+			b.tick(t)
+			h.wait(t, run+":failed")
+			b.eng.Wait()
+			if n := h.count(run + ":failed"); n > 2 {
+				t.Errorf("delivered %d times, want once or twice", n)
+			}
+			if rd := notice(t, b.store, run); !rd.NotifyAt.IsZero() {
+				t.Errorf("notice still pending after delivery: notifyAt %s", rd.NotifyAt)
+			}
+		})
+	}
+}
+
+// TestNotifyFailOverLostAnswer: the sweep fails over a run whose executor
+// died, and the failover's write lands but answers an error, so the sweep
+// believes it did not happen and delivers nothing at once. The failed
+// event is in that same write (the outbox), and the next sweep delivers
+// it. Mutation that fails it: FailOver without the notice in its $set,
+// queued only by a later write after a success ("no delivery of
+// dead@…:failed").
+func TestNotifyFailOverLostAnswer(t *testing.T) {
+	h := newHook(t)
+	b := setup(t, allowLoopback)
+	s := b.addSchedule(t, schedule.Schedule{ID: "dead", Cron: "0 0 1 1 *", Target: schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "noop"}},
+		Notify: notifyOn(h.srv.URL, schedule.EventFailed)})
+	// A run whose executor died mid-run: running, its heartbeat long
+	// stopped, under a job lease epoch nobody holds.
+	fire := t0.Add(-time.Hour)
+	id := schedule.RunID(s.ID, fire, schedule.SourceScheduled, 1)
+	rd := &store.RunRecord{Run: schedule.Run{ID: id, ScheduleID: s.ID, FireTime: fire, Source: schedule.SourceScheduled, Status: schedule.RunRunning,
+		Attempt: 1, Holder: "gone", Epoch: 7, CreatedAt: fire, StartedAt: fire, HeartbeatAt: fire}, SweepAt: fire.Add(time.Minute)}
+	if _, err := b.store.Runs().Insert(context.Background(), rd); err != nil {
+		t.Fatal(err)
+	}
+	emutest.FailCommandAfterWrite(t, b.store, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")
+	if sum := b.tick(t); sum.Failed != 0 || sum.Errors == 0 {
+		t.Fatalf("tick with the failover's answer lost: %+v, want an error and nothing counted failed", sum)
+	}
+	emutest.FailCommandOff(t, b.store)
+	b.eng.Wait()
+	if got := notice(t, b.store, id); got.Status != schedule.RunFailed || got.NotifyAt.IsZero() {
+		t.Fatalf("after the lost answer: status %s notifyAt %v, want failed with its notice queued", got.Status, got.NotifyAt)
+	}
+	if n := h.count(id + ":failed"); n != 0 {
+		t.Fatalf("delivered %d times before the sweep: the failover believed it failed", n)
+	}
+	b.clock.Set(t0.Add(time.Minute))
+	b.tick(t)
+	h.wait(t, id+":failed")
+	b.eng.Wait()
+	if got := notice(t, b.store, id); !got.NotifyAt.IsZero() {
+		t.Errorf("notice still pending after delivery: notifyAt %s", got.NotifyAt)
+	}
+}
