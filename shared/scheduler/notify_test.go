@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ const hookSecret = "0123456789abcdef-hook"
 // idempotency key (a bad signature fails the test).
 type hook struct {
 	srv  *httptest.Server
+	down atomic.Bool // answer 503, as a receiver that is down
 	mu   sync.Mutex
 	keys map[string]int
 	got  chan string
@@ -33,6 +35,10 @@ type hook struct {
 func newHook(t *testing.T) *hook {
 	h := &hook{keys: map[string]int{}, got: make(chan string, 100)}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.down.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		if err := notify.Verify(hookSecret, r.Header.Get(notify.HeaderTimestamp), body, r.Header.Get(notify.HeaderSignature), time.Now(), time.Minute); err != nil {
 			t.Errorf("hook: %v", err)
@@ -87,9 +93,12 @@ func notice(t *testing.T, st *mongostore.Store, id string) store.RunRecord {
 // TestNotifyOutcomeWriteFault: the write that records a failed outcome,
 // and with it the failed event, meets a fault: refused, dropped, or landed
 // with its answer lost (both shapes). The event is delivered once or
-// twice, never zero times, and the notice is cleared afterwards. Mutation
-// that fails it: recordRun without deliverSoon and Tick without
-// deliverPending ("no delivery of o@…:failed").
+// twice, never zero times, and the notice is cleared afterwards. The
+// receiver is down for the delivery right after the run, so the event
+// reaches it only through the notice the outcome write left on the run.
+// Mutations that fail it: Finish's write without the notice
+// (outcomeUpdate without withNotice), or Tick without deliverPending ("no
+// delivery of o@…:failed").
 func TestNotifyOutcomeWriteFault(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -117,15 +126,19 @@ func TestNotifyOutcomeWriteFault(t *testing.T) {
 			b.addSchedule(t, schedule.Schedule{ID: "o", Cron: "* * * * *", Target: target, Notify: notifyOn(h.srv.URL, schedule.EventFailed)})
 			done := startBlockedTick(t, b, g, 1)
 			tc.arm(t, b.store) // the next runs update is the outcome's
+			h.down.Store(true)
 			g.open()
 			<-done
 			emutest.FailCommandOff(t, b.store)
+			b.eng.Wait() // the delivery right after the run, which fails
+			h.down.Store(false)
 			const run = "o@20260302T090100Z"
 			if rd := notice(t, b.store, run); rd.Status != schedule.RunFailed {
 				t.Fatalf("run %s is %s, want failed", run, rd.Status)
 			}
-			// A later tick's sweep delivers whatever is still pending.
-			b.clock.Set(t0.Add(90 * time.Second))
+			// A later tick's sweep delivers whatever is still pending,
+			// after the failed delivery's backoff.
+			b.clock.Set(t0.Add(5 * time.Minute))
 			b.tick(t)
 			h.wait(t, run+":failed")
 			b.eng.Wait()
