@@ -28,7 +28,8 @@ type delivery struct {
 
 // receiver is a loopback webhook receiver that checks every request's
 // signature (a bad one fails the test) and records the deliveries. down,
-// while set, makes it answer 503, as a receiver that is down would.
+// while set, makes it hang for 4 s and then answer 503: a receiver that is
+// down, and slow to say so.
 type receiver struct {
 	t    *testing.T
 	srv  *httptest.Server
@@ -48,6 +49,10 @@ func newReceiver(t *testing.T) *receiver {
 
 func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	if rc.down.Load() {
+		select {
+		case <-time.After(4 * time.Second):
+		case <-r.Context().Done():
+		}
 		http.Error(w, "down", http.StatusServiceUnavailable)
 		return
 	}
@@ -100,9 +105,10 @@ func newFailingTarget(t *testing.T) *failingTarget {
 	return ft
 }
 
+// notifySchedule is a buffer_one schedule (the default): a delivery that
+// held its job lease would make the next fire meet it held.
 func notifySchedule(id, cron, target, hook string, on ...string) map[string]any {
 	s := httpSchedule(id, cron, target, "5s")
-	s["overlap"] = "allow"
 	s["notify"] = map[string]any{"on": on, "webhook": map[string]any{"url": hook, "secret": testWebhookSecret}}
 	return s
 }
@@ -167,9 +173,11 @@ func TestFailedRunNotifiesWithinTenSeconds(t *testing.T) {
 // TestReceiverDownDelaysNoRunAndLosesNoEvent: while the webhook answers
 // 503, runs go on on time; once it is back, every failed run's event
 // arrives (duplicates allowed, with the same idempotency key). Mutations
-// that fail it: deliverPending never called (events queued while down are
-// never sent); a failed delivery that clears the notice instead of moving
-// it (deliver's NoticeRetry → NoticeDone).
+// that fail it: a failed delivery that clears the notice instead of moving
+// it (deliver's NoticeRetry → NoticeDone: "events never delivered"); the
+// delivery right after a run made synchronous (deliverSoon without its
+// goroutine: the job lease is held through the slow receiver and the next
+// fire is buffered).
 func TestReceiverDownDelaysNoRunAndLosesNoEvent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -198,6 +206,7 @@ func TestReceiverDownDelaysNoRunAndLosesNoEvent(t *testing.T) {
 		Runs []struct {
 			ID         string    `json:"id"`
 			Status     string    `json:"status"`
+			Reason     string    `json:"reason"`
 			FireTime   time.Time `json:"fireTime"`
 			StartedAt  time.Time `json:"startedAt"`
 			FinishedAt time.Time `json:"finishedAt"`
@@ -206,6 +215,9 @@ func TestReceiverDownDelaysNoRunAndLosesNoEvent(t *testing.T) {
 	api(t, s.URL, s.Token, "GET", "/Schedules/schedules/flaky/runs?pageSize=100", nil, &page)
 	var failed []string
 	for _, r := range page.Runs {
+		if r.Status == "skipped" && r.Reason != scheduler.ReasonPaused {
+			t.Errorf("run %s skipped (%s): a fire met the previous run's job lease, which a delivery held", r.ID, r.Reason)
+		}
 		if r.Status != "failed" {
 			continue
 		}
