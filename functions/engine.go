@@ -60,12 +60,17 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 // starting instead of dropping every notification. The secret is never in
 // the error.
 func NotifyFromEnv(allowed []string) (*schedule.Notify, error) {
-	u := config.Get(config.EnvNotifyURL)
+	return NotifyChannel(config.Get(config.EnvNotifyURL), config.Get(config.EnvNotifySecret), config.List(config.EnvNotifyOn), allowed)
+}
+
+// NotifyChannel is NotifyFromEnv with the three settings given: the
+// webhook URL (empty: no channel), its secret and its events.
+func NotifyChannel(u, secret string, on, allowed []string) (*schedule.Notify, error) {
 	if u == "" {
 		return nil, nil
 	}
-	n := &schedule.Notify{Webhook: &schedule.Webhook{URL: u, Secret: schedule.Secret(config.Get(config.EnvNotifySecret))}}
-	for _, ev := range config.List(config.EnvNotifyOn) {
+	n := &schedule.Notify{Webhook: &schedule.Webhook{URL: u, Secret: schedule.Secret(secret)}}
+	for _, ev := range on {
 		n.On = append(n.On, schedule.Event(ev))
 	}
 	if err := n.Check(allowed); err != nil {

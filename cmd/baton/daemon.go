@@ -96,7 +96,7 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 				gpuPool = dis
 			}
 			allowed := config.List(config.EnvAllowedTargets)
-			defaultNotify, err := functions.NotifyFromEnv(allowed)
+			defaultNotify, err := functions.NotifyChannel(config.Get(config.EnvNotifyURL), config.Get(config.EnvNotifySecret), config.List(config.EnvNotifyOn), allowed)
 			if err != nil {
 				return usageError("daemon: %v", err)
 			}
