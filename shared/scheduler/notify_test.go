@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -191,5 +192,59 @@ func TestNotifyFailOverLostAnswer(t *testing.T) {
 	b.eng.Wait()
 	if got := notice(t, b.store, id); !got.NotifyAt.IsZero() {
 		t.Errorf("notice still pending after delivery: notifyAt %s", got.NotifyAt)
+	}
+}
+
+// TestNotifyGivesUpAfterAttempts: a receiver that never answers 2xx gets
+// NotifyAttempts deliveries, each after the backoff (the sweep does not
+// send it before), and then the event is given up: the notice is cleared
+// and the run keeps the last error. The run itself was recorded failed
+// before any delivery. Mutations that fail it: deliver without the attempts
+// check (the notice is never given up: "notice still pending"), or
+// NoticeRetry without moving notifyAt (sent on every tick: "delivered …
+// before its backoff").
+func TestNotifyGivesUpAfterAttempts(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusBadGateway)
+	}))
+	t.Cleanup(srv.Close)
+	b := setup(t, allowLoopback, func(c *scheduler.Config) { c.NotifyAttempts = 3; c.NotifyBackoff = time.Minute })
+	b.addSchedule(t, schedule.Schedule{ID: "g", Cron: "1 9 * * *", Target: schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "fail"}},
+		Notify: notifyOn(srv.URL, schedule.EventFailed)})
+	b.clock.Set(t0.Add(61 * time.Second))
+	b.tick(t) // runs it inline: failed, first delivery fails
+	b.eng.Wait()
+	const run = "g@20260302T090100Z"
+	if got := notice(t, b.store, run); got.Status != schedule.RunFailed || got.NotifyAttempts != 1 {
+		t.Fatalf("after the run: status %s attempts %d, want failed and 1 failed delivery", got.Status, got.NotifyAttempts)
+	}
+	// Before the backoff (1 min) the sweep leaves it alone.
+	b.clock.Set(t0.Add(90 * time.Second))
+	b.tick(t)
+	b.eng.Wait()
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("delivered %d times before its backoff, want 1", n)
+	}
+	// Second attempt after 1 min, third (the last) after 2 more.
+	for _, at := range []time.Duration{150 * time.Second, 5 * time.Minute} {
+		b.clock.Set(t0.Add(at))
+		b.tick(t)
+		b.eng.Wait()
+	}
+	got := notice(t, b.store, run)
+	if n := calls.Load(); n != 3 {
+		t.Errorf("%d deliveries, want 3 (NotifyAttempts)", n)
+	}
+	if !got.NotifyAt.IsZero() || got.NotifyAttempts != 3 || !strings.Contains(got.NotifyError, "502") {
+		t.Errorf("notice still pending, or its end not recorded: notifyAt %v attempts %d error %q; want cleared, 3, the 502", got.NotifyAt, got.NotifyAttempts, got.NotifyError)
+	}
+	b.clock.Set(t0.Add(time.Hour))
+	b.tick(t)
+	b.eng.Wait()
+	if n := calls.Load(); n != 3 {
+		t.Errorf("%d deliveries after giving up, want still 3", n)
 	}
 }
