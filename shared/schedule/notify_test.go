@@ -29,7 +29,7 @@ func TestSecretNeverPrinted(t *testing.T) {
 	slog.New(slog.NewJSONHandler(&logged, nil)).Info("schedule", "schedule", s, "webhook", s.Notify.Webhook, "secret", s.Notify.Webhook.Secret)
 	for how, out := range map[string]string{
 		"json": string(j), "slog": logged.String(),
-		"%v": fmt.Sprintf("%v", *s.Notify.Webhook), "%+v": fmt.Sprintf("%+v", *s.Notify.Webhook), "%s": fmt.Sprintf("%s", s.Notify.Webhook.Secret),
+		"%v": fmt.Sprintf("%v", *s.Notify.Webhook), "%+v": fmt.Sprintf("%+v", *s.Notify.Webhook), "%v of the secret": fmt.Sprint(s.Notify.Webhook.Secret),
 	} {
 		if strings.Contains(out, secret) {
 			t.Errorf("%s shows the secret: %s", how, out)
