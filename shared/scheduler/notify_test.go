@@ -2,15 +2,18 @@ package scheduler_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/baton-cron/baton/emulator/emutest"
@@ -247,4 +250,120 @@ func TestNotifyGivesUpAfterAttempts(t *testing.T) {
 	if n := calls.Load(); n != 3 {
 		t.Errorf("%d deliveries after giving up, want still 3", n)
 	}
+}
+
+// payloads records the signed payloads a receiver got, by idempotency key.
+type payloads struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	got map[string]notify.Payload
+}
+
+func newPayloads(t *testing.T) *payloads {
+	p := &payloads{got: map[string]notify.Payload{}}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := notify.Verify(hookSecret, r.Header.Get(notify.HeaderTimestamp), body, r.Header.Get(notify.HeaderSignature), time.Now(), time.Minute); err != nil {
+			t.Errorf("hook: %v", err)
+		}
+		var pl notify.Payload
+		if err := json.Unmarshal(body, &pl); err != nil {
+			t.Errorf("hook: %s: %v", body, err)
+		}
+		if r.Header.Get(notify.HeaderEvent) != pl.Event {
+			t.Errorf("hook: %s %q, body event %q", notify.HeaderEvent, r.Header.Get(notify.HeaderEvent), pl.Event)
+		}
+		p.mu.Lock()
+		p.got[r.Header.Get(notify.HeaderIdempotencyKey)] = pl
+		p.mu.Unlock()
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *payloads) keys() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for k := range p.got {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestNotifyEvents: each event is sent when, and only when, the schedule
+// asks for it: skipped for an overlap skip (with its reason), misfire for
+// each fire buffer_one collapsed, recovered for a retry that succeeded;
+// and nothing for events it did not ask for. Mutations that fail it: the
+// overlap skip's Skip without its notice; buffer_one's Skip queuing
+// skipped instead of misfire; outcomeEvent without recovered.
+func TestNotifyEvents(t *testing.T) {
+	t.Parallel()
+	t.Run("skipped", func(t *testing.T) {
+		t.Parallel()
+		p := newPayloads(t)
+		b := setup(t, allowLoopback)
+		key, g := newGate(t, 1)
+		b.addSchedule(t, schedule.Schedule{ID: "sk", Cron: "* * * * *", Overlap: schedule.OverlapSkip, Target: gateTarget(key),
+			Notify: notifyOn(p.srv.URL, schedule.EventSkipped, schedule.EventFailed)})
+		done := startBlockedTick(t, b, g, 1)
+		b.clock.Set(t0.Add(2*time.Minute + time.Second))
+		b.tick(t)
+		g.open()
+		<-done
+		b.eng.Wait()
+		if diff := cmp.Diff([]string{"sk@20260302T090200Z:skipped"}, p.keys()); diff != "" {
+			t.Fatalf("deliveries (-want,+got):\n%s", diff)
+		}
+		pl := p.got["sk@20260302T090200Z:skipped"]
+		if pl.Status != "skipped" || !strings.Contains(pl.Reason, "overlap skip") || pl.Schedule != "sk" || !pl.FireTime.Equal(t0.Add(2*time.Minute)) {
+			t.Errorf("skipped payload %+v", pl)
+		}
+	})
+	t.Run("misfire", func(t *testing.T) {
+		t.Parallel()
+		p := newPayloads(t)
+		b := setup(t, allowLoopback)
+		key, g := newGate(t, 1)
+		b.addSchedule(t, schedule.Schedule{ID: "mf", Cron: "* * * * *", Target: gateTarget(key),
+			Notify: notifyOn(p.srv.URL, schedule.EventMisfire)})
+		done := startBlockedTick(t, b, g, 1)
+		for m := 2; m <= 3; m++ {
+			b.clock.Set(t0.Add(time.Duration(m)*time.Minute + time.Second))
+			b.tick(t)
+		}
+		g.open()
+		<-done
+		b.eng.Wait()
+		want := []string{"mf@20260302T090200Z:misfire", "mf@20260302T090300Z:misfire"}
+		if diff := cmp.Diff(want, p.keys()); diff != "" {
+			t.Fatalf("deliveries (-want,+got):\n%s", diff)
+		}
+		if pl := p.got[want[0]]; !strings.Contains(pl.Reason, scheduler.ReasonBuffered) || pl.Status != "skipped" {
+			t.Errorf("misfire payload %+v", pl)
+		}
+	})
+	t.Run("recovered", func(t *testing.T) {
+		t.Parallel()
+		p := newPayloads(t)
+		b := setup(t, allowLoopback)
+		key, _ := newGate(t, 0)
+		target := gateTarget(key)
+		target.Builtin.Args["fail"] = "first"
+		b.addSchedule(t, schedule.Schedule{ID: "rc", Cron: "1 9 * * *", Target: target, Retry: schedule.Retry{MaxAttempts: 2, Backoff: schedule.Duration(time.Second)},
+			Notify: notifyOn(p.srv.URL, schedule.EventRecovered)})
+		b.clock.Set(t0.Add(61 * time.Second))
+		b.tick(t) // attempt 1 fails: no event asked for
+		b.eng.Wait()
+		b.clock.Set(t0.Add(5 * time.Minute))
+		b.tick(t) // the sweep runs the retry, which succeeds
+		b.eng.Wait()
+		if diff := cmp.Diff([]string{"rc@20260302T090100Z-a2:recovered"}, p.keys()); diff != "" {
+			t.Fatalf("deliveries (-want,+got):\n%s", diff)
+		}
+		if pl := p.got["rc@20260302T090100Z-a2:recovered"]; pl.Status != "succeeded" || pl.Attempt != 2 || pl.Source != "retry" {
+			t.Errorf("recovered payload %+v", pl)
+		}
+	})
 }
