@@ -253,6 +253,13 @@ func (e *Engine) post(ctx context.Context, w *schedule.Webhook, r *runDoc) error
 	req.Header.Set(notify.HeaderSignature, notify.Sign(w.Secret.Reveal(), ts, body))
 	resp, err := e.notifyHTTP.Do(req)
 	if err != nil {
+		// Not the *url.Error itself, which quotes the whole URL: a
+		// webhook URL often carries its own token in the path (Slack's
+		// do), and this error is logged and kept on the run.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
 		return fmt.Errorf("notify webhook %s: %w", u.Host, err)
 	}
 	defer func() { _ = resp.Body.Close() }()

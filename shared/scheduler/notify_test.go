@@ -367,3 +367,26 @@ func TestNotifyEvents(t *testing.T) {
 		}
 	})
 }
+
+// TestNotifyErrorHidesTheURL: a delivery that cannot connect records (and
+// logs) the host, not the URL, whose path may be the webhook's own token.
+// Mutation that fails it: post returning the *url.Error as it is.
+func TestNotifyErrorHidesTheURL(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL + "/services/T0/B0/tok3n-in-the-path"
+	srv.Close() // nothing listens: the dial fails
+	b := setup(t, allowLoopback)
+	b.addSchedule(t, schedule.Schedule{ID: "u", Cron: "1 9 * * *", Target: schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "fail"}},
+		Notify: notifyOn(url, schedule.EventFailed)})
+	b.clock.Set(t0.Add(61 * time.Second))
+	b.tick(t)
+	b.eng.Wait()
+	got := notice(t, b.store, "u@20260302T090100Z")
+	if got.NotifyAttempts != 1 || got.NotifyError == "" {
+		t.Fatalf("after a failed delivery: attempts %d error %q, want 1 and the error", got.NotifyAttempts, got.NotifyError)
+	}
+	if strings.Contains(got.NotifyError, "tok3n") {
+		t.Errorf("the recorded error shows the webhook URL's path: %s", got.NotifyError)
+	}
+}
