@@ -1,10 +1,13 @@
 package functions
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/lease"
+	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 )
 
@@ -34,6 +37,7 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 		IDToken: config.Get(config.EnvTargetIDToken) == "true",
 		Tasks:   d.Tasks,
 		Metrics: d.Metrics,
+		Notify:  d.Notify, ConsoleURL: d.ConsoleURL, NotifyBackoff: d.NotifyBackoff,
 	}
 	if d.GPUPool != "" {
 		dis, err := NewGPUDispatcher(d)
@@ -47,4 +51,42 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 		return nil, fmt.Errorf("functions: scheduler engine: %w", err)
 	}
 	return eng, nil
+}
+
+// NotifyFromEnv returns the default notification channel that
+// BATON_NOTIFY_WEBHOOK_URL, BATON_NOTIFY_WEBHOOK_SECRET and BATON_NOTIFY_ON
+// describe, checked as a schedule's notify block is (allowed is
+// BATON_ALLOWED_TARGETS), or nil when the URL is unset. A bad setting is an
+// error naming the variable, so that a typo stops the function from
+// starting instead of dropping every notification. The secret is never in
+// the error.
+func NotifyFromEnv(allowed []string) (*schedule.Notify, error) {
+	return NotifyChannel(config.Get(config.EnvNotifyURL), config.Get(config.EnvNotifySecret), config.List(config.EnvNotifyOn), allowed)
+}
+
+// NotifyChannel is NotifyFromEnv with the three settings given: the
+// webhook URL (empty: no channel), its secret and its events.
+func NotifyChannel(u, secret string, on, allowed []string) (*schedule.Notify, error) {
+	if u == "" {
+		return nil, nil
+	}
+	n := &schedule.Notify{Webhook: &schedule.Webhook{URL: u, Secret: schedule.Secret(secret)}}
+	for _, ev := range on {
+		n.On = append(n.On, schedule.Event(ev))
+	}
+	if err := n.Check(allowed); err != nil {
+		var fe *schedule.FieldError
+		name := config.EnvNotifyURL
+		if errors.As(err, &fe) {
+			switch {
+			case strings.HasPrefix(fe.Field, "notify.on"):
+				name = config.EnvNotifyOn
+			case fe.Field == "notify.webhook.secret":
+				name = config.EnvNotifySecret
+			}
+			return nil, fmt.Errorf("functions: %s: %s", name, fe.Reason)
+		}
+		return nil, fmt.Errorf("functions: %s: %w", name, err)
+	}
+	return n, nil
 }

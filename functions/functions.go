@@ -76,6 +76,14 @@ type Deps struct {
 	// MetricsHandler, when set, serves the metrics at /metrics on Mux
 	// (baton local's Prometheus text). The cloud exports instead.
 	MetricsHandler http.Handler
+	// Notify is the default notification channel
+	// (BATON_NOTIFY_WEBHOOK_URL, _SECRET, BATON_NOTIFY_ON); nil means
+	// none. ConsoleURL is BATON_CONSOLE_URL.
+	Notify     *schedule.Notify
+	ConsoleURL string
+	// NotifyBackoff is the delay after a failed webhook delivery; zero
+	// means scheduler.DefaultNotifyBackoff. Tests shorten it.
+	NotifyBackoff time.Duration
 
 	closers []func() error
 	health  tickHealth
@@ -174,6 +182,10 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 		return nil, fmt.Errorf("functions: %s: %w", config.EnvAllowedTargets, err)
 	}
 	var err error
+	if d.Notify, err = NotifyFromEnv(d.AllowedTargets); err != nil {
+		return nil, err
+	}
+	d.ConsoleURL = config.Get(config.EnvConsoleURL)
 	if d.TickLeaseTTL, err = config.Duration(config.EnvTickLeaseTTL); err != nil {
 		return nil, err
 	}

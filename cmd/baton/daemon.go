@@ -99,12 +99,18 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 				}
 				gpuPool = dis
 			}
+			allowed := config.List(config.EnvAllowedTargets)
+			defaultNotify, err := functions.NotifyChannel(config.Get(config.EnvNotifyURL), config.Get(config.EnvNotifySecret), config.List(config.EnvNotifyOn), allowed)
+			if err != nil {
+				return usageError("daemon: %v", err)
+			}
 			eng, err := scheduler.New(scheduler.Config{
 				Store: st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log, EpochFloor: scheduler.EpochFloor(st), Metrics: met}),
-				TickLeaseTTL: ttl, AllowedTargets: config.List(config.EnvAllowedTargets), Logger: log,
+				TickLeaseTTL: ttl, AllowedTargets: allowed, Logger: log,
 				IDToken: config.Get(config.EnvTargetIDToken) == "true",
 				GPU:     gpuPool,
 				Metrics: met,
+				Notify:  defaultNotify, ConsoleURL: config.Get(config.EnvConsoleURL),
 			})
 			if err != nil {
 				return fmt.Errorf("daemon: %w", err)

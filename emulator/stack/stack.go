@@ -104,6 +104,9 @@ type Config struct {
 	// never gets a Write timeout, whatever this says: /Run and /Tick
 	// execute targets for up to 30 minutes.
 	ServerTimeouts httpapi.Timeouts
+	// NotifyBackoff is the delay after a failed notification delivery;
+	// zero means the scheduler's default. Tests shorten it.
+	NotifyBackoff time.Duration
 }
 
 // Stack is a running local stack.
@@ -230,7 +233,13 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		AllowedTargets: []string{"127.0.0.1", "localhost", "::1"},
 		GPUPool:        pool,
 		// The local stack ticks at --tick, which may be a second.
-		SubMinute: true,
+		SubMinute:     true,
+		NotifyBackoff: cfg.NotifyBackoff,
+		ConsoleURL:    config.Get(config.EnvConsoleURL),
+	}
+	// The default channel, as the cloud's functions read it.
+	if deps.Notify, err = functions.NotifyFromEnv(deps.AllowedTargets); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
 	}
 	// Metrics on a registry of this stack's own, served at /metrics.
 	local, err := metrics.NewLocal(metrics.Options{})

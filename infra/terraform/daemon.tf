@@ -13,6 +13,12 @@ locals {
   # (tests/terraform_test.go compares the two), minus BATON_TOKEN and
   # STORAGE_EMULATOR_HOST (never in the cloud) and PORT (Cloud Run sets it).
   daemon_env = {
+    # The default notification channel (docs/notifications.md).
+    BATON_NOTIFY_WEBHOOK_URL    = var.notify_webhook_url
+    BATON_NOTIFY_WEBHOOK_SECRET = var.notify_webhook_secret
+    BATON_NOTIFY_ON             = var.notify_on
+    BATON_CONSOLE_URL           = var.console_url
+
     BATON_MONGO_URI       = local.mongo_uri
     BATON_DATABASE        = var.database_name
     BATON_BUCKET          = google_storage_bucket.baton.name

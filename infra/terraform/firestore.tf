@@ -54,6 +54,8 @@ locals {
     # scheduler: the highest fence a lease wrote, read when its lease object is missing (EpochFloor).
     { collection = "schedules", fields = [{ path = "fence", order = "DESCENDING" }] },
     { collection = "runs", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "fence", order = "DESCENDING" }] },
+    # scheduler: the notification sweep (runs with an event still to deliver, oldest first).
+    { collection = "runs", fields = [{ path = "notifyAt", order = "ASCENDING" }] },
     # gpu: the queue, best job first (priority, then age).
     { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "priority", order = "DESCENDING" }, { path = "createdAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # gpu: expired job leases.

@@ -53,6 +53,12 @@ locals {
       memory        = "512Mi"
       max_instances = 10
       env = {
+        # The default notification channel (docs/notifications.md).
+        BATON_NOTIFY_WEBHOOK_URL    = var.notify_webhook_url
+        BATON_NOTIFY_WEBHOOK_SECRET = var.notify_webhook_secret
+        BATON_NOTIFY_ON             = var.notify_on
+        BATON_CONSOLE_URL           = var.console_url
+
         BATON_MONGO_URI             = local.mongo_uri
         BATON_DATABASE              = var.database_name
         BATON_BUCKET                = google_storage_bucket.baton.name
@@ -86,6 +92,12 @@ locals {
       # get 429s, each one using up an attempt of the task.
       max_instances = var.tasks_max_concurrent_dispatches
       env = {
+        # The default notification channel (docs/notifications.md).
+        BATON_NOTIFY_WEBHOOK_URL    = var.notify_webhook_url
+        BATON_NOTIFY_WEBHOOK_SECRET = var.notify_webhook_secret
+        BATON_NOTIFY_ON             = var.notify_on
+        BATON_CONSOLE_URL           = var.console_url
+
         BATON_MONGO_URI             = local.mongo_uri
         BATON_DATABASE              = var.database_name
         BATON_BUCKET                = google_storage_bucket.baton.name
@@ -107,6 +119,12 @@ locals {
       memory        = "256Mi"
       max_instances = 10
       env = {
+        # The default notification channel (docs/notifications.md).
+        BATON_NOTIFY_WEBHOOK_URL    = var.notify_webhook_url
+        BATON_NOTIFY_WEBHOOK_SECRET = var.notify_webhook_secret
+        BATON_NOTIFY_ON             = var.notify_on
+        BATON_CONSOLE_URL           = var.console_url
+
         BATON_MONGO_URI       = local.mongo_uri
         BATON_DATABASE        = var.database_name
         BATON_BUCKET          = google_storage_bucket.baton.name

@@ -550,3 +550,52 @@ variable "gpu_budget_services" {
     error_message = "gpu_budget_services must list billing service ids such as services/152E-C115-5142."
   }
 }
+
+# The default notification channel (docs/notifications.md): every schedule
+# without a notify block of its own sends its events here. Empty sends none.
+variable "notify_webhook_url" {
+  description = "Default notification webhook (BATON_NOTIFY_WEBHOOK_URL of Tick, Run and Schedules), for every schedule without a notify block. Its host must be in allowed_targets. Empty means no default channel."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.notify_webhook_url == "" || can(regex("^https?://", var.notify_webhook_url))
+    error_message = "notify_webhook_url must be an http(s) URL, or empty."
+  }
+}
+
+variable "notify_webhook_secret" {
+  description = "Secret that signs the default webhook's requests (BATON_NOTIFY_WEBHOOK_SECRET), at least 16 bytes: generate one with `openssl rand -base64 32`. Required with notify_webhook_url."
+
+  # Empty by default, as is the webhook: no channel, no secret.
+  sensitive = true
+  type      = string
+  default   = ""
+
+  validation {
+    condition     = var.notify_webhook_secret == "" || length(var.notify_webhook_secret) >= 16
+    error_message = "notify_webhook_secret must be at least 16 bytes (openssl rand -base64 32 makes 44)."
+  }
+}
+
+variable "notify_on" {
+  description = "Comma-separated events the default webhook gets (BATON_NOTIFY_ON): failed, skipped, misfire, recovered."
+  type        = string
+  default     = "failed"
+
+  validation {
+    condition     = alltrue([for e in split(",", var.notify_on) : contains(["failed", "skipped", "misfire", "recovered"], trimspace(e))])
+    error_message = "notify_on must list failed, skipped, misfire or recovered, separated by commas."
+  }
+}
+
+variable "console_url" {
+  description = "Base URL of the console (BATON_CONSOLE_URL): each notification links to <console_url>/runs/<id>. Empty leaves the link out."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.console_url == "" || can(regex("^https?://", var.console_url))
+    error_message = "console_url must be an http(s) URL, or empty."
+  }
+}

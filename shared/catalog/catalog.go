@@ -394,6 +394,9 @@ func (s *Service) apply(cur *schedule.Schedule, patch map[string]any) (*schedule
 	}
 	now := s.now()
 	next.ID = cur.ID
+	// The merge went through cur's JSON, which shows a stored webhook
+	// secret as its placeholder: keep the secret itself.
+	schedule.KeepSecret(next, cur)
 	if err := s.prepare(next, now); err != nil {
 		return nil, err
 	}

@@ -66,6 +66,13 @@ const (
 	// EnvFirestoreLocation is the database's location when Terraform's
 	// firestore_location put it elsewhere than the region (nam5, say).
 	EnvFirestoreLocation = "BATON_FIRESTORE_LOCATION"
+	// EnvNotifyURL, EnvNotifySecret and EnvNotifyOn are the default
+	// notification channel, for schedules without a notify block.
+	EnvNotifyURL    = "BATON_NOTIFY_WEBHOOK_URL"
+	EnvNotifySecret = "BATON_NOTIFY_WEBHOOK_SECRET" //nolint:gosec // the name of an env var, not a credential
+	EnvNotifyOn     = "BATON_NOTIFY_ON"
+	// EnvConsoleURL is the console's base URL, which notifications link to.
+	EnvConsoleURL = "BATON_CONSOLE_URL"
 	// EnvTickURL is the Tick function's URL, which baton doctor compares
 	// with the Scheduler job's target.
 	EnvTickURL = "BATON_TICK_URL"
@@ -117,6 +124,10 @@ var Vars = []Var{
 	{EnvMetrics, append(functions, CLI), "auto", "`auto` exports metrics to Cloud Monitoring when running in the cloud (K_SERVICE set) and not otherwise; `on` always; `off` never. `baton local` serves them as Prometheus text at `/metrics` either way (docs/observability.md)."},
 	{EnvMetricsInterval, append(functions, CLI), "60s", "How often a cloud instance exports its metrics; each instance also flushes on shutdown (SIGTERM)."},
 	{EnvMetricsScheduleLabel, append(functions, CLI), "true", "`false` drops the `schedule` label from the run metrics, for deployments with many schedules (bounded cardinality)."},
+	{EnvNotifyURL, []string{FnTick, FnSchedules, FnRun, CLI}, "", "Default notification webhook, for every schedule without a `notify` block of its own (docs/notifications.md). Must be on `BATON_ALLOWED_TARGETS`, like an http target. Empty means no default channel."},
+	{EnvNotifySecret, []string{FnTick, FnSchedules, FnRun, CLI}, "", "Secret (at least 16 bytes) that signs the default webhook's requests (`X-Baton-Signature`). Required when `BATON_NOTIFY_WEBHOOK_URL` is set; never logged."},
+	{EnvNotifyOn, []string{FnTick, FnSchedules, FnRun, CLI}, "failed", "Comma-separated events the default webhook gets: `failed`, `skipped`, `misfire`, `recovered`."},
+	{EnvConsoleURL, []string{FnTick, FnSchedules, FnRun, CLI}, "", "Base URL of the console; each notification links to `$BATON_CONSOLE_URL/runs/<id>`. Empty leaves the link out."},
 	{EnvSubMinute, []string{FnSchedules}, "false", "`true` when something ticks at second granularity (`baton daemon`, deployed by Terraform with `daemon_image`). Otherwise a seconds-level cron is refused with 400 instead of being fired once a minute."},
 }
 

@@ -115,6 +115,8 @@ func walkJSON(dec *json.Decoder, tok json.Token, t reflect.Type, path string) er
 		if _, err := strconv.ParseInt(string(n), 10, t.Bits()); err != nil {
 			return &FieldError{Field: path, Reason: fmt.Sprintf("must be an integer that fits in %d bits, not %s", t.Bits(), httpapi.Cut(string(n)))}
 		}
+	case reflect.Slice:
+		return walkArray(dec, tok, t.Elem(), path)
 	case reflect.Map:
 		return walkObject(dec, tok, path, func(key string) (reflect.Type, error) { return t.Elem(), nil })
 	case reflect.Struct:
@@ -173,6 +175,29 @@ func walkObject(dec *json.Decoder, tok json.Token, path string, typeOf func(stri
 		return inside(err)
 	} else if d, ok := end.(json.Delim); !ok || d != '}' {
 		return &FieldError{Field: path, Reason: "object is not closed"}
+	}
+	return nil
+}
+
+// walkArray checks an array's elements against elem, naming a bad one by
+// its index ("notify.on[1]").
+func walkArray(dec *json.Decoder, tok json.Token, elem reflect.Type, path string) error {
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return typeError(path, "an array", tok)
+	}
+	for i := 0; dec.More(); i++ {
+		vt, err := dec.Token()
+		if err != nil {
+			return inside(err)
+		}
+		if err := walkJSON(dec, vt, elem, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			return err
+		}
+	}
+	if end, err := dec.Token(); err != nil { // the closing ']'
+		return inside(err)
+	} else if d, ok := end.(json.Delim); !ok || d != ']' {
+		return &FieldError{Field: path, Reason: "array is not closed"}
 	}
 	return nil
 }

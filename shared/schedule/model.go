@@ -227,6 +227,9 @@ type Schedule struct {
 	// default 30s. The lease is heartbeated, so runs may last much longer.
 	LeaseTTL Duration `bson:"leaseTTL" json:"leaseTTL"`
 	Enabled  bool     `bson:"enabled" json:"enabled"`
+	// Notify, when set, sends events about the schedule's runs to a
+	// webhook (notify.go).
+	Notify *Notify `bson:"notify,omitempty" json:"notify,omitempty"`
 	// NextRunAt is the next fire time, in UTC. The tick reads schedules with
 	// enabled && nextRunAt <= now.
 	NextRunAt time.Time `bson:"nextRunAt" json:"nextRunAt"`

@@ -252,6 +252,9 @@ func (s *Schedule) validate(o ValidateOptions) error {
 	if err := durationIn("leaseTTL", s.LeaseTTL, MinLeaseTTL, MaxLeaseTTL); err != nil {
 		return err
 	}
+	if err := s.Notify.validate(o.AllowedHosts); err != nil {
+		return err
+	}
 	return s.checkSize()
 }
 
@@ -388,7 +391,12 @@ func (h *HTTPTarget) validate(allowed []string) error {
 // https, a host, no userinfo, no fragment, and a host on the allowlist (see
 // IsAllowedHost). Errors are *FieldError naming "target.http.url".
 func CheckTargetURL(raw string, allowed []string) (*url.URL, error) {
-	const field = "target.http.url"
+	return checkURL("target.http.url", raw, allowed)
+}
+
+// checkURL is CheckTargetURL for the URL at field: a notification webhook
+// goes out through the same allowlist and the same rules as a target.
+func checkURL(field, raw string, allowed []string) (*url.URL, error) {
 	if raw == "" {
 		return nil, fieldErr(field, "is required")
 	}

@@ -100,6 +100,22 @@ type Config struct {
 	// Workers bounds the schedules executed concurrently by one tick;
 	// default 32.
 	Workers int
+	// Notify is the default notification channel, for schedules without a
+	// notify block of their own (BATON_NOTIFY_WEBHOOK_URL, _SECRET, _ON);
+	// nil means none.
+	Notify *schedule.Notify
+	// ConsoleURL, when set, is the console's base URL: notifications link
+	// to a run at ConsoleURL/runs/<id> (BATON_CONSOLE_URL).
+	ConsoleURL string
+	// NotifyTimeout bounds one webhook request; default
+	// DefaultNotifyTimeout.
+	NotifyTimeout time.Duration
+	// NotifyBackoff is the delay after a failed delivery, doubling per
+	// attempt up to MaxNotifyBackoff; default DefaultNotifyBackoff.
+	NotifyBackoff time.Duration
+	// NotifyAttempts is how many deliveries an event gets before it is
+	// given up; default DefaultNotifyAttempts.
+	NotifyAttempts int
 	// Tasks hands decided runs to the execution plane (Cloud Tasks → the
 	// Run function). nil executes them in this process: after deciding in
 	// Tick (which then waits for its slowest target: only for tests and the
@@ -121,9 +137,13 @@ type Engine struct {
 	schedules store.Schedules
 	runs      store.Runs
 	http      *http.Client
-	idClients sync.Map // audience → *http.Client
+	// notifyHTTP sends webhooks: the guarded client, without redirects.
+	notifyHTTP *http.Client
+	idClients  sync.Map // audience → *http.Client
 
 	bg sync.WaitGroup
+	// notifying is set while TickHeld's notification sweep runs.
+	notifying atomic.Bool
 
 	// beforeInsert, when set (tests), runs when a schedule is about to have
 	// its runs inserted, after the tick lease was last checked: where a
@@ -171,6 +191,15 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.GPUPoll <= 0 {
 		cfg.GPUPoll = DefaultGPUPoll
 	}
+	if cfg.NotifyTimeout <= 0 {
+		cfg.NotifyTimeout = DefaultNotifyTimeout
+	}
+	if cfg.NotifyBackoff <= 0 {
+		cfg.NotifyBackoff = DefaultNotifyBackoff
+	}
+	if cfg.NotifyAttempts <= 0 {
+		cfg.NotifyAttempts = DefaultNotifyAttempts
+	}
 	e := &Engine{
 		cfg:       cfg,
 		now:       clock.Or(cfg.Clock).Now,
@@ -187,6 +216,7 @@ func New(cfg Config) (*Engine, error) {
 		e.http = &http.Client{}
 	}
 	e.http = guardClient(e.http, cfg.AllowedTargets, cfg.LookupIP)
+	e.notifyHTTP = noRedirects(e.http)
 	return e, nil
 }
 
@@ -335,6 +365,9 @@ func (e *Engine) Tick(ctx context.Context, scheduleTime time.Time) (*Summary, er
 		return nil, fmt.Errorf("scheduler: tick: %w", derr)
 	}
 	goOn(e.sweep(ctx, &c, sum))
+	// In the background: a tick that waited for a slow receiver would
+	// start the next tick late, and its runs with it.
+	e.deliverPendingBackground(ctx)
 	c.fill(sum)
 	read1, sched1 := e.readMeter()
 	sum.DocsRead, sum.SchedulesRead = read1-read0, sched1-sched0
@@ -369,6 +402,7 @@ func (e *Engine) TickHeld(ctx, execCtx context.Context, l *lease.Lease, sweep bo
 	}
 	if sweep {
 		e.startOrHandOff(execCtx, e.sweep(lctx, c, sum), c)
+		e.deliverPendingBackground(execCtx)
 	}
 	c.fill(sum)
 	read1, sched1 := e.readMeter()

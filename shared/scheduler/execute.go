@@ -341,6 +341,10 @@ func (e *Engine) recordRun(ctx context.Context, s *schedule.Schedule, r *runDoc,
 		// cannot (the insert fails, or the process dies first).
 		o.RetryOwedAt = now.Add(e.reservation())
 	}
+	if ev := outcomeEvent(&r.Run, o.Status); ev != "" {
+		// Queued by the outcome's own write: both land, or neither.
+		o.Notice = e.notice(s, ev, now)
+	}
 	// Leased runs retry the outcome for as long as they hold the lease
 	// (ctx ends when it is lost), bounded; an allow run has no lease to
 	// keep the sweep off it, only its last heartbeat's window.
@@ -355,6 +359,7 @@ func (e *Engine) recordRun(ctx context.Context, s *schedule.Schedule, r *runDoc,
 		e.log.Warn("record run outcome refused", "run", r.ID, "status", status, "err", err)
 		return
 	}
+	e.deliverSoon(ctx, s, finished(r, o))
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer wcancel()
 	e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(status), r.StartedAt, now)
@@ -488,11 +493,28 @@ func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, wh
 	if r.Source == schedule.SourceRetry || r.Source == schedule.SourceMisfire {
 		return
 	}
-	now := e.now().UTC()
-	mark := func(reason string) error { return e.runs.Skip(ctx, r.ID, reason, now) }
+	now := e.now().UTC().Truncate(time.Millisecond)
+	// mark records r skipped with reason, queuing event ev in the same
+	// write; sent delivers it at once. (A buffered fire's misfire event
+	// waits for the misfire flag: a fire put back for the sweep was not
+	// collapsed after all, and PutBack withdraws its notice.)
+	var skipped runDoc
+	mark := func(reason string, ev schedule.Event) error {
+		n := e.notice(s, ev, now)
+		if err := e.runs.Skip(ctx, r.ID, reason, now, n); err != nil {
+			return err
+		}
+		skipped = *r
+		skipped.Status, skipped.Reason, skipped.FinishedAt = schedule.RunSkipped, reason, now
+		if n != nil {
+			skipped.NotifyAt, skipped.NotifyEvent = n.At, n.Event
+		}
+		return nil
+	}
+	sent := func() { e.deliverSoon(ctx, s, skipped) }
 	switch s.Overlap {
 	case schedule.OverlapSkip:
-		if err := mark("overlap skip: the previous run is still running; " + who); err != nil {
+		if err := mark("overlap skip: the previous run is still running; "+who, schedule.EventSkipped); err != nil {
 			if !errors.Is(err, store.ErrConflict) {
 				c.errors.Add(1)
 				e.log.Error("record skipped run failed", "run", r.ID, "err", err)
@@ -501,8 +523,9 @@ func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, wh
 		}
 		c.skipped.Add(1)
 		e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(schedule.RunSkipped), time.Time{}, now)
+		sent()
 	default: // buffer_one
-		if err := mark(ReasonBuffered + ": the previous run is still running; " + who + "; collapsed into one misfire run"); err != nil {
+		if err := mark(ReasonBuffered+": the previous run is still running; "+who+"; collapsed into one misfire run", schedule.EventMisfire); err != nil {
 			if !errors.Is(err, store.ErrConflict) {
 				c.errors.Add(1)
 				e.log.Error("record buffered run failed", "run", r.ID, "err", err)
@@ -534,6 +557,7 @@ func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, wh
 		c.misfired.Add(1)
 		// Buffered: recorded skipped, with a misfire run to cover it.
 		e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(schedule.RunSkipped), time.Time{}, now)
+		sent()
 		// The holder may have checked the flag and released just before
 		// we set it. Try to take the lease: if we get it, the misfire is
 		// ours to run; if it is still held, its holder checks the flag

@@ -199,7 +199,10 @@ func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJo
 		o.Error = truncate(reason, 1024)
 	}
 	var s *schedule.Schedule
-	if status == schedule.RunFailed && retryable {
+	ev := outcomeEvent(&r.Run, status)
+	if (status == schedule.RunFailed && retryable) || ev != "" {
+		// For its retry policy, and for its notify block: the event is
+		// queued by the outcome's own write.
 		var got schedule.Schedule
 		switch err := e.getSchedule(ctx, r.ScheduleID, &got); {
 		case errors.Is(err, store.ErrNotFound):
@@ -211,9 +214,12 @@ func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJo
 			s = &got
 		}
 	}
-	if s != nil && r.Attempt < max(s.Retry.MaxAttempts, 1) {
+	if s != nil && retryable && status == schedule.RunFailed && r.Attempt < max(s.Retry.MaxAttempts, 1) {
 		// The owed-retry mark, as runTarget leaves it.
 		o.RetryOwedAt = now.Add(e.reservation())
+	}
+	if ev != "" {
+		o.Notice = e.notice(s, ev, now)
 	}
 	err := e.runs.FinishSwept(ctx, r.ID, r.SweepAt, o)
 	if err != nil {
@@ -226,6 +232,7 @@ func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJo
 		return
 	}
 	e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(status), r.StartedAt, now)
+	e.deliverSoon(ctx, s, finished(r, o))
 	if status == schedule.RunSucceeded {
 		c.succeeded.Add(1)
 		e.log.Info("gpu run finished", "run", r.ID, "job", r.GPUJob, "status", status)
@@ -233,7 +240,7 @@ func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJo
 	}
 	c.failed.Add(1)
 	e.log.Warn("gpu run failed", "run", r.ID, "job", r.GPUJob, "reason", reason)
-	if s != nil {
+	if s != nil && retryable {
 		e.retry(ctx, s, &r.Run, now, c)
 	}
 }

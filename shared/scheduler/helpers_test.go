@@ -82,6 +82,10 @@ func init() {
 				return "", ctx.Err()
 			}
 		}
+		// fail: "first" fails the first call only, anything else every one.
+		if f := args["fail"]; f != "" && (f != "first" || n == 1) {
+			return "", fmt.Errorf("gate call %d: failing as asked", n)
+		}
 		return fmt.Sprintf("call %d", n), nil
 	})
 }

@@ -76,11 +76,28 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 		}
 		msg := fmt.Sprintf("heartbeat stopped: last heartbeat at %s by %s (epoch %d); failed over at %s",
 			r.HeartbeatAt.UTC().Format(time.RFC3339), r.Holder, r.Epoch, now.Format(time.RFC3339))
+		// Read before the failover, whose write queues the schedule's
+		// failed event (its notify block says whether): a failover
+		// without it would lose the event. Unreadable, the run waits for
+		// the next sweep; deleted, it fails over with the default
+		// channel and no retry.
+		var s *schedule.Schedule
+		var got schedule.Schedule
+		switch err := e.getSchedule(ctx, r.ScheduleID, &got); {
+		case err == nil:
+			s = &got
+		case !errors.Is(err, store.ErrNotFound):
+			c.errors.Add(1)
+			e.log.Error("read schedule for failover failed; the next sweep tries again", "run", r.ID, "err", err)
+			continue
+		}
+		at := now.Truncate(time.Millisecond)
+		n := e.notice(s, schedule.EventFailed, at)
 		// Conditional on the sweepAt we read: a heartbeat that lands
 		// meanwhile moves it, and the run stays alive. The failed run
 		// keeps a sweepAt (an owed-retry mark) until retry below has
 		// recorded its retry, or found that none is owed.
-		err := e.runs.FailOver(ctx, r.ID, r.SweepAt, msg, now, now.Add(e.reservation()))
+		err := e.runs.FailOver(ctx, r.ID, r.SweepAt, msg, now, now.Add(e.reservation()), n)
 		if err != nil {
 			if !errors.Is(err, store.ErrConflict) {
 				c.errors.Add(1)
@@ -91,15 +108,11 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 		c.failed.Add(1)
 		e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(schedule.RunFailed), r.StartedAt, now)
 		e.log.Warn("run failed over", "run", r.ID, "reason", msg)
-		var s schedule.Schedule
-		if err := e.getSchedule(ctx, r.ScheduleID, &s); err != nil {
-			if !errors.Is(err, store.ErrNotFound) {
-				c.errors.Add(1)
-				e.log.Error("read schedule for retry failed", "run", r.ID, "err", err)
-			}
-			continue
+		e.deliverSoon(ctx, s, finished(r, store.RunOutcome{Status: schedule.RunFailed, FinishedAt: now, Error: msg, Notice: n}))
+		if s == nil {
+			continue // deleted: nothing to retry
 		}
-		e.retry(ctx, &s, &r.Run, now, c)
+		e.retry(ctx, s, &r.Run, now, c)
 	}
 }
 
@@ -324,7 +337,9 @@ func (e *Engine) deferRun(ctx context.Context, r *runDoc, reserved, until time.T
 }
 
 func (e *Engine) abandon(ctx context.Context, r *runDoc, reason string, now time.Time, c *counters) {
-	err := e.runs.Skip(ctx, r.ID, reason, now)
+	// No notice: a run skipped because its schedule was paused or
+	// deleted is the operator's doing, not news to them.
+	err := e.runs.Skip(ctx, r.ID, reason, now, nil)
 	if err == nil {
 		e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(schedule.RunSkipped), time.Time{}, now)
 	}

@@ -24,6 +24,25 @@ type RunRecord struct {
 	// while they still carry its epoch: a newer tick that decided the same
 	// fire time has adopted it by then. Runs no tick decided have none.
 	TickFence int64 `bson:"tickFence,omitempty"`
+	// NotifyAt is the notification outbox: set, the run owes its schedule
+	// a NotifyEvent, due for delivery at NotifyAt. The write that records
+	// the run's outcome sets it, so the outcome and the event land
+	// together or not at all; a delivery clears it (NoticeDone).
+	NotifyAt    time.Time      `bson:"notifyAt,omitempty"`
+	NotifyEvent schedule.Event `bson:"notifyEvent,omitempty"`
+	// NotifyAttempts counts the failed deliveries; NotifyError is the last
+	// one's error, and stays when delivery gave up.
+	NotifyAttempts int    `bson:"notifyAttempts,omitempty"`
+	NotifyError    string `bson:"notifyError,omitempty"`
+}
+
+// Notice is the event an outcome write queues on its run (the outbox): the
+// event, due for delivery at At. A nil *Notice queues nothing.
+type Notice struct {
+	Event schedule.Event
+	// At is when the event is due, in milliseconds (as the database keeps
+	// it): a delivery's clear is conditional on it.
+	At time.Time
 }
 
 // RunClaim is what a claim records on the run it moves from pending to
@@ -64,6 +83,8 @@ type RunOutcome struct {
 	// RetryOwedAt, when set, keeps the owed-retry mark (sweepAt) on a
 	// failed run until its retry is recorded; zero clears sweepAt.
 	RetryOwedAt time.Time
+	// Notice, when set, is queued by the same write (see RunRecord.NotifyAt).
+	Notice *Notice
 }
 
 // Runs is the scheduler's view of the runs collection: deterministic-id
@@ -98,8 +119,9 @@ type Runs interface {
 	// tickFence epoch (not adopted by a newer tick); otherwise ErrConflict.
 	UndoStale(ctx context.Context, id string, epoch int64, reason string, at time.Time) error
 	// Skip records a pending run skipped with reason, finished at at, and
-	// clears its sweepAt. Guard: the run is pending; otherwise ErrConflict.
-	Skip(ctx context.Context, id, reason string, at time.Time) error
+	// clears its sweepAt; n, when set, is queued by the same write. Guard:
+	// the run is pending; otherwise ErrConflict.
+	Skip(ctx context.Context, id, reason string, at time.Time, n *Notice) error
 	// PutBack returns a run that Skip recorded at skippedAt to pending,
 	// due for the sweep at sweepAt, clearing its reason and finishedAt.
 	// Guard: the run is skipped with that finishedAt; otherwise
@@ -146,10 +168,10 @@ type Runs interface {
 	FinishSwept(ctx context.Context, id string, sweptAt time.Time, o RunOutcome) error
 	// FailOver records failed, with reason, at at, a running run whose
 	// heartbeat stopped, and leaves the owed-retry mark retryOwedAt as its
-	// sweepAt. Guard: the run is running with the sweepAt the sweep read
-	// (sweptAt): a heartbeat that landed meanwhile wins; otherwise
-	// ErrConflict.
-	FailOver(ctx context.Context, id string, sweptAt time.Time, reason string, at, retryOwedAt time.Time) error
+	// sweepAt; n, when set, is queued by the same write. Guard: the run is
+	// running with the sweepAt the sweep read (sweptAt): a heartbeat that
+	// landed meanwhile wins; otherwise ErrConflict.
+	FailOver(ctx context.Context, id string, sweptAt time.Time, reason string, at, retryOwedAt time.Time, n *Notice) error
 	// RetryRecorded clears a failed run's owed-retry mark. Guard: the run
 	// is failed and carries the mark; otherwise ErrConflict.
 	RetryRecorded(ctx context.Context, id string) error
@@ -175,6 +197,22 @@ type Runs interface {
 	// createdAt (by the same tick) whose sweepAt is after now, the one
 	// with the latest sweepAt, or an error wrapping ErrNotFound.
 	LiveSibling(ctx context.Context, scheduleID string, createdAt, now time.Time) (*RunRecord, error)
+
+	// PendingNotices returns up to limit runs whose notice is due (notifyAt
+	// at or before now), the oldest first: the notification sweep. One
+	// indexed read; runs owing nothing are not read.
+	PendingNotices(ctx context.Context, now time.Time, limit int) ([]RunRecord, error)
+	// NoticeDone clears the notice of run id, queued for at: it was
+	// delivered, or (gaveUp non-empty, recorded as notifyError) delivery
+	// gave up. Guard: the run's notifyAt is at, so of two deliverers that
+	// raced, one clears and the other gets ErrConflict (the event went
+	// out twice, never zero times). A lost answer wraps ErrUnknownOutcome:
+	// the notice may still be there, and is delivered again.
+	NoticeDone(ctx context.Context, id string, at time.Time, gaveUp string) error
+	// NoticeRetry records a failed delivery (errMsg) of run id's notice
+	// queued for at, counts it in notifyAttempts and moves the notice to
+	// next. Guard and lost answers as NoticeDone's.
+	NoticeRetry(ctx context.Context, id string, at, next time.Time, errMsg string) error
 
 	// HighestFence is the highest job lease epoch recorded as the fence of
 	// any run of schedule scheduleID (0 when none): part of its job

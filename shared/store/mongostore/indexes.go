@@ -60,6 +60,10 @@ var SchedulerIndexes = []Index{
 	// is missing.
 	{Collection: schedule.SchedulesCollection, Name: "fence", Keys: bson.D{{Key: "fence", Value: -1}}},
 	{Collection: schedule.RunsCollection, Name: "fence", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "fence", Value: -1}}},
+	// The notification sweep (PendingNotices): runs whose event is still
+	// to be delivered, oldest first. Only runs with an event owed carry
+	// notifyAt, so the read grows with pending events, not with runs.
+	{Collection: schedule.RunsCollection, Name: "notify", Keys: bson.D{{Key: "notifyAt", Value: 1}}},
 }
 
 // GPUIndexes are the indexes the GPU dispatcher's queries need.

@@ -34,18 +34,29 @@ func byRunID(id string, more ...bson.E) bson.D {
 
 func statusIs(s schedule.RunStatus) bson.E { return bson.E{Key: "status", Value: s} }
 
-// skipUpdate records a run skipped with reason at at and clears its
-// sweepAt.
-func skipUpdate(reason string, at time.Time) bson.D {
+// skipUpdate records a run skipped with reason at at, clears its sweepAt
+// and queues n.
+func skipUpdate(reason string, at time.Time, n *store.Notice) bson.D {
+	set := withNotice(bson.D{{Key: "status", Value: schedule.RunSkipped}, {Key: "reason", Value: reason}, {Key: "finishedAt", Value: at}}, n)
 	return bson.D{
-		{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunSkipped}, {Key: "reason", Value: reason}, {Key: "finishedAt", Value: at}}},
+		{Key: "$set", Value: set},
 		{Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}},
 	}
 }
 
-// outcomeUpdate sets the outcome fields set and either keeps the
-// owed-retry mark at o.RetryOwedAt or clears sweepAt.
+// withNotice adds to an outcome's $set the notice n (the outbox), so that
+// the outcome and its event land in one write.
+func withNotice(set bson.D, n *store.Notice) bson.D {
+	if n == nil {
+		return set
+	}
+	return append(set, bson.E{Key: "notifyAt", Value: n.At}, bson.E{Key: "notifyEvent", Value: n.Event})
+}
+
+// outcomeUpdate sets the outcome fields set, queues o.Notice, and either
+// keeps the owed-retry mark at o.RetryOwedAt or clears sweepAt.
 func outcomeUpdate(set bson.D, o store.RunOutcome) bson.D {
+	set = withNotice(set, o.Notice)
 	if !o.RetryOwedAt.IsZero() {
 		return bson.D{{Key: "$set", Value: append(set, bson.E{Key: "sweepAt", Value: o.RetryOwedAt})}}
 	}
@@ -81,18 +92,18 @@ func (r runs) Adopt(ctx context.Context, id string, epoch int64) error {
 func (r runs) UndoStale(ctx context.Context, id string, epoch int64, reason string, at time.Time) error {
 	return r.c().UpdateOne(ctx,
 		byRunID(id, statusIs(schedule.RunPending), bson.E{Key: "tickFence", Value: epoch}),
-		skipUpdate(reason, at))
+		skipUpdate(reason, at, nil))
 }
 
-func (r runs) Skip(ctx context.Context, id, reason string, at time.Time) error {
-	return r.c().UpdateOne(ctx, byRunID(id, statusIs(schedule.RunPending)), skipUpdate(reason, at))
+func (r runs) Skip(ctx context.Context, id, reason string, at time.Time, n *store.Notice) error {
+	return r.c().UpdateOne(ctx, byRunID(id, statusIs(schedule.RunPending)), skipUpdate(reason, at, n))
 }
 
 func (r runs) PutBack(ctx context.Context, id string, skippedAt, sweepAt time.Time) error {
 	return r.c().UpdateOne(ctx,
 		byRunID(id, statusIs(schedule.RunSkipped), bson.E{Key: "finishedAt", Value: skippedAt}),
 		bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: schedule.RunPending}, {Key: "sweepAt", Value: sweepAt}}},
-			{Key: "$unset", Value: bson.D{{Key: "reason", Value: ""}, {Key: "finishedAt", Value: ""}}}})
+			{Key: "$unset", Value: bson.D{{Key: "reason", Value: ""}, {Key: "finishedAt", Value: ""}, {Key: "notifyAt", Value: ""}, {Key: "notifyEvent", Value: ""}}}})
 }
 
 func (r runs) MarkWaiting(ctx context.Context, id string) error {
@@ -185,12 +196,12 @@ func (r runs) FinishSwept(ctx context.Context, id string, sweptAt time.Time, o s
 	return r.c().UpdateOne(ctx, byRunID(id, statusIs(schedule.RunRunning), bson.E{Key: "sweepAt", Value: sweptAt}), outcomeUpdate(set, o))
 }
 
-func (r runs) FailOver(ctx context.Context, id string, sweptAt time.Time, reason string, at, retryOwedAt time.Time) error {
+func (r runs) FailOver(ctx context.Context, id string, sweptAt time.Time, reason string, at, retryOwedAt time.Time, n *store.Notice) error {
 	return r.c().UpdateOne(ctx,
 		byRunID(id, statusIs(schedule.RunRunning), bson.E{Key: "sweepAt", Value: sweptAt}),
 		bson.D{
-			{Key: "$set", Value: bson.D{statusIs(schedule.RunFailed), {Key: "error", Value: reason}, {Key: "finishedAt", Value: at},
-				{Key: "sweepAt", Value: retryOwedAt}}},
+			{Key: "$set", Value: withNotice(bson.D{statusIs(schedule.RunFailed), {Key: "error", Value: reason}, {Key: "finishedAt", Value: at},
+				{Key: "sweepAt", Value: retryOwedAt}}, n)},
 		})
 }
 
@@ -232,6 +243,33 @@ func (r runs) LiveSibling(ctx context.Context, scheduleID string, createdAt, now
 		bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunRunning), {Key: "createdAt", Value: createdAt},
 			{Key: "sweepAt", Value: bson.D{{Key: "$gt", Value: now}}}},
 		options.FindOne().SetSort(bson.D{{Key: "sweepAt", Value: -1}}))
+}
+
+func (r runs) PendingNotices(ctx context.Context, now time.Time, limit int) ([]store.RunRecord, error) {
+	var out []store.RunRecord
+	err := r.c().Find(ctx, bson.D{{Key: "notifyAt", Value: bson.D{{Key: "$lte", Value: now}}}}, &out,
+		options.Find().SetSort(bson.D{{Key: "notifyAt", Value: 1}}).SetLimit(int64(limit)))
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (r runs) NoticeDone(ctx context.Context, id string, at time.Time, gaveUp string) error {
+	upd := bson.D{{Key: "$unset", Value: bson.D{{Key: "notifyAt", Value: ""}}}}
+	if gaveUp != "" {
+		upd = append(upd,
+			bson.E{Key: "$set", Value: bson.D{{Key: "notifyError", Value: gaveUp}}},
+			bson.E{Key: "$inc", Value: bson.D{{Key: "notifyAttempts", Value: 1}}})
+	}
+	return r.c().UpdateOne(ctx, byRunID(id, bson.E{Key: "notifyAt", Value: at}), upd)
+}
+
+func (r runs) NoticeRetry(ctx context.Context, id string, at, next time.Time, errMsg string) error {
+	return r.c().UpdateOne(ctx, byRunID(id, bson.E{Key: "notifyAt", Value: at}), bson.D{
+		{Key: "$set", Value: bson.D{{Key: "notifyAt", Value: next}, {Key: "notifyError", Value: errMsg}}},
+		{Key: "$inc", Value: bson.D{{Key: "notifyAttempts", Value: 1}}},
+	})
 }
 
 // HighestFence implements store.Runs.

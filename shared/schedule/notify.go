@@ -1,0 +1,145 @@
+package schedule
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+)
+
+// Event is something about a run that a schedule's notify block can ask to
+// be told of. It is stored and sent as its string ("failed").
+type Event string
+
+// Notification events. "missed" (a fire time nothing decided) is not one
+// yet: it needs the tick to see fire times it did not decide, which is item
+// 3 of issue 15.
+const (
+	EventFailed    Event = "failed"    // a run ended failed (its target failed, or its heartbeat stopped)
+	EventSkipped   Event = "skipped"   // overlap skip recorded a fire time skipped, with its reason
+	EventMisfire   Event = "misfire"   // buffer_one collapsed a busy fire time into a misfire run
+	EventRecovered Event = "recovered" // a retry succeeded: the attempt before it failed
+)
+
+// AllEvents lists every notification event, in the order the API's error
+// messages name them. It returns a new slice each call.
+func AllEvents() []Event { return []Event{EventFailed, EventSkipped, EventMisfire, EventRecovered} }
+
+// Valid reports whether e is one of the events.
+func (e Event) Valid() bool { return slices.Contains(AllEvents(), e) }
+
+// Notify says which events of a schedule's runs are sent, and where.
+type Notify struct {
+	// On lists the events sent; empty sends none.
+	On []Event `bson:"on" json:"on"`
+	// Webhook is the channel: a signed POST per event (shared/notify).
+	Webhook *Webhook `bson:"webhook,omitempty" json:"webhook,omitempty"`
+}
+
+// Wants reports whether n sends event e. A nil Notify sends nothing.
+func (n *Notify) Wants(e Event) bool {
+	return n != nil && n.Webhook != nil && slices.Contains(n.On, e)
+}
+
+// Webhook is a notification channel that POSTs signed JSON.
+type Webhook struct {
+	// URL must be http(s) and on BATON_ALLOWED_TARGETS, as an http
+	// target's: the request goes through the same SSRF guard.
+	URL string `bson:"url" json:"url"`
+	// Secret keys the HMAC-SHA256 signature. The API never returns it.
+	Secret Secret `bson:"secret" json:"secret"`
+}
+
+// SecretPlaceholder is what the API shows for a webhook secret that is
+// set. A schedule written back with it (a merge patch of another field, or
+// a GET edited and PUT back) keeps the stored secret (KeepSecret).
+const SecretPlaceholder = "[set]"
+
+// MinSecretBytes is the shortest webhook secret accepted: 128 bits.
+const MinSecretBytes = 16
+
+// Secret is a webhook secret. It is stored as given, but every way of
+// printing it (JSON, slog, %v) shows SecretPlaceholder, so neither the API
+// nor a log line carries it.
+type Secret string
+
+// MarshalJSON writes SecretPlaceholder for a set secret, "" for none.
+func (s Secret) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
+
+// String hides the secret.
+func (s Secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return SecretPlaceholder
+}
+
+// LogValue hides the secret from slog.
+func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// Reveal returns the secret itself, for signing.
+func (s Secret) Reveal() string { return string(s) }
+
+// KeepSecret gives next the stored webhook secret of cur where next
+// carries SecretPlaceholder: the API showed the placeholder, and a client
+// that sends it back means "unchanged".
+func KeepSecret(next, cur *Schedule) {
+	if next.Notify == nil || next.Notify.Webhook == nil || next.Notify.Webhook.Secret != SecretPlaceholder {
+		return
+	}
+	if cur != nil && cur.Notify != nil && cur.Notify.Webhook != nil {
+		next.Notify.Webhook.Secret = cur.Notify.Webhook.Secret
+	}
+}
+
+// Check validates n as a schedule's notify block is validated (the
+// allowlist, the events, the secret's length), for a channel that is not
+// in a schedule: the deployment's default. Errors are *FieldError naming
+// the field under "notify".
+func (n *Notify) Check(allowed []string) error { return n.validate(allowed) }
+
+// validate checks a notify block; nil is valid (no notifications).
+func (n *Notify) validate(allowed []string) error {
+	if n == nil {
+		return nil
+	}
+	if len(n.On) > len(AllEvents()) {
+		return fieldErr("notify.on", "has %d events; at most %d", len(n.On), len(AllEvents()))
+	}
+	names := make([]string, 0, len(AllEvents()))
+	for _, e := range AllEvents() {
+		names = append(names, string(e))
+	}
+	for i, e := range n.On {
+		if !e.Valid() {
+			return fieldErr(httpapiIndex("notify.on", i), "unknown event %q; want %s", e, strings.Join(names, ", "))
+		}
+		if slices.Index(n.On, e) != i {
+			return fieldErr(httpapiIndex("notify.on", i), "%q appears more than once", e)
+		}
+	}
+	if n.Webhook == nil {
+		if len(n.On) > 0 {
+			return fieldErr("notify.webhook", "is required when notify.on names events")
+		}
+		return nil
+	}
+	if _, err := checkURL("notify.webhook.url", n.Webhook.URL, allowed); err != nil {
+		return err
+	}
+	if n.Webhook.Secret == SecretPlaceholder {
+		return fieldErr("notify.webhook.secret", "is %q, the placeholder the API shows for a stored secret, but this schedule has none: send the secret itself", SecretPlaceholder)
+	}
+	if len(n.Webhook.Secret) < MinSecretBytes {
+		return fieldErr("notify.webhook.secret", "is %d bytes; at least %d (it keys an HMAC-SHA256 signature)", len(n.Webhook.Secret), MinSecretBytes)
+	}
+	if len(n.Webhook.Secret) > MaxHeaderValueLen {
+		return fieldErr("notify.webhook.secret", "is %d bytes; at most %d", len(n.Webhook.Secret), MaxHeaderValueLen)
+	}
+	return nil
+}
+
+// httpapiIndex names element i of the array at field, as DecodeSchedule
+// names it.
+func httpapiIndex(field string, i int) string { return fmt.Sprintf("%s[%d]", field, i) }
