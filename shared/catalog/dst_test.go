@@ -20,7 +20,7 @@ func TestDSTPolicyThroughTheAPI(t *testing.T) {
 	for body, field := range map[string]string{
 		`{"id":"bad1","cron":"30 2 * * *","dst":{"gap":"jump"},"target":{"type":"builtin","builtin":{"name":"noop"}}}`:   "dst.gap",
 		`{"id":"bad2","cron":"30 2 * * *","dst":{"repeat":"all"},"target":{"type":"builtin","builtin":{"name":"noop"}}}`: "dst.repeat",
-		`{"id":"bad3","cron":"@every 1h","dst":{"gap":"skip"},"target":{"type":"builtin","builtin":{"name":"noop"}}}`:     "dst",
+		`{"id":"bad3","cron":"@every 1h","dst":{"gap":"skip"},"target":{"type":"builtin","builtin":{"name":"noop"}}}`:    "dst",
 	} {
 		res := b.do(t, http.MethodPost, "/schedules", body)
 		if res.Status != http.StatusBadRequest || !strings.Contains(string(res.Body), `"field":"`+field+`"`) {

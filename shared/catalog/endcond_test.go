@@ -27,8 +27,8 @@ func TestEndConditionsThroughTheAPI(t *testing.T) {
 	past := t0.Add(-time.Hour).Format(time.RFC3339)
 	for body, field := range map[string]string{
 		`{"id":"b1","cron":"0 * * * *","startAt":"` + start.Format(time.RFC3339) + `","endAt":"` + past + `","target":{"type":"builtin","builtin":{"name":"noop"}}}`: "endAt",
-		`{"id":"b2","cron":"0 * * * *","endAt":"` + past + `","target":{"type":"builtin","builtin":{"name":"noop"}}}`:                                                  "endAt",
-		`{"id":"b3","cron":"0 * * * *","remainingRuns":-1,"target":{"type":"builtin","builtin":{"name":"noop"}}}`:                                                       "remainingRuns",
+		`{"id":"b2","cron":"0 * * * *","endAt":"` + past + `","target":{"type":"builtin","builtin":{"name":"noop"}}}`:                                                "endAt",
+		`{"id":"b3","cron":"0 * * * *","remainingRuns":-1,"target":{"type":"builtin","builtin":{"name":"noop"}}}`:                                                    "remainingRuns",
 	} {
 		res := b.do(t, http.MethodPost, "/schedules", body)
 		if res.Status != http.StatusBadRequest || !strings.Contains(string(res.Body), `"field":"`+field+`"`) {

@@ -24,15 +24,20 @@ func hashOf(id, salt string) uint64 {
 	return h.Sum64()
 }
 
+// hashMod is h mod n for n > 0, in [0, n).
+func hashMod(h uint64, n int64) int64 {
+	return int64(h % uint64(n)) //nolint:gosec // n > 0, and the result is below n, which is an int64
+}
+
 // JitterOffset is the stable offset in [0, jitter) that a schedule with
 // this id adds to each fire time, in whole seconds (fire times are whole
 // seconds). A jitter under a second gives 0.
 func JitterOffset(id string, jitter time.Duration) time.Duration {
-	secs := uint64(jitter / time.Second)
-	if secs == 0 {
+	secs := int64(jitter / time.Second)
+	if secs <= 0 {
 		return 0
 	}
-	return time.Duration(hashOf(id, "jitter")%secs) * time.Second
+	return time.Duration(hashMod(hashOf(id, "jitter"), secs)) * time.Second
 }
 
 // jitterSpec shifts every fire time of a spec by a fixed offset. The shift
@@ -234,12 +239,12 @@ func hashItem(item string, field int, id string) (string, error) {
 	}
 	seed := hashOf(id, "H"+strconv.Itoa(field))
 	if m[3] == "" {
-		return strconv.Itoa(lo + int(seed%uint64(hi-lo+1))), nil
+		return strconv.Itoa(lo + int(hashMod(seed, int64(hi-lo+1)))), nil
 	}
 	step, _ := strconv.Atoi(m[3])
 	if step < 1 || step > hi-lo+1 {
 		return "", cronError("%s field %q: the step must be from 1 to %d", fieldNames[field], item, hi-lo+1)
 	}
-	start := lo + int(seed%uint64(step))
+	start := lo + int(hashMod(seed, int64(step)))
 	return fmt.Sprintf("%d-%d/%d", start, hi, step), nil
 }
