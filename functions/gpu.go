@@ -2,8 +2,13 @@ package functions
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
+
+	"cloud.google.com/go/storage"
 
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/gpu"
@@ -16,7 +21,7 @@ func init() {
 }
 
 // buildGPU serves the operators' GPU API (gpu.OperatorRoutes: enqueue,
-// list, read, cancel, pool) and refuses the workers' callbacks with 421
+// list, read, cancel, logs, pool) and refuses the workers' callbacks with 421
 // wrong_function: those are GPUCallback's. In the cloud operators hold invoker on GPU and
 // workers on GPUCallback only, so neither reaches the other's routes, and
 // locally the same split holds on one server (/GPU and /GPUCallback).
@@ -67,6 +72,28 @@ func NewGPUDispatcher(d *Deps) (*gpu.Dispatcher, error) {
 	if d.Token != "" {
 		auth = gpu.BearerAuthorizer(d.Token)
 	}
-	return gpu.New(gpu.Config{Store: d.Store, Pool: pool, HTTPClient: d.HTTPClient, Authorize: auth,
-		Clock: d.Clock, ClockSkew: d.ClockSkew, Logger: d.Logger})
+	cfg := gpu.Config{Store: d.Store, Pool: pool, HTTPClient: d.HTTPClient, Authorize: auth,
+		Clock: d.Clock, ClockSkew: d.ClockSkew, Logger: d.Logger}
+	if d.Storage != nil && d.Bucket != "" {
+		cfg.Outputs = bucketOutputs{d.Storage.Bucket(d.Bucket)}
+	}
+	return gpu.New(cfg)
+}
+
+// bucketOutputs reads the GPU workers' output objects from the
+// deployment's own bucket (gpu.Outputs). The bucket is the function's
+// BATON_BUCKET, never one named by a job record.
+type bucketOutputs struct{ b *storage.BucketHandle }
+
+// Open opens the object for reading, with fs.ErrNotExist when it is absent
+// (not written yet: a worker's upload appears when the command ends).
+func (o bucketOutputs) Open(ctx context.Context, object string) (io.ReadCloser, int64, error) {
+	r, err := o.b.Object(object).NewReader(ctx)
+	if errors.Is(err, storage.ErrObjectNotExist) {
+		return nil, 0, fmt.Errorf("gpu logs: %s: %w", object, fs.ErrNotExist)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("gpu logs: open %s: %w", object, err)
+	}
+	return r, r.Attrs.Size, nil
 }

@@ -13,12 +13,14 @@ import (
 func init() { register(config.FnSchedules, newSchedules) }
 
 // newSchedules builds the Schedules function: the REST API for schedules and
-// run history (flow 4). The service and its routes live in shared/catalog.
+// run history (flow 4), and GET /leases (leases.go). The service and its
+// routes live in shared/catalog.
 func newSchedules(d *Deps) (http.Handler, error) {
 	if err := d.NeedStore(); err != nil {
-		return httpapi.RequireToken(d.Token, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// GET /leases needs only the bucket, so it still serves.
+		return httpapi.RequireToken(d.Token, withLeases(d, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			httpapi.WriteError(w, r, err)
-		})), nil
+		}))), nil
 	}
 	if err := d.NeedPageSecret(); err != nil {
 		return nil, err
@@ -38,5 +40,5 @@ func newSchedules(d *Deps) (http.Handler, error) {
 		opts.Triggerer = eng
 	}
 	h := catalog.NewHandler(catalog.New(d.Store, opts), catalog.HandlerOptions{})
-	return httpapi.RequireToken(d.Token, h), nil
+	return httpapi.RequireToken(d.Token, withLeases(d, h)), nil
 }

@@ -46,7 +46,7 @@ type Routes int
 const (
 	// AllRoutes serves every route on one handler (tests, benchmarks).
 	AllRoutes Routes = iota
-	// OperatorRoutes serves enqueue, list, read, cancel and the pool view,
+	// OperatorRoutes serves enqueue, list, read, cancel, logs and the pool view,
 	// and refuses the worker callbacks with 421 (CodeWrongFunction): the
 	// GPU function.
 	OperatorRoutes
@@ -64,6 +64,7 @@ const (
 //	POST /gpu/jobs/{id}:cancel          cancel a queued or running job
 //	POST /gpu/jobs/{id}:heartbeat       worker: {slot, epoch}; 409 when stale or cancelled
 //	POST /gpu/jobs/{id}:complete        worker: {slot, epoch, exitCode, …}; 409 when stale
+//	GET  /gpu/jobs/{id}/logs?stream=stdout|stderr&attempt=N   the worker's output object, text/plain
 //	GET  /gpu/pool                      each slot with its job, epoch and lease left
 //
 // Authentication is the caller's job (httpapi.RequireToken locally, IAM in
@@ -121,7 +122,11 @@ func wrongFunction(format string, args ...any) *httpapi.Error {
 // route dispatches by hand: ServeMux wildcards cannot express "{id}:cancel".
 func route(d *Dispatcher, w http.ResponseWriter, r *http.Request) error {
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	if len(parts) < 2 || parts[0] != "gpu" || len(parts) > 3 || (parts[1] != "jobs" && parts[1] != "pool") {
+	// Four segments only for /gpu/jobs/{id}/logs; IsCallback never
+	// matches them, so OperatorRoutes serve it and CallbackRoutes refuse
+	// it with 421.
+	logs := len(parts) == 4 && parts[1] == "jobs" && parts[3] == "logs"
+	if len(parts) < 2 || parts[0] != "gpu" || (len(parts) > 3 && !logs) || (parts[1] != "jobs" && parts[1] != "pool") {
 		return httpapi.NotFound("no route for %s; see /gpu/jobs and /gpu/pool", r.URL.Path)
 	}
 	ctx := r.Context()
@@ -176,6 +181,8 @@ func route(d *Dispatcher, w http.ResponseWriter, r *http.Request) error {
 		httpapi.WriteJSON(w, http.StatusOK, JobPage{Jobs: jobs, NextPageToken: next})
 	case parts[1] == "jobs" && len(parts) == 3:
 		return jobRoute(d, w, r, parts[2])
+	case logs:
+		return logsRoute(d, w, r, parts[2])
 	default:
 		return httpapi.NotFound("no route for %s", r.URL.Path)
 	}

@@ -57,6 +57,9 @@ type Config struct {
 	ClockSkew time.Duration
 	// Logger; nil means slog.Default().
 	Logger *slog.Logger
+	// Outputs reads the workers' stdout and stderr objects for GET
+	// /gpu/jobs/{id}/logs; nil answers that route 503 naming BATON_BUCKET.
+	Outputs Outputs
 }
 
 // Dispatcher is the busy-aware GPU dispatcher. It is safe for concurrent

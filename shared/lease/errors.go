@@ -29,6 +29,10 @@ var (
 	// ErrBadTTL: the ttl is too short for a heartbeat to fit in the trust
 	// window, or the options are inconsistent. InvalidArgument.
 	ErrBadTTL = errcode.New(errcode.InvalidArgument, "lease: bad ttl")
+	// ErrBadPageToken: a ListPage token that ListPage did not issue for
+	// this prefix (made up, edited, or from another list). It is a
+	// store.ErrBadPageToken: InvalidArgument.
+	ErrBadPageToken = errcode.Wrap(errcode.InvalidArgument, store.ErrBadPageToken, "lease: invalid page token")
 )
 
 // HeldError says who holds a lease and until when it is theirs. It matches

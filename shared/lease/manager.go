@@ -3,10 +3,13 @@ package lease
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -14,6 +17,7 @@ import (
 
 	"cloud.google.com/go/storage"
 	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
 
 	"github.com/baton-cron/baton/shared/clock"
@@ -348,6 +352,91 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 		}
 		out = append(out, *m.info(name, st))
 	}
+}
+
+// MaxListPage is the largest page ListPage returns.
+const MaxListPage = 500
+
+// ListPage returns one page of lease objects under the prefix, free ones
+// included, in object-name (so lease-name) order, and the token of the
+// next page ("" on the last). It is built on the bucket list's own page
+// token and maxResults, so a page of n reads at most n objects however
+// deep it is: no skipping. pageSize must be 1..MaxListPage. A pageToken
+// that is not one ListPage returned for this prefix gives
+// ErrBadPageToken.
+//
+// A page may hold fewer than pageSize leases while more follow: objects
+// under the prefix that are not leases (no .json suffix, or unreadable)
+// are counted against the page and skipped, as List skips them.
+func (m *Manager) ListPage(ctx context.Context, pageSize int, pageToken string) ([]Info, string, error) {
+	if pageSize < 1 || pageSize > MaxListPage {
+		return nil, "", fmt.Errorf("lease: list page: page size %d is not between 1 and %d", pageSize, MaxListPage)
+	}
+	gcsToken, err := m.decodePageToken(pageToken)
+	if err != nil {
+		return nil, "", err
+	}
+	q := &storage.Query{Prefix: m.prefix}
+	// Only what stateFromAttrs reads: the list answers with less.
+	if err := q.SetAttrSelection([]string{"Name", "Generation", "Updated", "Metadata"}); err != nil {
+		return nil, "", fmt.Errorf("lease: list page: %w", err)
+	}
+	var attrs []*storage.ObjectAttrs
+	next, err := iterator.NewPager(m.bucket.Objects(ctx, q), pageSize, gcsToken).NextPage(&attrs)
+	if err != nil {
+		// GCS answers 400 to a page token it did not issue (or one from a
+		// different query); the caller edited ours.
+		var ge *googleapi.Error
+		if pageToken != "" && errors.As(err, &ge) && ge.Code == http.StatusBadRequest {
+			return nil, "", fmt.Errorf("lease: list page %q: %w", m.prefix, ErrBadPageToken)
+		}
+		return nil, "", fmt.Errorf("lease: list page %q: %w", m.prefix, err)
+	}
+	out := make([]Info, 0, len(attrs))
+	for _, a := range attrs {
+		name, ok := strings.CutSuffix(strings.TrimPrefix(a.Name, m.prefix), ".json")
+		if !ok {
+			continue
+		}
+		st, err := m.stateFromAttrs(ctx, name, a)
+		if err != nil {
+			m.log.Warn("lease: list: skipping object", "object", a.Name, "err", err)
+			continue
+		}
+		out = append(out, *m.info(name, st))
+	}
+	return out, m.encodePageToken(next), nil
+}
+
+// pageToken is what ListPage's tokens carry: the bucket list's own token,
+// and the prefix it was issued for, so that a token from another list (or
+// made up) is refused rather than passed on to GCS.
+type pageToken struct {
+	Prefix string `json:"p"`
+	Token  string `json:"t"`
+}
+
+func (m *Manager) encodePageToken(gcsToken string) string {
+	if gcsToken == "" {
+		return ""
+	}
+	b, _ := json.Marshal(pageToken{Prefix: m.prefix, Token: gcsToken}) // two strings cannot fail
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func (m *Manager) decodePageToken(s string) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	var t pageToken
+	if err == nil {
+		err = json.Unmarshal(b, &t)
+	}
+	if err != nil || t.Prefix != m.prefix || t.Token == "" {
+		return "", fmt.Errorf("lease: list page: %w", ErrBadPageToken)
+	}
+	return t.Token, nil
 }
 
 // Break frees the lease whoever holds it, keeping its epoch, so the next
