@@ -107,7 +107,9 @@ func TestConsoleBrowser(t *testing.T) {
 
 	// Wait for the outcomes the pages are to show.
 	waitFor(t, ctx, "the failing run", func() bool {
-		var page struct{ Runs []struct{ ScheduleID, Error string } }
+		var page struct {
+			Runs []struct{ ScheduleID, Error string }
+		}
 		api("GET", "/Schedules/runs?status=failed", "", &page)
 		return len(page.Runs) > 0 && page.Runs[0].Error != ""
 	})

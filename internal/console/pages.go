@@ -310,17 +310,17 @@ func (s *server) gpuPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	in := r.URL.Query()
 	data := struct {
-		Slots                []slotView
-		SlotsErr             error
-		Queued               int
-		QueuedMore           bool
-		QueueErr             error
-		Status               string
-		Statuses             []gpumodel.JobStatus
-		Jobs                 []gpumodel.Job
-		JobsErr              error
-		Next                 string
-		QueueLimit           int
+		Slots      []slotView
+		SlotsErr   error
+		Queued     int
+		QueuedMore bool
+		QueueErr   error
+		Status     string
+		Statuses   []gpumodel.JobStatus
+		Jobs       []gpumodel.Job
+		JobsErr    error
+		Next       string
+		QueueLimit int
 	}{Status: in.Get("status"), Statuses: gpumodel.AllJobStatuses(), QueueLimit: queueCountLimit}
 	var pool struct {
 		Slots []slotView `json:"slots"`
