@@ -223,20 +223,26 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	run("screenshot schedule", shot("schedule"))
 
-	// Pause from the page: the POST redirects back with the new state. (The
-	// API's :pause takes no reason, so the console offers none; see
-	// docs/console.md.)
-	run("pause", chromedp.Click(css(`form[action$="/pause"] button`)), chromedp.WaitVisible(css(`form[action$="/resume"]`)))
+	// Pause with a reason from the page: the POST redirects back with the
+	// new state and the reason.
+	run("pause", chromedp.SendKeys(css("#pause-reason"), "waiting for the warehouse migration"),
+		chromedp.Click(css(`form[action$="/pause"] button`)), chromedp.WaitVisible(css(`form[action$="/resume"]`)))
+	if rs := text("pause reason", "#pause-reason-text"); rs != "waiting for the warehouse migration" {
+		t.Errorf("pause reason shown = %q", rs)
+	}
 	if st := text("state after pause", "#state"); st != "paused" {
 		t.Errorf("state after pause = %q, want paused", st)
 	}
 	if fl := text("flash", ".flash"); !strings.Contains(fl, "Paused nightly-report") {
 		t.Errorf("flash after pause = %q", fl)
 	}
-	var sc struct{ Enabled bool }
+	var sc struct {
+		Enabled     bool
+		PauseReason string
+	}
 	api("GET", "/Schedules/schedules/nightly-report", "", &sc)
-	if sc.Enabled {
-		t.Errorf("the API still has nightly-report enabled after the console paused it")
+	if sc.Enabled || sc.PauseReason != "waiting for the warehouse migration" {
+		t.Errorf("the API has nightly-report enabled=%v reason %q after the console paused it", sc.Enabled, sc.PauseReason)
 	}
 	run("screenshot paused", shot("schedule-paused"))
 

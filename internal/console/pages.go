@@ -174,8 +174,14 @@ func (s *server) scheduleAction(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusNotFound, "notfound", "Not found", "", nil)
 		return
 	}
+	var body any
+	if action == "pause" {
+		if reason := strings.TrimSpace(r.PostFormValue("reason")); reason != "" {
+			body = map[string]string{"reason": reason}
+		}
+	}
 	var out map[string]any
-	if err := s.sched.do(r.Context(), method, path, nil, nil, &out); err != nil {
+	if err := s.sched.do(r.Context(), method, path, nil, body, &out); err != nil {
 		s.cfg.Logger.Warn("console: action failed", "action", action, "schedule", id, "err", err)
 		setFlash(w, s.cfg.Prefix, flash{Kind: "error", Text: fmt.Sprintf("Could not %s %s: %s", action, id, describe(err))})
 	} else {

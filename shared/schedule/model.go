@@ -202,6 +202,11 @@ type Schedule struct {
 	// default 30s. The lease is heartbeated, so runs may last much longer.
 	LeaseTTL Duration `bson:"leaseTTL" json:"leaseTTL"`
 	Enabled  bool     `bson:"enabled" json:"enabled"`
+	// PauseReason is why an operator paused the schedule (POST :pause with
+	// {"reason"}), for the next operator to read; at most MaxDescription
+	// bytes. It exists only while the schedule is paused: enabling it
+	// again clears it.
+	PauseReason string `bson:"pauseReason,omitempty" json:"pauseReason,omitempty"`
 	// NextRunAt is the next fire time, in UTC. The tick reads schedules with
 	// enabled && nextRunAt <= now.
 	NextRunAt time.Time `bson:"nextRunAt" json:"nextRunAt"`
