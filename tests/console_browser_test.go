@@ -300,7 +300,12 @@ func TestConsoleRefusals(t *testing.T) {
 	}
 	defer func() { _ = s.Close(context.Background()) }()
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	send := func(method, path, host string, header map[string]string) *http.Response {
+	// reply is what the checks read of an answer; send closes the body.
+	type reply struct {
+		StatusCode int
+		Header     http.Header
+	}
+	send := func(method, path, host string, header map[string]string) reply {
 		t.Helper()
 		req, _ := http.NewRequestWithContext(ctx, method, s.URL+path, strings.NewReader("confirm=x"))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -315,13 +320,18 @@ func TestConsoleRefusals(t *testing.T) {
 			t.Fatalf("%s %s: %v", method, path, err)
 		}
 		_ = res.Body.Close()
-		return res
+		return reply{res.StatusCode, res.Header}
 	}
 	body := `{"id":"keep-me","cron":"@hourly","target":{"type":"builtin","builtin":{"name":"noop"}}}`
 	req, _ := http.NewRequestWithContext(ctx, "POST", s.URL+"/Schedules/schedules", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+s.Token)
-	if res, err := http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusCreated {
-		t.Fatalf("create: %v %v", res, err)
+	res0, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	_ = res0.Body.Close()
+	if res0.StatusCode != http.StatusCreated {
+		t.Fatalf("create: HTTP %d", res0.StatusCode)
 	}
 
 	if res := send("POST", "/console/schedules/keep-me/pause", "", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}); res.StatusCode != http.StatusForbidden {

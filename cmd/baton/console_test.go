@@ -69,7 +69,7 @@ func TestIDTokenTransport(t *testing.T) {
 	if len(got) != 2 || !strings.HasSuffix(got[0], "Bearer id-for-"+schedules) || !strings.HasSuffix(got[1], "Bearer id-for-"+gpu) {
 		t.Errorf("Authorization headers = %q", got)
 	}
-	if _, err := c.Get(other.URL + "/x"); err == nil || !strings.Contains(err.Error(), "no credentials sent") {
+	if err := get(c, other.URL+"/x"); err == nil || !strings.Contains(err.Error(), "no credentials sent") {
 		t.Errorf("GET another host: %v, want a refusal", err)
 	}
 
@@ -104,7 +104,7 @@ func TestIDTokenTransport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&http.Client{Transport: rt}).Get(schedules + "/schedules"); err == nil || !strings.Contains(err.Error(), "gcloud auth application-default login") {
+	if err := get(&http.Client{Transport: rt}, schedules+"/schedules"); err == nil || !strings.Contains(err.Error(), "gcloud auth application-default login") {
 		t.Errorf("no id_token: %v, want advice", err)
 	}
 
@@ -115,6 +115,15 @@ func TestIDTokenTransport(t *testing.T) {
 	if _, err := idTokenTransport(ctx, []string{schedules}, refuse, none, http.DefaultTransport); err == nil || !strings.Contains(err.Error(), "BATON_TOKEN") {
 		t.Errorf("no ADC: %v, want advice naming BATON_TOKEN", err)
 	}
+}
+
+// get sends a GET and closes the answer's body.
+func get(c *http.Client, u string) error {
+	res, err := c.Get(u)
+	if err != nil {
+		return err
+	}
+	return res.Body.Close()
 }
 
 // TestConsoleAddrLoopbackOnly: `baton console` refuses to listen anywhere

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -145,7 +146,7 @@ func loopbackOnly(next http.Handler) http.Handler {
 		if !IsLoopbackHost(r.Host) {
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(http.StatusMisdirectedRequest)
-			fmt.Fprintf(w, "the console answers only on localhost or a loopback address, not Host %q\n", r.Host)
+			_, _ = io.WriteString(w, "the console answers only on localhost or a loopback address (DNS rebinding protection)\n")
 			return
 		}
 		next.ServeHTTP(w, r)

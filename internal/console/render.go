@@ -99,7 +99,8 @@ const flashCookie = "baton_console_flash"
 
 func setFlash(w http.ResponseWriter, prefix string, f flash) {
 	b, _ := json.Marshal(f)
-	http.SetCookie(w, &http.Cookie{
+	// Not Secure: the console is served over plain HTTP on loopback.
+	http.SetCookie(w, &http.Cookie{ //nolint:gosec // see above
 		Name: flashCookie, Value: base64.RawURLEncoding.EncodeToString(b), Path: prefix + "/",
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: 60,
 	})
@@ -112,7 +113,7 @@ func takeFlash(w http.ResponseWriter, r *http.Request, prefix string) *flash {
 	if err != nil || r.Header.Get(FragmentHeader) == "1" {
 		return nil
 	}
-	http.SetCookie(w, &http.Cookie{Name: flashCookie, Path: prefix + "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Path: prefix + "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode}) //nolint:gosec // plain HTTP on loopback, as in setFlash
 	b, err := base64.RawURLEncoding.DecodeString(c.Value)
 	if err != nil {
 		return nil
