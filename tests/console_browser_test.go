@@ -284,6 +284,32 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Errorf("leases page: %s", l)
 	}
 	run("screenshot leases", shot("leases"))
+	// Live updates: with the schedules page open, a resume through the API
+	// shows up without a reload (the script polls and swaps <main>).
+	run("schedules again", chromedp.Navigate(base+"/"), chromedp.WaitVisible(css("main table")))
+	if l := text("paused in the list", "main"); !strings.Contains(l, "waiting for the warehouse migration") {
+		t.Fatalf("schedules page does not show the pause reason:\n%s", l)
+	}
+	api("POST", "/Schedules/schedules/nightly-report:resume", "", nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		sctx, scancel := context.WithTimeout(bctx, 10*time.Second)
+		still, err := chromedp.Run(sctx, chromedp.Evaluate[bool](`document.querySelector("main").textContent.includes("waiting for the warehouse migration")`))
+		scancel()
+		if err != nil {
+			t.Fatalf("read the page: %v", err)
+		}
+		if !still {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the schedules page still shows nightly-report paused 30s after it was resumed: live updates do not refresh it")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if ls := text("live state", "#live-state"); !strings.Contains(ls, "Live") {
+		t.Errorf("live state line = %q", ls)
+	}
 	t.Logf("screenshots in %s", shots)
 }
 
