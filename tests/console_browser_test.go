@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -376,6 +377,29 @@ func TestConsoleRefusals(t *testing.T) {
 	}
 	if res := send("GET", "/nothing-here", "", nil); res.StatusCode != http.StatusNotFound || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
 		t.Errorf("unknown path: HTTP %d %s, want the JSON 404", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	// A filter the API refuses: the page answers the API's 400 and shows
+	// its message with the field it names.
+	page := func(path string, header map[string]string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "GET", s.URL+path, nil)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, html := page("/console/runs?status=exploded", nil); code != http.StatusBadRequest || !strings.Contains(html, "status: ") || !strings.Contains(html, "exploded") {
+		t.Errorf("runs?status=exploded: HTTP %d, want 400 showing the API's field and message:\n%s", code, html)
+	}
+	// The script's poll gets only <main>'s content.
+	if code, html := page("/console/", map[string]string{"X-Console-Fragment": "1"}); code != http.StatusOK || strings.Contains(html, "<html") || !strings.Contains(html, "<h1>Schedules</h1>") || !strings.Contains(html, "keep-me") {
+		t.Errorf("fragment: HTTP %d:\n%s", code, html)
 	}
 	// A delete without the typed confirmation deletes nothing.
 	if res := send("POST", "/console/schedules/keep-me/delete", "", nil); res.StatusCode != http.StatusBadRequest {
