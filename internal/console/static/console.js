@@ -1,6 +1,7 @@
 // baton console live updates: every few seconds, fetch the current page as
-// a fragment (only <main>'s content) and swap it in. It pauses while a form
-// field has focus (so typing is never overwritten) or the tab is hidden,
+// a fragment (only <main>'s content) and swap it in. It pauses while focus
+// is inside <main> (so typing and keyboard position are never lost) or the
+// tab is hidden,
 // and stops after repeated failures. Without this script every page still
 // works; it is a convenience, not a requirement.
 (function () {
@@ -14,11 +15,12 @@
 
   function say(text) { if (state) { state.textContent = text; } }
 
+  // busy: focus is on something inside <main> (a field, a button, a link a
+  // keyboard user tabbed to, a log being scrolled). Swapping <main> then
+  // would lose the focus and what was typed, so the poll waits.
   function busy() {
     var a = document.activeElement;
-    if (!a || !main.contains(a)) { return false; }
-    var tag = a.tagName;
-    return tag === "INPUT" || tag === "SELECT" || tag === "TEXTAREA" || tag === "BUTTON";
+    return !!a && a !== main && main.contains(a);
   }
 
   function textOf(root) {
@@ -32,7 +34,7 @@
   function poll() {
     timer = null;
     if (document.hidden) { say("Live updates paused (tab hidden)."); schedule(); return; }
-    if (busy()) { say("Live updates paused while you use a form."); schedule(); return; }
+    if (busy()) { say("Live updates paused while focus is in the page (press Escape or click outside to resume)."); schedule(); return; }
     fetch(window.location.href, { headers: { "X-Console-Fragment": "1" }, credentials: "same-origin", cache: "no-store" })
       .then(function (res) {
         return res.text().then(function (text) { return { ok: res.ok || res.status < 500, text: text }; });
@@ -63,6 +65,11 @@
         schedule();
       });
   }
+
+  // Escape hands focus back to <main> itself, which resumes the updates.
+  document.addEventListener("keydown", function (e) {
+    if (e.key === "Escape" && busy()) { main.focus(); }
+  });
 
   document.addEventListener("visibilitychange", function () {
     if (!document.hidden && timer === null && failures < 5) { poll(); }
