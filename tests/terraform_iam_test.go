@@ -69,6 +69,24 @@ var bucketPrefix = map[string]struct{ local, value, role string }{
 	"google_service_account.build.member":              {"source_prefix", "source/", "roles/storage.objectViewer"},
 }
 
+// bucketGrantByResource overrides bucketPrefix for the grants that give a
+// function something besides its leases: the GPU function's read of the
+// job output (GET /gpu/jobs/{id}/logs) and Schedules' list of leases/
+// (GET /leases), each read-only and to the functions named in forEach.
+var bucketGrantByResource = map[string]struct {
+	expr, role, forEach string
+	functions           []string
+}{
+	"google_storage_bucket_iam_member.output_reader": {
+		expr: `"resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.output_prefix}\")"`,
+		role: "roles/storage.objectViewer", forEach: "local.output_readers", functions: []string{config.FnGPU},
+	},
+	"google_storage_bucket_iam_member.lease_list": {
+		expr: `"api.getAttribute(\"storage.googleapis.com/objectListPrefix\",\"\").startsWith(\"${local.lease_prefix}\")"`,
+		role: "roles/storage.objectViewer", forEach: "local.lease_listers", functions: []string{config.FnSchedules},
+	},
+}
+
 // checkBucketIAM: every grant on baton's bucket is a member grant with an
 // IAM condition on the object name that limits its holder to its prefix,
 // the bucket has uniform bucket-level access (conditions need it), and the
@@ -118,11 +136,21 @@ func checkBucketIAM(m *tfModule) []string {
 			problems = append(problems, fmt.Sprintf("%s: %s gets access to baton's bucket, and no code of it uses the bucket", name, member))
 			continue
 		}
-		if role, _ := literalString(attrOrEmpty(b, "role")); role != want.role {
-			problems = append(problems, fmt.Sprintf("%s: %s gets %q, want %q", name, member, role, want.role))
+		wantRole := want.role
+		wantExpr := `"resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.` + want.local + `}\")"`
+		if g, ok := bucketGrantByResource[name]; ok {
+			wantRole, wantExpr = g.role, g.expr
+			fe := b.Body.Attributes["for_each"]
+			if fe == nil || m.text(fe.Expr) != g.forEach {
+				problems = append(problems, fmt.Sprintf("%s: for_each must be %s", name, g.forEach))
+			} else if got, err := functionSet(m, fe.Expr); err != nil || !slices.Equal(got, g.functions) {
+				problems = append(problems, fmt.Sprintf("%s: %s = %v (%v), want exactly %v: no other function reads that", name, g.forEach, got, err, g.functions))
+			}
+		}
+		if role, _ := literalString(attrOrEmpty(b, "role")); role != wantRole {
+			problems = append(problems, fmt.Sprintf("%s: %s gets %q, want %q", name, member, role, wantRole))
 		}
 		cond := block(b.Body, "condition")
-		wantExpr := `"resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.` + want.local + `}\")"`
 		if cond == nil {
 			problems = append(problems, fmt.Sprintf("%s: %s needs an IAM condition limiting it to %s (resource.name.startsWith(\"projects/_/buckets/BUCKET/objects/%s\")): without one it reaches every object, the function source included", name, member, want.value, want.value))
 		} else if got := m.text(attrOrEmpty(cond, "expression")); got != wantExpr {
@@ -581,8 +609,26 @@ func TestTerraformIAMRulesFail(t *testing.T) {
 			"  member = google_service_account.gpu_worker.member\n",
 			"google_storage_bucket_iam_member.worker_bucket: google_service_account.gpu_worker.member needs an IAM condition limiting it to outputs/"},
 		{"worker on the leases", "bucketIAM", "iam.tf",
-			"/objects/${local.output_prefix}", "/objects/${local.lease_prefix}",
+			"title      = \"job output only\"\n    expression = \"resource.name.startsWith(\\\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.output_prefix}",
+			"title      = \"job output only\"\n    expression = \"resource.name.startsWith(\\\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.lease_prefix}",
 			"the condition of google_service_account.gpu_worker.member must be"},
+		{"GPU function writes the output", "bucketIAM", "iam.tf",
+			"  for_each = local.output_readers\n\n  bucket = google_storage_bucket.baton.name\n  role   = \"roles/storage.objectViewer\"",
+			"  for_each = local.output_readers\n\n  bucket = google_storage_bucket.baton.name\n  role   = \"roles/storage.objectUser\"",
+			`google_storage_bucket_iam_member.output_reader: google_service_account.function[each.key].member gets "roles/storage.objectUser", want "roles/storage.objectViewer"`},
+		{"GPU function reads the leases", "bucketIAM", "iam.tf",
+			"title      = \"job output only, read-only\"\n    expression = \"resource.name.startsWith(\\\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.output_prefix}",
+			"title      = \"job output only, read-only\"\n    expression = \"resource.name.startsWith(\\\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.lease_prefix}",
+			"google_storage_bucket_iam_member.output_reader: the condition of google_service_account.function[each.key].member must be"},
+		{"every function reads the output", "bucketIAM", "iam.tf",
+			`output_readers = toset(["GPU"])`, `output_readers = toset(["GPU", "Tick"])`,
+			"google_storage_bucket_iam_member.output_reader: local.output_readers = [GPU Tick]"},
+		{"lease list on any prefix", "bucketIAM", "iam.tf",
+			`startsWith(\"${local.lease_prefix}\")"`, `startsWith(\"\")"`,
+			"google_storage_bucket_iam_member.lease_list: the condition of google_service_account.function[each.key].member must be"},
+		{"every function lists leases", "bucketIAM", "iam.tf",
+			"  for_each = local.lease_listers\n", "  for_each = local.functions\n",
+			"google_storage_bucket_iam_member.lease_list: for_each must be local.lease_listers"},
 		{"functions on the whole bucket", "bucketIAM", "iam.tf",
 			"    title      = \"leases only\"\n    expression = \"resource.name.startsWith(\\\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.lease_prefix}\\\")\"",
 			"    title      = \"leases only\"\n    expression = \"resource.name.startsWith(\\\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/\\\")\"",
@@ -665,8 +711,8 @@ func TestTerraformIAMRulesFail(t *testing.T) {
 			"google_artifact_registry_repository.functions is missing"},
 		// conditionalGrants
 		{"worker output grant destroyed first", "conditionalGrants", "iam.tf",
-			"objects/${local.output_prefix}\\\")\"\n  }\n\n  # Adding or changing a condition replaces the grant: create the new one\n  # before removing the old, so the holder never goes without access\n  # (docs/deploy.md, upgrading).\n  lifecycle {\n    create_before_destroy = true\n  }\n",
-			"objects/${local.output_prefix}\\\")\"\n  }\n",
+			"objects/${local.output_prefix}\\\")\"\n  }\n\n  # Adding or changing a condition replaces the grant: create the new one\n  # before removing the old, so the holder never goes without access\n  # (docs/deploy.md, upgrading).\n  lifecycle {\n    create_before_destroy = true\n  }\n}\n\n# Every function told",
+			"objects/${local.output_prefix}\\\")\"\n  }\n}\n\n# Every function told",
 			"google_storage_bucket_iam_member.worker_bucket has an IAM condition and needs lifecycle { create_before_destroy = true }"},
 		{"daemon database grant destroyed first", "conditionalGrants", "daemon.tf",
 			"databases/${var.database_name}\\\"\"\n  }\n\n  # Adding or changing a condition replaces the grant: create the new one\n  # before removing the old, so the holder never goes without access\n  # (docs/deploy.md, upgrading).\n  lifecycle {\n    create_before_destroy = true",

@@ -110,9 +110,15 @@ resource "google_storage_bucket_iam_member" "build_source" {
 
 locals {
   # Which function reads which resource (see local.functions[*].env).
-  db_functions     = toset([for k, f in local.functions : k if contains(keys(f.env), "BATON_MONGO_URI")])
-  bucket_functions = toset([for k, f in local.functions : k if contains(keys(f.env), "BATON_BUCKET")])
-  pool_functions   = toset([for k, f in local.functions : k if contains(keys(f.env), "BATON_GPU_POOL")])
+  db_functions = toset([for k, f in local.functions : k if contains(keys(f.env), "BATON_MONGO_URI")])
+  # The functions given the bucket for leases; the output readers are given
+  # it for outputs/ alone, read-only (output_reader below).
+  bucket_functions = toset([for k, f in local.functions : k if contains(keys(f.env), "BATON_BUCKET") && !contains(local.output_readers, k)])
+  # GET /gpu/jobs/{id}/logs: the operators' GPU function reads job output.
+  output_readers = toset(["GPU"])
+  # GET /leases: the Schedules function lists leases/.
+  lease_listers  = toset(["Schedules"])
+  pool_functions = toset([for k, f in local.functions : k if contains(keys(f.env), "BATON_GPU_POOL")])
 }
 
 resource "google_project_iam_member" "function_datastore" {
@@ -140,15 +146,17 @@ resource "google_project_iam_member" "function_datastore" {
 # bucket has it: storage.tf). Object names in a condition have the form
 # projects/_/buckets/BUCKET/objects/NAME (IAM docs, resource attributes).
 # storage.objects.list is checked against the bucket, never an object, so
-# these grants do not allow listing: nothing baton deploys lists (the lease
-# code reads, writes and compares generations of named objects; only the
-# `baton lease list` CLI lists, as an operator). What each one touches:
+# these grants do not allow listing (the lease code reads, writes and
+# compares generations of named objects). The one list baton deploys is
+# GET /leases on Schedules, granted apart (lease_list) on the list
+# request's prefix. What each one touches:
 # - the functions (Tick, Run, Schedules: the scheduler engine): leases/
 #   (functions.LeasePrefix), read and overwritten under generation
 #   preconditions, which needs get, create and delete: objectUser;
 # - the GPU worker: outputs/<job>/<attempt>/stdout and stderr, which a
 #   repeated dispatch of one attempt overwrites (create and delete);
-# - neither may touch source/, the zip the functions are built from.
+# - the GPU function (GET /gpu/jobs/{id}/logs): outputs/, read only;
+# - none may touch source/, the zip the functions are built from.
 locals {
   lease_prefix  = "leases/"
   output_prefix = "outputs/"
@@ -165,6 +173,54 @@ resource "google_storage_bucket_iam_member" "function_bucket" {
   condition {
     title      = "leases only"
     expression = "resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.lease_prefix}\")"
+  }
+
+  # Adding or changing a condition replaces the grant: create the new one
+  # before removing the old, so the holder never goes without access
+  # (docs/deploy.md, upgrading).
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+# Read-only access to the job output for the logs route: get of an object
+# under outputs/ (objectViewer's list is checked on the bucket, which the
+# condition does not match, so it lists nothing).
+resource "google_storage_bucket_iam_member" "output_reader" {
+  for_each = local.output_readers
+
+  bucket = google_storage_bucket.baton.name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.function[each.key].member
+
+  condition {
+    title      = "job output only, read-only"
+    expression = "resource.name.startsWith(\"projects/_/buckets/${google_storage_bucket.baton.name}/objects/${local.output_prefix}\")"
+  }
+
+  # Adding or changing a condition replaces the grant: create the new one
+  # before removing the old, so the holder never goes without access
+  # (docs/deploy.md, upgrading).
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+# GET /leases lists the lease objects, a page at a time. storage.objects.list
+# is checked against the bucket, where resource.name names no object, so it
+# is narrowed by the list request's own prefix instead (the API attribute
+# storage.googleapis.com/objectListPrefix, "" for any other request): a list
+# of leases/ only, and no object read (the other grant reads the leases).
+resource "google_storage_bucket_iam_member" "lease_list" {
+  for_each = local.lease_listers
+
+  bucket = google_storage_bucket.baton.name
+  role   = "roles/storage.objectViewer"
+  member = google_service_account.function[each.key].member
+
+  condition {
+    title      = "list leases/ only"
+    expression = "api.getAttribute(\"storage.googleapis.com/objectListPrefix\", \"\").startsWith(\"${local.lease_prefix}\")"
   }
 
   # Adding or changing a condition replaces the grant: create the new one
@@ -275,6 +331,8 @@ resource "terraform_data" "iam_ready" {
     ],
     [for g in google_project_iam_member.function_datastore : g.id],
     [for g in google_storage_bucket_iam_member.function_bucket : g.id],
+    [for g in google_storage_bucket_iam_member.output_reader : g.id],
+    [for g in google_storage_bucket_iam_member.lease_list : g.id],
     [for g in google_cloud_tasks_queue_iam_member.enqueuer : g.id],
     [for g in google_service_account_iam_member.tasks_actas : g.id],
     google_project_iam_member.daemon_datastore[*].id,

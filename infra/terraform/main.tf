@@ -135,7 +135,7 @@ locals {
     # are GPUCallback's, so the two have different invokers (iam.tf).
     GPU = {
       name          = "baton-gpu"
-      description   = "baton GPU control plane for operators: enqueue, list, read, cancel, pool view"
+      description   = "baton GPU control plane for operators: enqueue, list, read, cancel, logs, pool view"
       ingress       = "ALLOW_ALL" # operators and the CLI; IAM decides who may call.
       timeout       = 60
       memory        = "256Mi"
@@ -146,6 +146,9 @@ locals {
         BATON_GPU_POOL   = local.gpu_pool
         BATON_CLOCK_SKEW = var.clock_skew
         BATON_LOG_LEVEL  = var.log_level
+        # GET /gpu/jobs/{id}/logs reads the workers' outputs/ objects; its
+        # grant is read-only and on outputs/ alone (iam.tf, output_readers).
+        BATON_BUCKET = google_storage_bucket.baton.name
         # Signs the job list's page tokens (as on Schedules).
         BATON_PAGE_TOKEN_SECRET = var.page_token_secret
       }

@@ -81,9 +81,9 @@ var functions = []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun}
 var Vars = []Var{
 	{EnvMongoURI, append(functions, CLI), "", "Firestore (MongoDB compatibility) connection string. `retryWrites=false` is added when absent and `retryWrites=true` is refused."},
 	{EnvDatabase, append(functions, CLI), "baton", "Database name, when the URI has no path."},
-	// The GPU functions never touch the bucket (the worker writes the
-	// output), so they are not given it, nor any grant on it.
-	{EnvBucket, []string{FnTick, FnSchedules, FnRun, SvcWorker, CLI}, "", "Cloud Storage bucket for leases (`leases/`, the functions) and job output (`outputs/`, the GPU worker)."},
+	// GPU reads job output for GET /gpu/jobs/{id}/logs (read-only, outputs/
+	// alone); GPUCallback never touches the bucket, so it is not given it.
+	{EnvBucket, []string{FnTick, FnSchedules, FnGPU, FnRun, SvcWorker, CLI}, "", "Cloud Storage bucket for leases (`leases/`, the functions) and job output (`outputs/`, written by the GPU worker, read by the GPU function's logs route)."},
 	{EnvStorageEmu, nil, "", "host:port of a GCS emulator (set by `baton local`); unset in the cloud."},
 	{EnvToken, append(functions, SvcWorker, CLI), "", "Bearer token required by the API when set (local use). In the cloud, IAM invoker checks authenticate callers."},
 	{EnvAllowedTargets, []string{FnTick, FnSchedules, FnRun}, "", "Comma-separated host allowlist for `http` targets (`host`, `host:port`, `*.example.com`). Empty refuses every http target."},

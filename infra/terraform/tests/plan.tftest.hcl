@@ -105,6 +105,20 @@ run "plan" {
     error_message = "the source zip lives under source/, and only the functions that take leases get the bucket"
   }
   assert {
+    condition = (keys(google_storage_bucket_iam_member.output_reader) == ["GPU"] &&
+      google_storage_bucket_iam_member.output_reader["GPU"].role == "roles/storage.objectViewer" &&
+      google_storage_bucket_iam_member.output_reader["GPU"].condition[0].expression == "resource.name.startsWith(\"projects/_/buckets/baton-test-bucket/objects/outputs/\")" &&
+      google_cloudfunctions2_function.fn["GPU"].service_config[0].environment_variables["BATON_BUCKET"] == "baton-test-bucket" &&
+    !contains(keys(google_cloudfunctions2_function.fn["GPUCallback"].service_config[0].environment_variables), "BATON_BUCKET"))
+    error_message = "the GPU function (its logs route) gets the bucket and reads outputs/ only, read-only; GPUCallback gets neither"
+  }
+  assert {
+    condition = (keys(google_storage_bucket_iam_member.lease_list) == ["Schedules"] &&
+      google_storage_bucket_iam_member.lease_list["Schedules"].role == "roles/storage.objectViewer" &&
+    google_storage_bucket_iam_member.lease_list["Schedules"].condition[0].expression == "api.getAttribute(\"storage.googleapis.com/objectListPrefix\", \"\").startsWith(\"leases/\")")
+    error_message = "only Schedules (GET /leases) lists the bucket, and only under leases/"
+  }
+  assert {
     condition     = google_project_iam_member.build_sources.condition[0].expression == "resource.name.startsWith(\"projects/_/buckets/gcf-v2-sources-123456789012-us-central1/\")" && google_project_iam_member.build_logs.role == "roles/logging.logWriter"
     error_message = "the build account reads only the Cloud Functions source bucket of this project and region, and writes logs"
   }
