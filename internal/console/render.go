@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/baton-cron/baton/shared/schedule"
@@ -25,6 +26,14 @@ func (s *server) parse() error {
 		"ago":  func(t time.Time) string { return ago(s.cfg.Clock(), t) },
 		"zone": zoneName,
 		"derr": describe,
+		// runOf is the run id of a job a gpu-target run enqueued (source
+		// "run:<id>", shared/gpu's SourceRunPrefix), else "".
+		"runOf": func(source string) string {
+			if id, ok := strings.CutPrefix(source, "run:"); ok {
+				return id
+			}
+			return ""
+		},
 		"deref": func(p *int) string {
 			if p == nil {
 				return "—"
