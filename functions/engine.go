@@ -27,12 +27,13 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 	// gets no injected clock; decisions use d.Clock.
 	// EpochFloor: a lease object that is gone (a break, a lifecycle rule, a
 	// new bucket) restarts above the fences already stored, not at 1.
-	m := lease.NewManager(d.Storage.Bucket(d.Bucket), LeasePrefix, lease.Options{Skew: d.ClockSkew, Logger: d.Logger, EpochFloor: scheduler.EpochFloor(d.Store)})
+	m := lease.NewManager(d.Storage.Bucket(d.Bucket), LeasePrefix, lease.Options{Skew: d.ClockSkew, Logger: d.Logger, EpochFloor: scheduler.EpochFloor(d.Store), Metrics: d.Metrics})
 	cfg := scheduler.Config{
 		Store: d.Store, Leases: m, Clock: d.Clock, TickLeaseTTL: d.TickLeaseTTL,
 		AllowedTargets: d.AllowedTargets, HTTPClient: d.HTTPClient, Logger: d.Logger,
 		IDToken: config.Get(config.EnvTargetIDToken) == "true",
 		Tasks:   d.Tasks,
+		Metrics: d.Metrics,
 	}
 	if d.GPUPool != "" {
 		dis, err := NewGPUDispatcher(d)

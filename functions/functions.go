@@ -19,6 +19,7 @@ import (
 	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/logging"
+	"github.com/baton-cron/baton/shared/metrics"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store/mongostore"
@@ -68,6 +69,13 @@ type Deps struct {
 	// Callers that build Deps themselves open Store with their own key and
 	// may leave it nil.
 	PageSecret []byte
+	// Metrics records runs, ticks, leases and the GPU queue. FromEnv
+	// exports it to Cloud Monitoring in the cloud; nil records into
+	// metrics.Default() (a no-op until a binary installs a provider).
+	Metrics *metrics.Set
+	// MetricsHandler, when set, serves the metrics at /metrics on Mux
+	// (baton local's Prometheus text). The cloud exports instead.
+	MetricsHandler http.Handler
 
 	closers []func() error
 	health  tickHealth
@@ -184,6 +192,10 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 		}
 		d.Store = s
 	}
+	if d.Metrics, err = CloudMetrics(ctx, d.Logger); err != nil {
+		d.close(ctx)
+		return nil, fmt.Errorf("functions: %w", err)
+	}
 	d.SubMinute = config.Get(config.EnvSubMinute) == "true"
 	if q := config.Get(config.EnvTasksQueue); q != "" {
 		tq, err := taskqueue.Open(ctx, taskqueue.Config{
@@ -297,6 +309,11 @@ func Mux(d *Deps) (*http.ServeMux, error) {
 		prefix := "/" + name
 		mux.Handle(prefix, http.StripPrefix(prefix, h))
 		mux.Handle(prefix+"/", http.StripPrefix(prefix, h))
+	}
+	if d.MetricsHandler != nil {
+		// Open like /healthz: it is served on the local machine only
+		// (baton local); in the cloud metrics are exported, not scraped.
+		mux.Handle("/metrics", d.MetricsHandler)
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		status, body := d.health.report()

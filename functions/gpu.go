@@ -41,6 +41,11 @@ func buildGPU(d *Deps) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The operators' GPU function reports the queue and the pool: one
+	// place per deployment, so the gauges are not doubled.
+	if err := dis.ObserveMetrics(); err != nil {
+		return nil, err
+	}
 	return httpapi.RequireToken(d.Token, gpu.NewRoutesHandler(dis, gpu.OperatorRoutes)), nil
 }
 
@@ -73,7 +78,7 @@ func NewGPUDispatcher(d *Deps) (*gpu.Dispatcher, error) {
 		auth = gpu.BearerAuthorizer(d.Token)
 	}
 	cfg := gpu.Config{Store: d.Store, Pool: pool, HTTPClient: d.HTTPClient, Authorize: auth,
-		Clock: d.Clock, ClockSkew: d.ClockSkew, Logger: d.Logger}
+		Clock: d.Clock, ClockSkew: d.ClockSkew, Logger: d.Logger, Metrics: d.Metrics}
 	if d.Storage != nil && d.Bucket != "" {
 		cfg.Outputs = bucketOutputs{d.Storage.Bucket(d.Bucket)}
 	}

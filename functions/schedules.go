@@ -37,7 +37,7 @@ func newSchedules(d *Deps) (http.Handler, error) {
 		return nil, err
 	}
 	if eng != nil {
-		opts.Triggerer = eng
+		opts.Triggerer, opts.Backfiller = eng, eng
 	}
 	h := catalog.NewHandler(catalog.New(d.Store, opts), catalog.HandlerOptions{})
 	return httpapi.RequireToken(d.Token, withLeases(d, h)), nil

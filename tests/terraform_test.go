@@ -53,9 +53,12 @@ var buildEnv = map[string]string{"GOOGLE_FUNCTION_SOURCE": "functions"}
 // Cloud Functions source bucket, which the service creates on the first
 // deploy (a condition names it), and a project that enabled Cloud Tasks
 // before 19 March 2019 must give its Cloud Tasks service agent the agent
-// role (opt-in, and to that agent only). The Cloud Build builder role, which
-// writes to every bucket and repository of the project, is not among them.
-var projectRoles = []string{"roles/datastore.user", buildLogsRole, buildSourcesRole, tasksAgentRole}
+// role (opt-in, and to that agent only). The functions and the daemon
+// write their metrics, a role only grantable on the project
+// (checkMonitoring: to those accounts only). The Cloud Build builder role,
+// which writes to every bucket and repository of the project, is not among
+// them.
+var projectRoles = []string{"roles/datastore.user", buildLogsRole, buildSourcesRole, tasksAgentRole, metricWriterRole}
 
 const (
 	buildLogsRole    = "roles/logging.logWriter"

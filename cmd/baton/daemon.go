@@ -16,7 +16,6 @@ import (
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/lease"
-	"github.com/baton-cron/baton/shared/logging"
 	"github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store/mongostore"
 )
@@ -69,7 +68,7 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 			if err != nil {
 				return usageError("daemon: %v", err)
 			}
-			log := logging.New(cmd.ErrOrStderr(), config.Get(config.EnvLogLevel))
+			log := newLogger(cmd, config.Get(config.EnvLogLevel))
 			st, err := mongostore.Open(ctx, mongoURI, mongostore.Options{Database: config.Get(config.EnvDatabase)})
 			if err != nil {
 				return fmt.Errorf("daemon: %w", err)
@@ -87,19 +86,25 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 			defer gcs.Close()
 			// gpu targets and the GPU sweep go through the same dispatcher as
 			// the Tick and GPU functions, when a pool is configured.
+			// On Cloud Run the daemon exports metrics as the functions do.
+			met, err := functions.CloudMetrics(ctx, log)
+			if err != nil {
+				return usageError("daemon: %v", err)
+			}
 			var gpuPool scheduler.GPU
 			if pool := config.Get(config.EnvGPUPool); pool != "" {
-				dis, err := functions.NewGPUDispatcher(&functions.Deps{Store: st, GPUPool: pool, Token: config.Get(config.EnvToken), Logger: log, ClockSkew: skew})
+				dis, err := functions.NewGPUDispatcher(&functions.Deps{Store: st, GPUPool: pool, Token: config.Get(config.EnvToken), Logger: log, ClockSkew: skew, Metrics: met})
 				if err != nil {
 					return usageError("daemon: %v", err)
 				}
 				gpuPool = dis
 			}
 			eng, err := scheduler.New(scheduler.Config{
-				Store: st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log, EpochFloor: scheduler.EpochFloor(st)}),
+				Store: st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log, EpochFloor: scheduler.EpochFloor(st), Metrics: met}),
 				TickLeaseTTL: ttl, AllowedTargets: config.List(config.EnvAllowedTargets), Logger: log,
 				IDToken: config.Get(config.EnvTargetIDToken) == "true",
 				GPU:     gpuPool,
+				Metrics: met,
 			})
 			if err != nil {
 				return fmt.Errorf("daemon: %w", err)

@@ -61,7 +61,7 @@ of UTC offset between two fire times (DST) is marked.`, describeRuns, describeFi
 			}
 			doc.RecentRuns = nonNil(page.Runs)
 			doc.NextFireTimes = []time.Time{}
-			spec, err := schedule.Parse(doc.Schedule.Cron)
+			spec, err := doc.Schedule.Spec()
 			if err != nil {
 				return fmt.Errorf("schedules describe %s: cron %q: %w", args[0], doc.Schedule.Cron, err)
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -152,6 +153,7 @@ func gpuListCmd(client clientFunc) *cobra.Command {
 		pageSize      int
 		all           bool
 		output        *outputFormat
+		watch         *watchFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -169,6 +171,22 @@ func gpuListCmd(client clientFunc) *cobra.Command {
 			if status != "" {
 				q.Set("status", status)
 			}
+			if watch.on {
+				return runWatch(cmd.Context(), cmd, watch, output, watchSpec[gpu.Job]{
+					fetch: func(ctx context.Context) ([]gpu.Job, error) {
+						jobs, _, err := fetchPages(ctx, c, "/gpu/jobs", q, pageSize, "", false,
+							func(p *gpu.JobPage) ([]gpu.Job, string) { return p.Jobs, p.NextPageToken })
+						return jobs, apiFailureOrNil("gpu list", err)
+					},
+					key: func(j gpu.Job) string { return j.ID },
+					// Not the heartbeat or the lease: a running job would
+					// print every beat.
+					version: func(j gpu.Job) string {
+						return fmt.Sprint(j.Status, j.Attempts, j.Worker, j.Epoch, j.ExitCode != nil)
+					},
+					header: gpuListHeader, row: gpuListRow,
+				})
+			}
 			jobs, next, err := fetchPages(cmd.Context(), c, "/gpu/jobs", q, pageSize, token, all,
 				func(p *gpu.JobPage) ([]gpu.Job, string) { return p.Jobs, p.NextPageToken })
 			if err != nil {
@@ -179,13 +197,9 @@ func gpuListCmd(client clientFunc) *cobra.Command {
 				return output.print(out, gpu.JobPage{Jobs: nonNil(jobs), NextPageToken: next}, nil)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATUS\tPRIO\tATTEMPTS\tEXIT\tCREATED\tWORKER")
+			fmt.Fprintln(tw, gpuListHeader)
 			for _, j := range jobs {
-				exit := "-"
-				if j.ExitCode != nil {
-					exit = fmt.Sprint(*j.ExitCode)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Status, j.Priority, j.Attempts, j.MaxAttempts, exit, j.CreatedAt.Format(time.RFC3339), j.Worker)
+				fmt.Fprintln(tw, gpuListRow(j))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -206,12 +220,28 @@ func gpuListCmd(client clientFunc) *cobra.Command {
 	f.IntVar(&pageSize, "page-size", 0, fmt.Sprintf("jobs per page, 1 to %d (default 50)", catalog.MaxPageSize))
 	f.BoolVar(&all, "all", false, "follow every page")
 	output = addOutput(cmd, `{"jobs":[…],"nextPageToken":…}`)
+	watch = addWatch(cmd, pagedWatch("the newest jobs"))
 	flagUsage(cmd)
 	return cmd
 }
 
+// gpuListHeader and gpuListRow are the table of gpu list (and of its
+// --watch).
+const gpuListHeader = "ID\tSTATUS\tPRIO\tATTEMPTS\tEXIT\tCREATED\tWORKER"
+
+func gpuListRow(j gpu.Job) string {
+	exit := "-"
+	if j.ExitCode != nil {
+		exit = fmt.Sprint(*j.ExitCode)
+	}
+	return fmt.Sprintf("%s\t%s\t%d\t%d/%d\t%s\t%s\t%s", j.ID, j.Status, j.Priority, j.Attempts, j.MaxAttempts, exit, j.CreatedAt.Format(time.RFC3339), j.Worker)
+}
+
 func gpuPoolCmd(client clientFunc) *cobra.Command {
-	var out *outputFormat
+	var (
+		out   *outputFormat
+		watch *watchFlags
+	)
 	cmd := &cobra.Command{
 		Use:   "pool",
 		Short: "Show each GPU slot: worker, state, job, fence epoch and lease time left",
@@ -220,6 +250,21 @@ func gpuPoolCmd(client clientFunc) *cobra.Command {
 			c, err := client()
 			if err != nil {
 				return err
+			}
+			if watch.on {
+				return runWatch(cmd.Context(), cmd, watch, out, watchSpec[gpu.SlotView]{
+					fetch: func(ctx context.Context) ([]gpu.SlotView, error) {
+						var pool struct {
+							Slots []gpu.SlotView `json:"slots"`
+						}
+						_, err := c.do(ctx, "GET", "/gpu/pool", nil, nil, nil, &pool)
+						return pool.Slots, apiFailureOrNil("gpu pool", err)
+					},
+					key: func(s gpu.SlotView) string { return s.ID },
+					// Not the lease time left, which changes every poll.
+					version: func(s gpu.SlotView) string { return fmt.Sprint(s.State, s.JobID, s.Epoch) },
+					header:  gpuPoolHeader, row: gpuPoolRow,
+				})
 			}
 			var raw json.RawMessage
 			if _, err := c.do(cmd.Context(), "GET", "/gpu/pool", nil, nil, nil, &raw); err != nil {
@@ -235,16 +280,25 @@ func gpuPoolCmd(client clientFunc) *cobra.Command {
 				return fmt.Errorf("gpu pool: decode: %w", err)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SLOT\tSTATE\tJOB\tEPOCH\tLEASE LEFT")
+			fmt.Fprintln(tw, gpuPoolHeader)
 			for _, s := range pool.Slots {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.1fs\n", s.ID, s.State, orDashStr(s.JobID), s.Epoch, s.LeaseLeft)
+				fmt.Fprintln(tw, gpuPoolRow(s))
 			}
 			return tw.Flush()
 		},
 	}
 	out = addOutput(cmd, "the API's {\"slots\":[…]}")
+	watch = addWatch(cmd, "Each poll reads GET /gpu/pool once: one row per configured slot.")
 	flagUsage(cmd)
 	return cmd
+}
+
+// gpuPoolHeader and gpuPoolRow are the table of gpu pool (and of its
+// --watch).
+const gpuPoolHeader = "SLOT\tSTATE\tJOB\tEPOCH\tLEASE LEFT"
+
+func gpuPoolRow(s gpu.SlotView) string {
+	return fmt.Sprintf("%s\t%s\t%s\t%d\t%.1fs", s.ID, s.State, orDashStr(s.JobID), s.Epoch, s.LeaseLeft)
 }
 
 // printJob prints one job: as the API has it for -o json or yaml, else as

@@ -60,7 +60,23 @@ func (f *leaseFlags) manager(ctx context.Context, log *slog.Logger) (*lease.Mana
 }
 
 func leaseLogger(cmd *cobra.Command) *slog.Logger {
-	return logging.New(cmd.ErrOrStderr(), config.Get(config.EnvLogLevel))
+	return newLogger(cmd, config.Get(config.EnvLogLevel))
+}
+
+// leaseRunLogger is lease run's logger. Its stderr is the user's terminal,
+// shared with CMD's own stderr, so without -v it logs only warnings and
+// errors (a lost lease, a failed release, renews failing): what the user
+// must see. BATON_LOG_LEVEL=error makes it quieter still. -v logs
+// everything, debug included (acquire, release, signals).
+func leaseRunLogger(cmd *cobra.Command, verbose bool) *slog.Logger {
+	if verbose {
+		return newLogger(cmd, "debug")
+	}
+	level := config.Get(config.EnvLogLevel)
+	if logging.ParseLevel(level) < slog.LevelWarn {
+		level = "warn"
+	}
+	return newLogger(cmd, level)
 }
 
 var leaseCmd = &cobra.Command{
@@ -79,11 +95,12 @@ func init() {
 
 func newLeaseRunCmd() *cobra.Command {
 	var (
-		f     leaseFlags
-		name  string
-		ttl   time.Duration
-		wait  bool
-		grace time.Duration
+		f       leaseFlags
+		name    string
+		ttl     time.Duration
+		wait    bool
+		grace   time.Duration
+		verbose bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run --name NAME [--ttl 15s] [--wait] [--grace 10s] -- CMD [ARGS...]",
@@ -97,7 +114,12 @@ the whole trust window), CMD's process group gets SIGTERM, then SIGKILL after
 
 Exit status: CMD's own (128+signal if it died of a signal); 75 when the lease
 is held by someone else and --wait is not set; 76 when the lease was lost
-while CMD ran; 2 for bad usage.`,
+while CMD ran; 2 for bad usage.
+
+baton itself writes nothing on stdout, and on stderr only warnings and
+errors (a lost lease, a failed release, failing renews), so CMD's output
+reads as if it ran alone; -v adds everything else (lease acquired, epoch,
+released, signals).`,
 		Example: `  baton lease run --name nightly-backup -- ./backup.sh
   baton lease run --name report --ttl 30s --wait -- make report`,
 		Args: cobra.ArbitraryArgs,
@@ -111,7 +133,7 @@ while CMD ran; 2 for bad usage.`,
 			if grace <= 0 {
 				return usageError("lease run: --grace %s: want a positive duration", grace)
 			}
-			log := leaseLogger(cmd)
+			log := leaseRunLogger(cmd, verbose)
 			ctx := cmd.Context()
 			m, client, err := f.manager(ctx, log)
 			if err != nil {
@@ -126,6 +148,7 @@ while CMD ran; 2 for bad usage.`,
 	cmd.Flags().DurationVar(&ttl, "ttl", 15*time.Second, "lease ttl; renewed every ttl/3, at most once a second")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the lease instead of exiting 75 when it is held")
 	cmd.Flags().DurationVar(&grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log everything (acquire, epoch, release), not only warnings and errors")
 	return cmd
 }
 
@@ -227,9 +250,10 @@ func childExit(err error) error {
 
 func newLeaseStatusCmd() *cobra.Command {
 	var (
-		f    leaseFlags
-		name string
-		out  *outputFormat
+		f     leaseFlags
+		name  string
+		out   *outputFormat
+		watch *watchFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "status [--name NAME]",
@@ -245,18 +269,27 @@ now). A released or broken lease shows as free, with its last epoch.`,
 				return err
 			}
 			defer client.Close()
-			var infos []lease.Info
-			if name != "" {
-				i, err := m.Status(ctx, name)
-				switch {
-				case i != nil:
-					infos = append(infos, *i)
-				case errors.Is(err, lease.ErrNotFound):
-					infos = append(infos, lease.Info{Name: name, Free: true})
-				case err != nil:
-					return err
-				}
-			} else if infos, err = m.List(ctx); err != nil {
+			if watch.on {
+				return runWatch(ctx, cmd, watch, out, watchSpec[leaseWatchRow]{
+					fetch: func(ctx context.Context) ([]leaseWatchRow, error) {
+						infos, err := leaseInfos(ctx, m, name)
+						now := time.Now()
+						rows := make([]leaseWatchRow, 0, len(infos))
+						for _, i := range infos {
+							rows = append(rows, leaseWatchRow{newLeaseView(i, now), i, now})
+						}
+						return rows, err
+					},
+					key: func(r leaseWatchRow) string { return r.Name },
+					// Not the renewals (generation, time left): a held
+					// lease would print at every heartbeat.
+					version: func(r leaseWatchRow) string { return fmt.Sprint(r.State, r.Holder, r.Epoch) },
+					header:  leaseHeader,
+					row:     func(r leaseWatchRow) string { return leaseRow(&r.info, r.now) },
+				})
+			}
+			infos, err := leaseInfos(ctx, m, name)
+			if err != nil {
 				return err
 			}
 			now := time.Now()
@@ -273,7 +306,34 @@ now). A released or broken lease shows as free, with its last epoch.`,
 	f.register(cmd)
 	cmd.Flags().StringVar(&name, "name", "", "lease name (default: all leases under the prefix)")
 	out = addOutput(cmd, `{"leases":[…]}`)
+	watch = addWatch(cmd, `Each poll reads the one lease of --name, or lists the leases under
+--prefix (one object listing, which grows with the number of leases).`)
 	return cmd
+}
+
+// leaseInfos reads the lease name, or all leases under the prefix when
+// name is empty. A lease never taken shows as free.
+func leaseInfos(ctx context.Context, m *lease.Manager, name string) ([]lease.Info, error) {
+	if name == "" {
+		return m.List(ctx)
+	}
+	i, err := m.Status(ctx, name)
+	switch {
+	case i != nil:
+		return []lease.Info{*i}, nil
+	case errors.Is(err, lease.ErrNotFound):
+		return []lease.Info{{Name: name, Free: true}}, nil
+	}
+	return nil, err
+}
+
+// leaseWatchRow is one lease as lease status --watch prints it: its view
+// (the JSON and YAML), and the lease and the time it was read at (the
+// table's age and time left).
+type leaseWatchRow struct {
+	leaseView
+	info lease.Info
+	now  time.Time
 }
 
 // leaseList is the document of lease status -o json|yaml.
@@ -332,21 +392,29 @@ func leaseState(i *lease.Info, now time.Time) string {
 
 func printLeases(cmd *cobra.Command, infos []lease.Info, now time.Time) {
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tHOLDER\tEPOCH\tAGE\tLEFT\tSTATE")
+	fmt.Fprintln(tw, leaseHeader)
 	for _, i := range infos {
-		state, holder, age, left := leaseState(&i, now), i.Holder, "-", "-"
-		if i.Free {
-			holder = "-"
-		}
-		if !i.Free && !i.AcquiredAt.IsZero() {
-			age = now.Sub(i.AcquiredAt).Round(time.Second).String()
-		}
-		if state == "held" {
-			left = i.ExpiresAt.Sub(now).Round(100 * time.Millisecond).String()
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", i.Name, holder, i.Epoch, age, left, state)
+		fmt.Fprintln(tw, leaseRow(&i, now))
 	}
 	_ = tw.Flush()
+}
+
+// leaseHeader and leaseRow are the table of lease status (and of its
+// --watch).
+const leaseHeader = "NAME\tHOLDER\tEPOCH\tAGE\tLEFT\tSTATE"
+
+func leaseRow(i *lease.Info, now time.Time) string {
+	state, holder, age, left := leaseState(i, now), i.Holder, "-", "-"
+	if i.Free {
+		holder = "-"
+	}
+	if !i.Free && !i.AcquiredAt.IsZero() {
+		age = now.Sub(i.AcquiredAt).Round(time.Second).String()
+	}
+	if state == "held" {
+		left = i.ExpiresAt.Sub(now).Round(100 * time.Millisecond).String()
+	}
+	return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s", i.Name, holder, i.Epoch, age, left, state)
 }
 
 func newLeaseBreakCmd() *cobra.Command {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -332,4 +333,130 @@ func lineHasFields(out string, fields ...string) bool {
 		}
 	}
 	return false
+}
+
+// runBaton runs the baton binary to the end and returns its stdout,
+// stderr and exit code.
+func runBaton(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	c := exec.Command(batonBinary(t), args...)
+	c.Env, c.Stdout, c.Stderr = env, &out, &errOut
+	err := c.Run()
+	return out.String(), errOut.String(), procExitCode(err)
+}
+
+// TestLeaseRunQuietUnlessVerbose: lease run leaves the user's terminal to
+// CMD: without -v a run that goes well adds nothing to stderr, and CMD's
+// stdout and exit code pass through unchanged; -v logs the lease's life,
+// as JSON when stderr is not a terminal or as text with --log-format text.
+// A lost lease is still said without -v.
+func TestLeaseRunQuietUnlessVerbose(t *testing.T) {
+	env := append(leaseEnv(t), "BATON_LOG_LEVEL=") // the default level, not the tests' warn
+	for _, tc := range []struct {
+		script string
+		code   int
+	}{{"echo out", 0}, {"echo out; exit 3", 3}} {
+		stdout, stderr, code := runBaton(t, env, "lease", "run", "--name", "quiet", "--", "sh", "-c", tc.script)
+		if stdout != "out\n" || stderr != "" || code != tc.code {
+			t.Errorf("lease run -- sh -c %q: stdout %q, stderr %q, exit %d; want \"out\\n\", nothing, %d", tc.script, stdout, stderr, code, tc.code)
+		}
+	}
+
+	stdout, stderr, code := runBaton(t, env, "lease", "run", "-v", "--name", "quiet", "--", "sh", "-c", "echo out")
+	if stdout != "out\n" || code != 0 || stderr == "" {
+		t.Fatalf("lease run -v: stdout %q, exit %d, stderr %q; want out, 0 and logs", stdout, code, stderr)
+	}
+	var messages []string
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		var entry struct{ Severity, Message string }
+		if err := json.Unmarshal([]byte(line), &entry); err != nil || entry.Severity == "" || entry.Message == "" {
+			t.Fatalf("lease run -v (stderr not a terminal): line %q is not a JSON entry with severity and message: %v", line, err)
+		}
+		messages = append(messages, entry.Message)
+	}
+	if !slices.Contains(messages, "lease acquired") {
+		t.Errorf("lease run -v: messages %q; want \"lease acquired\"", messages)
+	}
+
+	stdout, stderr, code = runBaton(t, env, "lease", "run", "--verbose", "--log-format", "text", "--name", "quiet", "--", "sh", "-c", "echo out")
+	if stdout != "out\n" || code != 0 || !strings.Contains(stderr, `level=INFO msg="lease acquired"`) || strings.Contains(stderr, "{") {
+		t.Errorf("lease run --verbose --log-format text: stdout %q, exit %d, stderr %q; want text lines with level=INFO", stdout, code, stderr)
+	}
+	if _, stderr, code = runBaton(t, env, "--log-format", "pretty", "lease", "run", "--name", "quiet", "--", "true"); code != 2 || !strings.Contains(stderr, `invalid argument "pretty" for "--log-format"`) {
+		t.Errorf("--log-format pretty: exit %d, stderr %q; want 2 naming the flag", code, stderr)
+	}
+
+	// Without -v, losing the lease is still reported.
+	started := filepath.Join(t.TempDir(), "started")
+	holder := startLeaseBaton(t, env, "lease", "run", "--name", "lost", "--ttl", "3s", "--grace", "1s", "--", "sh", "-c", `echo up > "$0"; exec sleep 30`, started)
+	waitLeaseFile(t, started, 30*time.Second)
+	if out, _, code := runBaton(t, env, "lease", "break", "--name", "lost", "--yes"); code != 0 {
+		t.Fatalf("break: exit %d\n%s", code, out)
+	}
+	if code := holder.wait(t, 30*time.Second); code != exitLeaseLost || !strings.Contains(holder.stderr.String(), `"severity":"ERROR","message":"lease lost; stopping the command"`) {
+		t.Errorf("broken holder without -v: exit %d, stderr:\n%s\nwant %d and the ERROR entry", code, holder.stderr.String(), exitLeaseLost)
+	}
+}
+
+// TestLeaseStatusWatchSIGINT: `baton lease status -w -o json`, a real
+// process, prints each lease as one JSON line, then a line again when a
+// new holder takes it (a new epoch); Ctrl-C (SIGINT) ends it with exit 0.
+func TestLeaseStatusWatchSIGINT(t *testing.T) {
+	env := leaseEnv(t)
+	if _, stderr, code := runBaton(t, env, "lease", "run", "--name", "w1", "--", "true"); code != 0 {
+		t.Fatalf("lease run: exit %d\n%s", code, stderr)
+	}
+	out := newLockedBuffer()
+	w := exec.Command(batonBinary(t), "lease", "status", "-w", "--watch-interval", "100ms", "-o", "json")
+	w.Env, w.Stdout = env, out
+	var errOut bytes.Buffer
+	w.Stderr = &errOut
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Wait() }()
+	t.Cleanup(func() { _ = w.Process.Kill() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if got, err := out.waitFor(ctx, `"name":"w1"`); err != nil {
+		t.Fatalf("watch never printed w1: %v\n%s", err, got)
+	}
+	if _, stderr, code := runBaton(t, env, "lease", "run", "--name", "w1", "--", "true"); code != 0 {
+		t.Fatalf("lease run: exit %d\n%s", code, stderr)
+	}
+	got, err := out.waitFor(ctx, `"epoch":2`)
+	if err != nil {
+		t.Fatalf("watch never printed the new epoch: %v\n%s", err, got)
+	}
+	if err := w.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if procExitCode(err) != 0 || errOut.Len() != 0 {
+			t.Fatalf("watch after SIGINT: exit %d, stderr %q; want 0 and nothing", procExitCode(err), errOut.String())
+		}
+	case <-ctx.Done():
+		t.Fatal("watch still running after SIGINT")
+	}
+	// w1 free at epoch 1, then maybe held at epoch 2 (if a poll caught the
+	// short run), then free at epoch 2: each state once.
+	var states []string
+	for _, line := range strings.Split(strings.TrimSpace(got), "\n") {
+		var l struct {
+			Name, State string
+			Epoch       int64
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("line %q is not one JSON lease: %v", line, err)
+		}
+		if l.Name == "w1" {
+			states = append(states, fmt.Sprint(l.State, l.Epoch))
+		}
+	}
+	if s := fmt.Sprint(states); s != "[free1 free2]" && s != "[free1 held2 free2]" && s != "[free1 held2]" {
+		t.Errorf("w1 printed as %v; want free1, then epoch 2 once per state\n%s", states, got)
+	}
 }

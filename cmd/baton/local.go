@@ -14,7 +14,6 @@ import (
 	"github.com/baton-cron/baton/emulator/stack"
 	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/config"
-	"github.com/baton-cron/baton/shared/logging"
 )
 
 // localShutdownTimeout bounds the graceful part of shutdown: requests and
@@ -54,7 +53,7 @@ to /Run with the real headers, and
 
 It prints export lines on stdout (and writes them to DATA_DIR/env), so another
 shell can run:  . .baton/env
-Logs are JSON on stderr. SIGINT or SIGTERM shuts down cleanly: the tick and
+Logs go to stderr (--log-format: text on a terminal, else JSON). SIGINT or SIGTERM shuts down cleanly: the tick and
 requests in flight finish (up to 30s), then the emulators stop.`,
 		Example: `  baton local
   baton local --tick 5s --fresh
@@ -80,7 +79,7 @@ requests in flight finish (up to 30s), then the emulators stop.`,
 			if verbose {
 				logLevel = "debug"
 			}
-			log := logging.New(cmd.ErrOrStderr(), logLevel)
+			log := newLogger(cmd, logLevel)
 			cfg.Logger, cfg.Verbose = log, verbose
 			cfg.Hooks = append(cfg.Hooks, localHooks...)
 			// The package default too, so httpapi's 500 logs are JSON on stderr.

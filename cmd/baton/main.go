@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"strings"
 	"syscall"
 
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
+
+	"github.com/baton-cron/baton/shared/logging"
 )
 
 // exitError carries a process exit code through cobra, for commands whose
@@ -52,8 +57,71 @@ func init() {
 	rootCmd.Version = buildVersion(debug.ReadBuildInfo())
 	rootCmd.SetVersionTemplate("baton {{.Version}}\n")
 	rootCmd.AddCommand(benchCmd, newVersionCmd())
+	rootCmd.PersistentFlags().Var(&rootLogFormat, logFormatFlag,
+		"log format on stderr: text, json, or auto (text when stderr is a terminal, else JSON with Cloud Logging's severity and message)")
 	groupCommand(rootCmd)
 	groupCommand(benchCmd)
+}
+
+// The --log-format flag and its values.
+const (
+	logFormatFlag = "log-format"
+	logFormatAuto = "auto"
+)
+
+// logFormats are --log-format's values, for its check and its completion.
+var logFormats = []string{logging.FormatText, logging.FormatJSON, logFormatAuto}
+
+// rootLogFormat is the value of the root's persistent --log-format.
+var rootLogFormat = logFormat(logFormatAuto)
+
+// logFormat is --log-format's value. Set refuses anything but text, json
+// and auto, so a bad value is a flag error (exit 2, naming the flag) on
+// every command, before it does anything.
+type logFormat string
+
+func (f *logFormat) String() string { return string(*f) }
+
+// Type names the value in the help.
+func (f *logFormat) Type() string { return "format" }
+
+// Set checks and stores one value.
+func (f *logFormat) Set(s string) error {
+	for _, v := range logFormats {
+		if s == v {
+			*f = logFormat(s)
+			return nil
+		}
+	}
+	return fmt.Errorf("want %s, not %q", strings.Join(logFormats, ", "), s)
+}
+
+// newLogger is the one way cmd/baton makes a logger: on cmd's stderr, at
+// level, in the format --log-format asks for. auto means text when that
+// stderr is a terminal (a person reads it) and JSON otherwise (a file, a
+// pipe, Cloud Run, where Cloud Logging parses severity and message).
+func newLogger(cmd *cobra.Command, level string) *slog.Logger {
+	w := cmd.ErrOrStderr()
+	format := logFormatAuto
+	if f := cmd.Flag(logFormatFlag); f != nil {
+		format = f.Value.String()
+	}
+	log, err := logging.NewFormat(w, resolveLogFormat(format, w), level)
+	if err != nil { // only text and json reach NewFormat; keep logging anyway
+		return logging.New(w, level)
+	}
+	return log
+}
+
+// resolveLogFormat turns auto into text or json for the writer w.
+func resolveLogFormat(format string, w io.Writer) string {
+	if format != logFormatAuto {
+		return format
+	}
+	if f, ok := w.(interface{ Fd() uintptr }); ok && (isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())) {
+		return logging.FormatText
+	}
+	return logging.FormatJSON
 }
 
 // buildVersion describes the binary from its build info: the module
@@ -142,6 +210,7 @@ func unknownCommand(c *cobra.Command, name string) error {
 }
 
 func main() {
+	registerCompletions(rootCmd, schedulesClientFromEnv, gpuClientFromEnv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := rootCmd.ExecuteContext(ctx)
 	stop()

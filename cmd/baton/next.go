@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,22 +16,33 @@ const nextMaxCount = 10000
 
 // newNextCmd builds `baton next`. It is a constructor, not a package
 // variable, so that tests get fresh flags on every run.
-func newNextCmd(now func() time.Time) *cobra.Command {
+func newNextCmd(now func() time.Time, client clientFunc) *cobra.Command {
 	var (
-		tz    string
-		from  string
-		count int
-		out   *outputFormat
+		tz      string
+		from    string
+		count   int
+		out     *outputFormat
+		schedID string
 	)
 	cmd := &cobra.Command{
-		Use:   "next EXPR",
+		Use:   "next EXPR | next --schedule ID",
 		Short: "Print the next fire times of a cron expression",
 		Long: `Print the next fire times of a cron expression, one per line, in RFC 3339
 with the zone's offset. EXPR is 5-field unix cron, 6 fields with leading
 seconds, @hourly/@daily/…, or "@every 90s"; quote it. DST gaps fire once at
-the end of the gap; repeated fall-back times fire at their first occurrence.`,
-		Example: `  baton next '*/15 * * * *' --tz Europe/Berlin --from 2026-03-29T01:30:00+01:00 -n 4`,
+the end of the gap; repeated fall-back times fire at their first occurrence.
+With --schedule ID it reads that schedule through the API instead and prints
+its real upcoming times: its zone, H fields, DST policy, jitter and
+startAt/endAt applied.`,
+		Example: `  baton next '*/15 * * * *' --tz Europe/Berlin --from 2026-03-29T01:30:00+01:00 -n 4
+  baton next --schedule nightly -n 10`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if schedID != "" {
+				if len(args) != 0 || tz != "" {
+					return usageError("next: --schedule takes no expression and no --tz: the schedule has its own")
+				}
+				return nil
+			}
 			if len(args) != 1 {
 				return usageError("next: want exactly one argument, the cron expression (quote it), got %d", len(args))
 			}
@@ -39,9 +52,27 @@ the end of the gap; repeated fall-back times fire at their first occurrence.`,
 			if count < 1 || count > nextMaxCount {
 				return usageError("next: -n %d: want 1 to %d", count, nextMaxCount)
 			}
-			spec, err := schedule.Parse(args[0])
-			if err != nil {
-				return usageError("next: %v", err)
+			expr := ""
+			var spec schedule.Spec
+			var err error
+			if schedID != "" {
+				c, cerr := client()
+				if cerr != nil {
+					return cerr
+				}
+				var sc schedule.Schedule
+				if _, err := c.do(cmd.Context(), http.MethodGet, "/schedules/"+url.PathEscape(schedID), nil, nil, nil, &sc); err != nil {
+					return apiFailure("next --schedule "+schedID, err)
+				}
+				if spec, err = sc.Spec(); err != nil {
+					return fmt.Errorf("next: schedule %s: cron %q: %w", schedID, sc.Cron, err)
+				}
+				expr, tz = sc.Cron, sc.TimeZone
+			} else {
+				expr = args[0]
+				if spec, err = schedule.Parse(expr); err != nil {
+					return usageError("next: %v", err)
+				}
 			}
 			loc, err := schedule.LoadLocation(tz)
 			if err != nil {
@@ -54,7 +85,7 @@ the end of the gap; repeated fall-back times fire at their first occurrence.`,
 				}
 			}
 			times := nextFireTimes(spec, loc, start, count)
-			doc := nextDoc{Expression: args[0], TimeZone: zoneName(tz), FireTimes: times}
+			doc := nextDoc{Expression: expr, Schedule: schedID, TimeZone: zoneName(tz), FireTimes: times}
 			w := cmd.OutOrStdout()
 			return out.print(w, doc, func() error {
 				for _, t := range times {
@@ -72,6 +103,7 @@ the end of the gap; repeated fall-back times fire at their first occurrence.`,
 	cmd.Flags().StringVar(&tz, "tz", "", "IANA time zone such as Europe/Berlin (default UTC)")
 	cmd.Flags().StringVar(&from, "from", "", "list fire times strictly after this RFC 3339 time (default now)")
 	cmd.Flags().IntVarP(&count, "count", "n", 5, "how many fire times to print")
+	cmd.Flags().StringVar(&schedID, "schedule", "", "print the upcoming times of this schedule (read through the API) instead of an expression")
 	out = addOutput(cmd, `{"expression":…,"timeZone":…,"fireTimes":[…]}`)
 	return cmd
 }
@@ -79,6 +111,7 @@ the end of the gap; repeated fall-back times fire at their first occurrence.`,
 // nextDoc is what next -o json|yaml prints.
 type nextDoc struct {
 	Expression string      `json:"expression"`
+	Schedule   string      `json:"schedule,omitempty"`
 	TimeZone   string      `json:"timeZone"`
 	FireTimes  []time.Time `json:"fireTimes"`
 }
@@ -90,5 +123,5 @@ func nextFireTimes(spec schedule.Spec, loc *time.Location, start time.Time, coun
 }
 
 func init() {
-	rootCmd.AddCommand(newNextCmd(time.Now))
+	rootCmd.AddCommand(newNextCmd(time.Now, schedulesClientFromEnv))
 }

@@ -14,7 +14,7 @@ import (
 func runNext(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	now := func() time.Time { return time.Date(2026, 3, 29, 0, 50, 0, 0, time.UTC) }
-	cmd := newNextCmd(now)
+	cmd := newNextCmd(now, schedulesClientFromEnv)
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)

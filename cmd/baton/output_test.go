@@ -39,7 +39,7 @@ func TestOutputFlagValidated(t *testing.T) {
 			root := &cobra.Command{Use: "baton", SilenceUsage: true, SilenceErrors: true}
 			lease := &cobra.Command{Use: "lease"}
 			lease.AddCommand(newLeaseStatusCmd())
-			root.AddCommand(newSchedulesCmd(client), newRunsCmd(client), newGPUCmd(client), lease, newNextCmd(time.Now))
+			root.AddCommand(newSchedulesCmd(client), newRunsCmd(client), newGPUCmd(client), lease, newNextCmd(time.Now, client))
 			var out bytes.Buffer
 			root.SetOut(&out)
 			root.SetErr(&out)

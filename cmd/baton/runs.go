@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,6 +33,7 @@ type runsListFlags struct {
 	pageSize                         int
 	all                              bool
 	out                              *outputFormat
+	watch                            *watchFlags
 }
 
 // query checks the filter flags before any request and returns GET /runs'
@@ -115,6 +117,25 @@ func newRunsListCmd(client clientFunc) *cobra.Command {
 			if q == nil {
 				path, what = "/schedules/"+url.PathEscape(f.id)+"/runs", "runs list --schedule "+f.id
 			}
+			header, row := runsListHeader, runsListRow
+			if q == nil {
+				header, row = scheduleRunsHeader, scheduleRunsRow
+			}
+			if f.watch.on {
+				return runWatch(cmd.Context(), cmd, f.watch, f.out, watchSpec[schedule.Run]{
+					fetch: func(ctx context.Context) ([]schedule.Run, error) {
+						runs, _, err := fetchPages(ctx, c, path, q, f.pageSize, "", false,
+							func(p *catalog.RunPage) ([]schedule.Run, string) { return p.Runs, p.NextPageToken })
+						return runs, apiFailureOrNil(what, err)
+					},
+					key: func(r schedule.Run) string { return r.ID },
+					// Not the heartbeat: a running run would print every beat.
+					version: func(r schedule.Run) string {
+						return fmt.Sprint(r.Status, r.Attempt, r.StartedAt.UnixNano(), r.FinishedAt.UnixNano())
+					},
+					header: header, row: row,
+				})
+			}
 			runs, next, err := fetchPages(cmd.Context(), c, path, q, f.pageSize, f.token, f.all,
 				func(p *catalog.RunPage) ([]schedule.Run, string) { return p.Runs, p.NextPageToken })
 			if err != nil {
@@ -124,16 +145,9 @@ func newRunsListCmd(client clientFunc) *cobra.Command {
 				return f.out.print(cmd.OutOrStdout(), catalog.RunPage{Runs: nonNil(runs), NextPageToken: next}, nil)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			if q == nil {
-				fmt.Fprintln(tw, "RUN\tFIRE TIME\tSOURCE\tSTATUS\tATTEMPT\tFINISHED\tDETAIL")
-				for _, r := range runs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.FireTime.UTC().Format(time.RFC3339), r.Source, r.Status, r.Attempt, orDash(r.FinishedAt), runDetail(r))
-				}
-			} else {
-				fmt.Fprintln(tw, "RUN\tSCHEDULE\tFIRE TIME\tSOURCE\tSTATUS\tATTEMPT\tFINISHED\tDETAIL")
-				for _, r := range runs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.ScheduleID, r.FireTime.UTC().Format(time.RFC3339), r.Source, r.Status, r.Attempt, orDash(r.FinishedAt), runDetail(r))
-				}
+			fmt.Fprintln(tw, header)
+			for _, r := range runs {
+				fmt.Fprintln(tw, row(r))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -153,7 +167,23 @@ func newRunsListCmd(client clientFunc) *cobra.Command {
 	list.Flags().StringVar(&f.token, "page-token", "", "continue from the nextPageToken of an earlier page")
 	list.Flags().BoolVar(&f.all, "all", false, "follow page tokens to the end")
 	f.out = addOutput(list, `{"runs":[…],"nextPageToken":…}`)
+	f.watch = addWatch(list, pagedWatch("the newest runs"))
 	return list
+}
+
+// The tables of runs list: one schedule's history (no SCHEDULE column),
+// and GET /runs across schedules. --watch prints the same rows.
+const (
+	scheduleRunsHeader = "RUN\tFIRE TIME\tSOURCE\tSTATUS\tATTEMPT\tFINISHED\tDETAIL"
+	runsListHeader     = "RUN\tSCHEDULE\tFIRE TIME\tSOURCE\tSTATUS\tATTEMPT\tFINISHED\tDETAIL"
+)
+
+func scheduleRunsRow(r schedule.Run) string {
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s", r.ID, r.FireTime.UTC().Format(time.RFC3339), r.Source, r.Status, r.Attempt, orDash(r.FinishedAt), runDetail(r))
+}
+
+func runsListRow(r schedule.Run) string {
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s", r.ID, r.ScheduleID, r.FireTime.UTC().Format(time.RFC3339), r.Source, r.Status, r.Attempt, orDash(r.FinishedAt), runDetail(r))
 }
 
 // more is the command line that continues a listing after its page, for

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,6 +65,7 @@ $BATON_SCHEDULES_URL, or $BATON_URL/Schedules when that is unset, with
 		schedulesActionCmd(client, "pause", "Disable a schedule: the tick stops firing it"),
 		schedulesActionCmd(client, "resume", "Enable a schedule; its next run is computed from now"),
 		schedulesActionCmd(client, "trigger", "Run a schedule now (source manual), enabled or not"),
+		schedulesBackfillCmd(client, time.Now),
 	)
 	return cmd
 }
@@ -101,6 +103,7 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 		token    string
 		all      bool
 		out      *outputFormat
+		watch    *watchFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -114,6 +117,21 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if watch.on {
+				return runWatch(cmd.Context(), cmd, watch, out, watchSpec[schedule.Schedule]{
+					fetch: func(ctx context.Context) ([]schedule.Schedule, error) {
+						list, _, err := fetchPages(ctx, c, "/schedules", nil, pageSize, "", false,
+							func(p *catalog.SchedulePage) ([]schedule.Schedule, string) { return p.Schedules, p.NextPageToken })
+						return list, apiFailureOrNil("schedules list", err)
+					},
+					key: func(sc schedule.Schedule) string { return sc.ID },
+					// The tick moves nextRunAt without a new version.
+					version: func(sc schedule.Schedule) string {
+						return fmt.Sprint(sc.Version, sc.Enabled, sc.NextRunAt.UnixNano())
+					},
+					header: scheduleListHeader, row: scheduleListRow,
+				})
+			}
 			list, next, err := fetchPages(cmd.Context(), c, "/schedules", nil, pageSize, token, all,
 				func(p *catalog.SchedulePage) ([]schedule.Schedule, string) { return p.Schedules, p.NextPageToken })
 			if err != nil {
@@ -123,9 +141,9 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 				return out.print(cmd.OutOrStdout(), catalog.SchedulePage{Schedules: nonNil(list), NextPageToken: next}, nil)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tENABLED\tCRON\tTIME ZONE\tTARGET\tNEXT RUN\tVERSION")
+			fmt.Fprintln(tw, scheduleListHeader)
 			for _, sc := range list {
-				fmt.Fprintf(tw, "%s\t%t\t%s\t%s\t%s\t%s\t%d\n", sc.ID, sc.Enabled, sc.Cron, zoneName(sc.TimeZone), targetSummary(sc.Target), nextRun(&sc), sc.Version)
+				fmt.Fprintln(tw, scheduleListRow(sc))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -141,7 +159,16 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 	cmd.Flags().StringVar(&token, "page-token", "", "continue from the nextPageToken of an earlier page")
 	cmd.Flags().BoolVar(&all, "all", false, "follow page tokens to the end")
 	out = addOutput(cmd, `{"schedules":[…],"nextPageToken":…}`)
+	watch = addWatch(cmd, pagedWatch("the first ids in order"))
 	return cmd
+}
+
+// scheduleListHeader and scheduleListRow are the table of schedules list
+// (and of its --watch).
+const scheduleListHeader = "ID\tENABLED\tCRON\tTIME ZONE\tTARGET\tNEXT RUN\tVERSION"
+
+func scheduleListRow(sc schedule.Schedule) string {
+	return fmt.Sprintf("%s\t%t\t%s\t%s\t%s\t%s\t%d", sc.ID, sc.Enabled, sc.Cron, zoneName(sc.TimeZone), targetSummary(sc.Target), nextRun(&sc), sc.Version)
 }
 
 func nonNil[T any](s []T) []T {

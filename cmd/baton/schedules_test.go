@@ -44,8 +44,9 @@ func setupCLI(t *testing.T) *cliBundle {
 	}
 	t.Cleanup(eng.Wait) // background runs finish before the store closes
 	svc := catalog.New(st, catalog.Options{
-		Validate:  schedule.ValidateOptions{AllowedHosts: []string{"api.example.com"}, Builtins: scheduler.Builtins()},
-		Triggerer: eng,
+		Validate:   schedule.ValidateOptions{AllowedHosts: []string{"api.example.com"}, Builtins: scheduler.Builtins()},
+		Triggerer:  eng,
+		Backfiller: eng,
 	})
 	srv := httptest.NewServer(httpapi.RequireToken(cliToken, catalog.NewHandler(svc, catalog.HandlerOptions{})))
 	t.Cleanup(srv.Close)

@@ -25,6 +25,7 @@ import (
 	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/httpapi"
+	"github.com/baton-cron/baton/shared/metrics"
 	"github.com/baton-cron/baton/shared/store/mongostore"
 	"github.com/baton-cron/baton/shared/taskqueue"
 )
@@ -232,6 +233,12 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		// The local stack ticks at --tick, which may be a second.
 		SubMinute: true,
 	}
+	// Metrics on a registry of this stack's own, served at /metrics.
+	local, err := metrics.NewLocal(metrics.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	deps.Metrics, deps.MetricsHandler = local.Set, local.Handler
 	if deps.TickLeaseTTL, err = config.Duration(config.EnvTickLeaseTTL); err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}

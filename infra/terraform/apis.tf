@@ -13,7 +13,9 @@ locals {
     "firestore.googleapis.com",
     "iam.googleapis.com",
     "logging.googleapis.com",
-    "run.googleapis.com", # gen2 functions and the GPU worker
+    "monitoring.googleapis.com",     # metrics, alert policies, the dashboard (monitoring.tf)
+    "billingbudgets.googleapis.com", # the optional GPU budget (monitoring.tf)
+    "run.googleapis.com",            # gen2 functions and the GPU worker
     "storage.googleapis.com",
   ]
 }

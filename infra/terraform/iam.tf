@@ -336,6 +336,8 @@ resource "terraform_data" "iam_ready" {
     [for g in google_cloud_tasks_queue_iam_member.enqueuer : g.id],
     [for g in google_service_account_iam_member.tasks_actas : g.id],
     google_project_iam_member.daemon_datastore[*].id,
+    [for g in google_project_iam_member.function_metrics : g.id],
+    google_project_iam_member.daemon_metrics[*].id,
     google_storage_bucket_iam_member.daemon_bucket[*].id,
   )
 

@@ -451,3 +451,102 @@ variable "image_max_age_days" {
     error_message = "image_max_age_days must be a whole number of days, at least 1."
   }
 }
+
+variable "alert_emails" {
+  description = "Email addresses that receive baton's alerts (one Cloud Monitoring email channel each). Empty makes none; notification_channels adds channels that already exist."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for e in var.alert_emails : can(regex("^[^@\\s]+@[^@\\s]+\\.[^@\\s]+$", e))])
+    error_message = "alert_emails must be email addresses such as oncall@example.com."
+  }
+}
+
+variable "notification_channels" {
+  description = "Existing Cloud Monitoring notification channels (projects/P/notificationChannels/ID: Slack, PagerDuty, Pub/Sub, …) that receive every baton alert, besides alert_emails."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for c in var.notification_channels : can(regex("^projects/[^/]+/notificationChannels/[^/]+$", c))])
+    error_message = "notification_channels must be channel names of the form projects/PROJECT/notificationChannels/ID."
+  }
+}
+
+variable "alert_tick_absent_minutes" {
+  description = "Minutes without a successful tick before the no-tick alert fires. Ticks come every minute; a few minutes rides out a deploy."
+  type        = number
+  default     = 10
+
+  validation {
+    condition     = var.alert_tick_absent_minutes >= 5 && var.alert_tick_absent_minutes <= 1440 && floor(var.alert_tick_absent_minutes) == var.alert_tick_absent_minutes
+    error_message = "alert_tick_absent_minutes must be a whole number from 5 to 1440 (the alignment period is 5 minutes)."
+  }
+}
+
+variable "alert_run_failure_ratio" {
+  description = "Share of runs (0 to 1) that may end failed over 10 minutes before the run-failure alert fires."
+  type        = number
+  default     = 0.1
+
+  validation {
+    condition     = var.alert_run_failure_ratio >= 0 && var.alert_run_failure_ratio < 1
+    error_message = "alert_run_failure_ratio must be at least 0 and below 1."
+  }
+}
+
+variable "alert_gpu_wait_p99_seconds" {
+  description = "The GPU-wait alert fires when the 99th percentile of the queue wait (enqueue to dispatch) over 10 minutes exceeds this many seconds."
+  type        = number
+  default     = 600
+
+  validation {
+    condition     = var.alert_gpu_wait_p99_seconds > 0
+    error_message = "alert_gpu_wait_p99_seconds must be positive."
+  }
+}
+
+variable "billing_account" {
+  description = "Billing account id (XXXXXX-XXXXXX-XXXXXX) for the optional GPU budget. Empty makes no budget."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.billing_account == "" || can(regex("^[0-9A-F]{6}-[0-9A-F]{6}-[0-9A-F]{6}$", var.billing_account))
+    error_message = "billing_account must be empty or a billing account id such as 0X0X0X-0X0X0X-0X0X0X."
+  }
+}
+
+variable "gpu_budget_amount" {
+  description = "Monthly GPU budget in gpu_budget_currency (whole units); 0 makes no budget. Needs billing_account."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.gpu_budget_amount >= 0 && floor(var.gpu_budget_amount) == var.gpu_budget_amount
+    error_message = "gpu_budget_amount must be a whole number, 0 or more."
+  }
+}
+
+variable "gpu_budget_currency" {
+  description = "Currency of gpu_budget_amount; it must be the billing account's currency."
+  type        = string
+  default     = "USD"
+
+  validation {
+    condition     = can(regex("^[A-Z]{3}$", var.gpu_budget_currency))
+    error_message = "gpu_budget_currency must be an ISO 4217 code such as USD."
+  }
+}
+
+variable "gpu_budget_services" {
+  description = "Billing services the GPU budget counts: Cloud Run's (services/152E-C115-5142), where the GPU worker runs. The budget covers this project only."
+  type        = list(string)
+  default     = ["services/152E-C115-5142"]
+
+  validation {
+    condition     = length(var.gpu_budget_services) > 0 && alltrue([for s in var.gpu_budget_services : can(regex("^services/[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}$", s))])
+    error_message = "gpu_budget_services must list billing service ids such as services/152E-C115-5142."
+  }
+}

@@ -34,10 +34,11 @@ type fireTime struct {
 }
 
 // upcoming computes n fire times of sc after now, as `schedules describe`
-// does; a cron or zone the API accepted but this binary cannot read gives
-// an error shown in place of the times.
+// does: the schedule's own spec (H fields, DST policy, jitter, start and
+// end), not the bare expression. A cron or zone the API accepted but this
+// binary cannot read gives an error shown in place of the times.
 func upcoming(sc *schedule.Schedule, now time.Time, n int) ([]fireTime, error) {
-	spec, err := schedule.Parse(sc.Cron)
+	spec, err := sc.Spec()
 	if err != nil {
 		return nil, fmt.Errorf("cron %q: %w", sc.Cron, err)
 	}

@@ -40,6 +40,12 @@ func (s *server) parse() error {
 			}
 			return fmt.Sprint(*p)
 		},
+		"deref64": func(p *int64) string {
+			if p == nil {
+				return "—"
+			}
+			return fmt.Sprint(*p)
+		},
 		"tsp": func(p *time.Time) string {
 			if p == nil {
 				return "—"

@@ -23,6 +23,12 @@ type Triggerer interface {
 	Trigger(ctx context.Context, scheduleID string) (*schedule.Run, error)
 }
 
+// Backfiller records and starts the runs of a schedule's past fire times.
+// The scheduler's Engine implements it.
+type Backfiller interface {
+	Backfill(ctx context.Context, scheduleID string, req schedule.BackfillRequest, from time.Time) (*schedule.BackfillResult, error)
+}
+
 // Options configures a Service.
 type Options struct {
 	// Validate is passed to (*schedule.Schedule).Normalize on every write:
@@ -32,6 +38,9 @@ type Options struct {
 	Clock clock.Clock
 	// Triggerer runs a schedule now; nil makes Trigger return ErrNoTrigger.
 	Triggerer Triggerer
+	// Backfiller runs past fire times; nil makes Backfill return
+	// ErrNoTrigger.
+	Backfiller Backfiller
 	// NewID makes the id of a schedule created without one; nil means a
 	// random "s-" + 16 hex digits. Ids must match schedule.IDPattern.
 	NewID func() string
@@ -103,7 +112,7 @@ func (s *Service) prepare(sc *schedule.Schedule, now time.Time) error {
 	if err := sc.Normalize(s.opts.Validate); err != nil {
 		return inputError("", err)
 	}
-	next, err := schedule.NextFire(sc.Cron, sc.TimeZone, now)
+	next, err := sc.NextFireOf(now)
 	if err != nil {
 		return inputError("cron", err)
 	}
@@ -463,6 +472,44 @@ func (s *Service) setEnabled(ctx context.Context, id string, enabled bool, reaso
 		patch["pauseReason"] = reason
 	}
 	return s.Update(ctx, id, patch, ifMatch)
+}
+
+// Backfill validates req and records the runs of the schedule's fire
+// times in [start, end) through the Backfiller. end may not be in the
+// future (the tick decides those), start must be before end, and a
+// pageToken must be a fire time inside the window (a previous answer's).
+// Bad input is a *schedule.FieldError naming the field; nothing is written.
+func (s *Service) Backfill(ctx context.Context, id string, req schedule.BackfillRequest) (*schedule.BackfillResult, error) {
+	if s.opts.Backfiller == nil {
+		return nil, fmt.Errorf("catalog: backfill %s: %w", id, ErrNoTrigger)
+	}
+	now := s.now()
+	switch {
+	case req.Start.IsZero():
+		return nil, &schedule.FieldError{Field: "start", Reason: "is required (RFC 3339, e.g. 2026-03-01T00:00:00Z)"}
+	case req.End.IsZero():
+		return nil, &schedule.FieldError{Field: "end", Reason: "is required (RFC 3339, e.g. 2026-03-02T00:00:00Z)"}
+	case !req.Start.Before(req.End):
+		return nil, &schedule.FieldError{Field: "end", Reason: fmt.Sprintf("%s is not after start %s", req.End.UTC().Format(time.RFC3339), req.Start.UTC().Format(time.RFC3339))}
+	case req.End.After(now):
+		return nil, &schedule.FieldError{Field: "end", Reason: fmt.Sprintf("%s is in the future (now is %s): a backfill covers past fire times; the tick decides the rest", req.End.UTC().Format(time.RFC3339), now.Format(time.RFC3339))}
+	}
+	from := req.Start
+	if req.PageToken != "" {
+		t, err := time.Parse(time.RFC3339, req.PageToken)
+		if err != nil || t.Before(req.Start) || !t.Before(req.End) {
+			return nil, &schedule.FieldError{Field: "pageToken", Reason: "is not a continuation of this window: pass the previous answer's nextPageToken with the same start and end"}
+		}
+		from = t
+	}
+	if _, err := s.Get(ctx, id); err != nil {
+		return nil, err
+	}
+	res, err := s.opts.Backfiller.Backfill(ctx, id, req, from)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: backfill %s: %w", id, err)
+	}
+	return res, nil
 }
 
 // Trigger starts a manual run of an existing schedule through the

@@ -36,6 +36,7 @@ type handler struct {
 //	POST   /schedules/{id}:pause         disable
 //	POST   /schedules/{id}:resume        enable, recompute nextRunAt
 //	POST   /schedules/{id}:trigger       run now (source manual)
+//	POST   /schedules/{id}:backfill      runs of past fire times (source backfill)
 //	GET    /schedules/{id}/runs?pageSize=&pageToken=  run history, newest first
 //	GET    /runs?status=&source=&schedule=&since=&pageSize=&pageToken=  runs across schedules, newest first
 //	GET    /runs/{id}                    one run
@@ -160,11 +161,14 @@ func (h *handler) item(w http.ResponseWriter, r *http.Request, id string) error 
 }
 
 func (h *handler) action(w http.ResponseWriter, r *http.Request, id, action string) error {
-	if action != "pause" && action != "resume" && action != "trigger" {
-		return httpapi.NotFound("unknown action %q; use :pause, :resume or :trigger", action)
+	if action != "pause" && action != "resume" && action != "trigger" && action != "backfill" {
+		return httpapi.NotFound("unknown action %q; use :pause, :resume, :trigger or :backfill", action)
 	}
 	if r.Method != http.MethodPost {
 		return notAllowed(w, r, http.MethodPost)
+	}
+	if action == "backfill" {
+		return h.backfill(w, r, id)
 	}
 	// :pause takes an optional {"reason"}; the other actions take no
 	// body. Anything else is refused rather than ignored.
@@ -299,6 +303,28 @@ func runFilter(r *http.Request) (RunFilter, error) {
 		f.Since = t.UTC()
 	}
 	return f, nil
+}
+
+// backfill serves POST /schedules/{id}:backfill {start, end, dryRun?,
+// pageToken?}.
+func (h *handler) backfill(w http.ResponseWriter, r *http.Request, id string) error {
+	body, err := h.body(w, r)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return httpapi.BadRequest("", "body is empty; want {\"start\": RFC 3339, \"end\": RFC 3339, \"dryRun\": bool}")
+	}
+	var req schedule.BackfillRequest
+	if err := httpapi.Unmarshal(body, &req); err != nil {
+		return err
+	}
+	res, err := h.svc.Backfill(r.Context(), id, req)
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, res)
+	return nil
 }
 
 // body reads the whole request body under the limit, so an oversized body

@@ -69,6 +69,13 @@ const (
 	// EnvTickURL is the Tick function's URL, which baton doctor compares
 	// with the Scheduler job's target.
 	EnvTickURL = "BATON_TICK_URL"
+	// EnvMetrics turns the Cloud Monitoring export on (auto: in the cloud)
+	// or off.
+	EnvMetrics = "BATON_METRICS"
+	// EnvMetricsInterval is how often a cloud instance exports metrics.
+	EnvMetricsInterval = "BATON_METRICS_INTERVAL"
+	// EnvMetricsScheduleLabel keeps or drops the schedule label.
+	EnvMetricsScheduleLabel = "BATON_METRICS_SCHEDULE_LABEL"
 )
 
 // MinPageSecretLen is the shortest BATON_PAGE_TOKEN_SECRET accepted, in
@@ -107,6 +114,9 @@ var Vars = []Var{
 	{EnvRegion, []string{CLI}, "us-central1", "Region of the deployment (Terraform's `region`), for `baton doctor`: where the Scheduler job is, and the database's expected location unless `--location` or `BATON_FIRESTORE_LOCATION` says otherwise."},
 	{EnvFirestoreLocation, []string{CLI}, "", "Location of the Firestore database (Terraform's `firestore_location`, which defaults to `region`), for `baton doctor --location`. Empty means `BATON_REGION`."},
 	{EnvTickURL, []string{CLI}, "", "The Tick function's URL (`terraform output function_urls`), for `baton doctor --tick-url`: the Scheduler job must call exactly it. Empty checks only the host's `baton-tick-` prefix, a WARN."},
+	{EnvMetrics, append(functions, CLI), "auto", "`auto` exports metrics to Cloud Monitoring when running in the cloud (K_SERVICE set) and not otherwise; `on` always; `off` never. `baton local` serves them as Prometheus text at `/metrics` either way (docs/observability.md)."},
+	{EnvMetricsInterval, append(functions, CLI), "60s", "How often a cloud instance exports its metrics; each instance also flushes on shutdown (SIGTERM)."},
+	{EnvMetricsScheduleLabel, append(functions, CLI), "true", "`false` drops the `schedule` label from the run metrics, for deployments with many schedules (bounded cardinality)."},
 	{EnvSubMinute, []string{FnSchedules}, "false", "`true` when something ticks at second granularity (`baton daemon`, deployed by Terraform with `daemon_image`). Otherwise a seconds-level cron is refused with 400 instead of being fired once a minute."},
 }
 

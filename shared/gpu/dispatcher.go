@@ -19,6 +19,7 @@ import (
 
 	"github.com/baton-cron/baton/shared/clock"
 	"github.com/baton-cron/baton/shared/gpu/gpumodel"
+	"github.com/baton-cron/baton/shared/metrics"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
 )
@@ -60,6 +61,8 @@ type Config struct {
 	// Outputs reads the workers' stdout and stderr objects for GET
 	// /gpu/jobs/{id}/logs; nil answers that route 503 naming BATON_BUCKET.
 	Outputs Outputs
+	// Metrics records queue waits; nil records into metrics.Default().
+	Metrics *metrics.Set
 }
 
 // Dispatcher is the busy-aware GPU dispatcher. It is safe for concurrent
@@ -101,6 +104,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	cfg.Metrics = metrics.Or(cfg.Metrics)
 	d := &Dispatcher{
 		cfg:  cfg,
 		q:    cfg.Store.GPU(),
@@ -319,6 +323,12 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error)
 			return nil, "", nil
 		}
 		return nil, "", fmt.Errorf("gpu: link slot %s to job %s: %w", slot.ID, job.ID, err)
+	}
+	if job.Attempts == 0 {
+		// First dispatch: the wait the queue cost this job. A retried
+		// attempt's createdAt is the original enqueue, which would count
+		// its earlier runs as waiting.
+		d.cfg.Metrics.GPUDispatched(ctx, job.CreatedAt, now)
 	}
 	slot.JobID = job.ID
 	slot.SecretHash = hash

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/baton-cron/baton/shared/httpapi"
+	"github.com/baton-cron/baton/shared/metrics"
 	"github.com/baton-cron/baton/shared/store"
 )
 
@@ -93,4 +94,29 @@ func (d *Dispatcher) Slots(ctx context.Context) ([]SlotView, error) {
 		out[i] = v
 	}
 	return out, nil
+}
+
+// maxQueueDepthCounted bounds the queue-depth gauge's read: a deeper queue
+// shows this many, which is already an alert.
+const maxQueueDepthCounted = 10000
+
+// ObserveMetrics makes the GPU gauges (queue depth, slots by state) read
+// this dispatcher's pool at each metrics collection: one bounded count and
+// one read of the slot documents, whatever the queue holds.
+func (d *Dispatcher) ObserveMetrics() error {
+	return d.cfg.Metrics.ObserveGPU(func(ctx context.Context) (metrics.GPUState, error) {
+		slots, err := d.Slots(ctx)
+		if err != nil {
+			return metrics.GPUState{}, err
+		}
+		queued, err := d.q.CountQueued(ctx, maxQueueDepthCounted)
+		if err != nil {
+			return metrics.GPUState{}, fmt.Errorf("gpu: count queued: %w", err)
+		}
+		st := metrics.GPUState{Queued: queued, Slots: map[string]int64{}}
+		for _, s := range slots {
+			st.Slots[s.State]++
+		}
+		return st, nil
+	})
 }

@@ -130,10 +130,14 @@ func (l *Lease) trustEnd() time.Time {
 // lose records the loss and cancels the context, once.
 func (l *Lease) lose(err error) {
 	l.mu.Lock()
-	if l.err == nil {
+	first := l.err == nil
+	if first {
 		l.err = err
 	}
 	l.mu.Unlock()
+	if first {
+		l.m.met.LeaseLost(l.ctx, l.name) // a counter's Add ignores cancellation
+	}
 	l.m.log.Warn("lease lost", "lease", l.name, "holder", l.m.holder, "epoch", l.epoch, "err", err)
 	l.cancel(err)
 }

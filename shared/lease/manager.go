@@ -21,6 +21,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"github.com/baton-cron/baton/shared/clock"
+	"github.com/baton-cron/baton/shared/metrics"
 )
 
 // Options configures a Manager. The zero value is usable.
@@ -48,6 +49,9 @@ type Options struct {
 	// one above the floor. An error fails the Acquire: creating the lease
 	// at a guess could only stall its holder.
 	EpochFloor func(ctx context.Context, name string) (int64, error)
+	// Metrics counts conflicts and losses; nil records into
+	// metrics.Default().
+	Metrics *metrics.Set
 }
 
 // DefaultSkew is the clock-skew allowance when Options.Skew is zero.
@@ -68,6 +72,7 @@ type Manager struct {
 	now    func() time.Time
 	log    *slog.Logger
 	floor  func(ctx context.Context, name string) (int64, error)
+	met    *metrics.Set
 
 	backoff gax.Backoff
 	// beforeRenew, when set (tests only), runs before each renew; it may
@@ -91,6 +96,7 @@ func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 		now:     clock.Or(o.Clock).Now,
 		log:     o.Logger,
 		floor:   o.EpochFloor,
+		met:     metrics.Or(o.Metrics),
 		backoff: gax.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2},
 		free:    map[string]state{},
 	}
@@ -201,6 +207,7 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 				return m.start(name, ttl, cur, firstSent), nil //nolint:contextcheck // the lease outlives Acquire's ctx: its heartbeat runs on the lease's own context until Release or loss
 			}
 			if exp := cur.expiresAt(m.skew); m.now().Before(exp) {
+				m.met.LeaseConflict(ctx, name)
 				return nil, &HeldError{Name: name, Holder: cur.Holder, Epoch: cur.Epoch, ExpiresAt: exp}
 			}
 		}
@@ -245,6 +252,7 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 		// 412: someone else wrote first, or our own write was applied and
 		// its response lost, so the library's retry met our own generation.
 		// The next read tells which (by token).
+		m.met.LeaseConflict(ctx, name)
 	}
 	return nil, fmt.Errorf("lease %q: acquire: gave up after %d contended rounds", name, maxAcquireSteps)
 }

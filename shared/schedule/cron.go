@@ -67,6 +67,11 @@ var descriptors = map[string]string{
 // Errors are *FieldError with Field "cron" and a reason naming the cron field
 // at fault.
 func Parse(expr string) (Spec, error) {
+	if hasHash(expr) {
+		// Only a schedule's cron has an id to hash: ParseFor.
+		_, err := resolveHash(expr, "")
+		return nil, err
+	}
 	if sp, ok := specs.get(expr); ok {
 		return sp, nil
 	}
@@ -289,6 +294,14 @@ func SubMinute(spec Spec) bool {
 		return bits.OnesCount64(sp.s.Second&^(1<<63)) > 1
 	case *everySpec:
 		return sp.d < time.Minute
+	case *hashedSpec:
+		return SubMinute(sp.Spec)
+	case *jitterSpec:
+		return SubMinute(sp.inner)
+	case *dstSpec:
+		return SubMinute(sp.c)
+	case *boundedSpec:
+		return SubMinute(sp.inner)
 	}
 	return false
 }

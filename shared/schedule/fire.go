@@ -109,6 +109,21 @@ func (c *cronSpec) next(loc *time.Location, after time.Time) time.Time {
 		}
 	}
 	limit := w.Year() + searchYears
+	for {
+		m, ok := c.nextWall(w, limit)
+		if !ok {
+			return time.Time{}
+		}
+		if t := resolve(m, loc); t.After(after) {
+			return t
+		}
+		w = m.Add(time.Second)
+	}
+}
+
+// nextWall returns the first wall time at or after w (fields in UTC) that
+// matches the expression, jumping field by field; false past year limit.
+func (c *cronSpec) nextWall(w time.Time, limit int) (time.Time, bool) {
 	s := &c.s
 	for w.Year() <= limit {
 		if s.Month&(1<<uint(w.Month())) == 0 {
@@ -145,12 +160,9 @@ func (c *cronSpec) next(loc *time.Location, after time.Time) time.Time {
 		if sec != w.Second() {
 			w = time.Date(w.Year(), w.Month(), w.Day(), w.Hour(), w.Minute(), sec, 0, time.UTC)
 		}
-		if t := resolve(w, loc); t.After(after) {
-			return t
-		}
-		w = w.Add(time.Second)
+		return w, true
 	}
-	return time.Time{}
+	return time.Time{}, false
 }
 
 // nextBit returns the lowest set bit of mask at position i or above (the

@@ -87,17 +87,23 @@ const (
 	SourceCatchup   Source = "catchup"   // a fire time missed during an outage
 	SourceRetry     Source = "retry"     // a later attempt of a failed run
 	SourceManual    Source = "manual"    // triggered through the API
+	SourceBackfill  Source = "backfill"  // a past fire time asked for through :backfill
 )
 
 // AllSources lists every run source. It returns a new slice each call.
 func AllSources() []Source {
-	return []Source{SourceScheduled, SourceMisfire, SourceCatchup, SourceRetry, SourceManual}
+	return []Source{SourceScheduled, SourceMisfire, SourceCatchup, SourceRetry, SourceManual, SourceBackfill}
 }
+
+// OperatorAsked reports whether an operator asked for this run by hand
+// (trigger or backfill): such runs execute even while the schedule is
+// paused, since pausing stops the schedule, not the operator.
+func (s Source) OperatorAsked() bool { return s == SourceManual || s == SourceBackfill }
 
 // Valid reports whether s is one of the run sources.
 func (s Source) Valid() bool {
 	switch s {
-	case SourceScheduled, SourceMisfire, SourceCatchup, SourceRetry, SourceManual:
+	case SourceScheduled, SourceMisfire, SourceCatchup, SourceRetry, SourceManual, SourceBackfill:
 		return true
 	}
 	return false
@@ -188,7 +194,26 @@ type Schedule struct {
 	Cron string `bson:"cron" json:"cron"`
 	// TimeZone is an IANA zone name; empty means UTC.
 	TimeZone string `bson:"timeZone" json:"timeZone"`
-	Target   Target `bson:"target" json:"target"`
+	// Jitter, when set, delays every fire time by a stable offset in
+	// [0, jitter) hashed from the id, so schedules with the same cron do
+	// not all fire at once, and each keeps its offset (and its run ids).
+	Jitter Duration `bson:"jitter,omitempty" json:"jitter,omitzero"`
+	// DST, when set, says what the expression does where the time zone
+	// skips or repeats wall times; nil is shift and once-first.
+	DST *DSTPolicy `bson:"dst,omitempty" json:"dst,omitempty"`
+	// StartAt, when set, is the first instant the schedule may fire at;
+	// EndAt, when set, is the first it may not (the window is
+	// [StartAt, EndAt)). A schedule past its EndAt is disabled by the tick
+	// that finds no next fire time, as an expression that never fires
+	// again is.
+	StartAt time.Time `bson:"startAt,omitempty" json:"startAt,omitzero"`
+	EndAt   time.Time `bson:"endAt,omitempty" json:"endAt,omitzero"`
+	// RemainingRuns, when set, is how many more fire times the tick may
+	// decide; the advance that commits a decision lowers it by the fires
+	// decided, in the same guarded write, and at 0 disables the schedule.
+	// Manual, backfill, retry and misfire runs do not count.
+	RemainingRuns *int64 `bson:"remainingRuns,omitempty" json:"remainingRuns,omitempty"`
+	Target        Target `bson:"target" json:"target"`
 	// Overlap is one of skip, buffer_one (default), allow.
 	Overlap Overlap `bson:"overlap" json:"overlap"`
 	// Catchup is one of latest (default), all, none.

@@ -111,6 +111,8 @@ const (
 	MaxArgValueLen = 4 << 10
 	MaxURLLen      = 2048
 	MaxCronLen     = 256
+	// MaxRemainingRuns bounds remainingRuns (a billion fires).
+	MaxRemainingRuns = 1_000_000_000
 	// MaxScheduleJSON bounds a whole schedule, encoded as JSON, as the API
 	// returns it: the per-field bounds alone would allow several hundred
 	// KiB (32 headers of 4 KiB, 64 args of 4 KiB). With it, a list page
@@ -205,9 +207,26 @@ func (s *Schedule) validate(o ValidateOptions) error {
 	if len(s.Cron) > MaxCronLen {
 		return fieldErr("cron", "is %d bytes; at most %d", len(s.Cron), MaxCronLen)
 	}
-	spec, err := Parse(s.Cron)
+	spec, err := ParseFor(s.Cron, s.ID)
 	if err != nil {
 		return err
+	}
+	if s.DST != nil {
+		if err := s.DST.validate(); err != nil {
+			return err
+		}
+		if _, err := withDST(spec, *s.DST); err != nil {
+			return err
+		}
+	}
+	if !s.StartAt.IsZero() && !s.EndAt.IsZero() && !s.StartAt.Before(s.EndAt) {
+		return fieldErr("endAt", "%s is not after startAt %s", s.EndAt.UTC().Format(time.RFC3339), s.StartAt.UTC().Format(time.RFC3339))
+	}
+	if s.RemainingRuns != nil && (*s.RemainingRuns < 0 || *s.RemainingRuns > MaxRemainingRuns) {
+		return fieldErr("remainingRuns", "is %d; want 0 to %d (leave it out for no limit)", *s.RemainingRuns, MaxRemainingRuns)
+	}
+	if j := s.Jitter.D(); j < 0 || j > MaxJitter || j%time.Second != 0 {
+		return fieldErr("jitter", "is %s; want whole seconds from 0 to %s", j, MaxJitter)
 	}
 	if o.RefuseSubMinute && SubMinute(spec) {
 		return fieldErr("cron", "%q %s", s.Cron, SubMinuteHint)

@@ -211,7 +211,7 @@ func planFires(s *schedule.Schedule, spec schedule.Spec, loc *time.Location, now
 // newer tick has advanced the schedule (its decision stands, and this
 // tick's own inserts for the schedule are undone).
 func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Schedule, now time.Time, c *counters) (*scheduleWork, error) {
-	spec, err := schedule.Parse(s.Cron)
+	spec, err := s.Spec()
 	if err != nil {
 		return nil, fmt.Errorf("schedule %s: stored cron %q: %w", s.ID, s.Cron, err)
 	}
@@ -220,6 +220,17 @@ func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Sche
 		return nil, fmt.Errorf("schedule %s: stored time zone %q: %w", s.ID, s.TimeZone, err)
 	}
 	p := planFires(s, spec, loc, now, e.cfg.Grace)
+	// remainingRuns caps what this decision may fire, oldest first; the
+	// advance below stores what is left, in its guarded write.
+	var left *int64
+	if s.RemainingRuns != nil {
+		n := max(*s.RemainingRuns, 0)
+		if int64(len(p.times)) > n {
+			p.times, p.sources = p.times[:n], p.sources[:n]
+		}
+		l := n - int64(len(p.times))
+		left = &l
+	}
 	w := &scheduleWork{s: *s}
 	// The inserts are not fenced. A tick that woke from a pause past its
 	// lease still has a live context until its heartbeat notices, and would
@@ -277,7 +288,10 @@ func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Sche
 	// guarded on the nextRunAt (and version) read, and fenced by the tick
 	// lease.
 	next := schedule.Next(spec, loc, now)
-	err = e.schedules.Advance(ctx, s, next, f)
+	if left != nil && *left == 0 {
+		next = time.Time{} // no fires left: disabled, as an expression that ended
+	}
+	err = e.schedules.Advance(ctx, s, next, left, f)
 	switch {
 	case errors.Is(err, store.ErrStaleFence):
 		// A newer tick advanced the schedule: it holds the tick lease, and

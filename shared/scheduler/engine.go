@@ -13,6 +13,7 @@ import (
 
 	"github.com/baton-cron/baton/shared/clock"
 	"github.com/baton-cron/baton/shared/lease"
+	"github.com/baton-cron/baton/shared/metrics"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
 )
@@ -104,6 +105,9 @@ type Config struct {
 	// Tick (which then waits for its slowest target: only for tests and the
 	// inline benchmark), or in the background in TickHeld (baton daemon).
 	Tasks Dispatcher
+	// Metrics records runs and ticks; nil records into metrics.Default()
+	// (OpenTelemetry's global provider, a no-op until a binary sets one).
+	Metrics *metrics.Set
 }
 
 // Engine decides and executes runs. It is safe for concurrent use; every
@@ -113,6 +117,7 @@ type Engine struct {
 	cfg       Config
 	now       func() time.Time
 	log       *slog.Logger
+	metrics   *metrics.Set
 	schedules store.Schedules
 	runs      store.Runs
 	http      *http.Client
@@ -173,6 +178,7 @@ func New(cfg Config) (*Engine, error) {
 		schedules: cfg.Store.Schedules(),
 		runs:      cfg.Store.Runs(),
 		http:      cfg.HTTPClient,
+		metrics:   metrics.Or(cfg.Metrics),
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
@@ -294,8 +300,10 @@ func (e *Engine) Tick(ctx context.Context, scheduleTime time.Time) (*Summary, er
 			sum.Holder = held.Holder
 			sum.Epoch = held.Epoch
 			sum.Took = time.Since(start).String()
+			e.metrics.Tick(ctx, "skipped", time.Since(start), 0)
 			return sum, nil
 		}
+		e.metrics.Tick(ctx, "failed", time.Since(start), 0)
 		return nil, fmt.Errorf("scheduler: tick: %w", err)
 	}
 	sum.Holder, sum.Epoch = l.Holder(), l.Epoch()
@@ -322,6 +330,8 @@ func (e *Engine) Tick(ctx context.Context, scheduleTime time.Time) (*Summary, er
 	goOn(work)
 	if derr != nil {
 		e.log.Warn("tick stopped early; the schedules it had decided were started", "schedules", len(work), "err", derr)
+		read1, _ := e.readMeter()
+		e.metrics.Tick(ctx, "failed", time.Since(start), read1-read0)
 		return nil, fmt.Errorf("scheduler: tick: %w", derr)
 	}
 	goOn(e.sweep(ctx, &c, sum))
@@ -329,6 +339,7 @@ func (e *Engine) Tick(ctx context.Context, scheduleTime time.Time) (*Summary, er
 	read1, sched1 := e.readMeter()
 	sum.DocsRead, sum.SchedulesRead = read1-read0, sched1-sched0
 	sum.Took = time.Since(start).String()
+	e.metrics.Tick(ctx, "ok", time.Since(start), sum.DocsRead)
 	e.log.Info("tick", "summary", sum)
 	return sum, nil
 }
@@ -352,6 +363,8 @@ func (e *Engine) TickHeld(ctx, execCtx context.Context, l *lease.Lease, sweep bo
 	work, err := e.decide(lctx, l, sum.Now, c)
 	e.startOrHandOff(execCtx, work, c)
 	if err != nil {
+		read1, _ := e.readMeter()
+		e.metrics.Tick(ctx, "failed", time.Since(start), read1-read0)
 		return nil, fmt.Errorf("scheduler: tick under held lease: %w", err)
 	}
 	if sweep {
@@ -361,6 +374,7 @@ func (e *Engine) TickHeld(ctx, execCtx context.Context, l *lease.Lease, sweep bo
 	read1, sched1 := e.readMeter()
 	sum.DocsRead, sum.SchedulesRead = read1-read0, sched1-sched0
 	sum.Took = time.Since(start).String()
+	e.metrics.Tick(ctx, "ok", time.Since(start), sum.DocsRead)
 	return sum, nil
 }
 

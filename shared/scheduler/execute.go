@@ -97,6 +97,8 @@ func (e *Engine) claimThenRun(ctx context.Context, s *schedule.Schedule, r *runD
 		return
 	}
 	c.fired.Add(1)
+	r.StartedAt = now
+	e.metrics.RunStarted(ctx, r.ScheduleID, string(r.Source), r.FireTime, now)
 	e.runTarget(ctx, s, r, ttl, epoch, c)
 }
 
@@ -355,6 +357,7 @@ func (e *Engine) recordRun(ctx context.Context, s *schedule.Schedule, r *runDoc,
 	}
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer wcancel()
+	e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(status), r.StartedAt, now)
 	if runErr == nil {
 		c.succeeded.Add(1)
 		return
@@ -497,6 +500,7 @@ func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, wh
 			return
 		}
 		c.skipped.Add(1)
+		e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(schedule.RunSkipped), time.Time{}, now)
 	default: // buffer_one
 		if err := mark(ReasonBuffered + ": the previous run is still running; " + who + "; collapsed into one misfire run"); err != nil {
 			if !errors.Is(err, store.ErrConflict) {
@@ -528,6 +532,8 @@ func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, wh
 			return
 		}
 		c.misfired.Add(1)
+		// Buffered: recorded skipped, with a misfire run to cover it.
+		e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(schedule.RunSkipped), time.Time{}, now)
 		// The holder may have checked the flag and released just before
 		// we set it. Try to take the lease: if we get it, the misfire is
 		// ours to run; if it is still held, its holder checks the flag

@@ -225,6 +225,7 @@ func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJo
 		}
 		return
 	}
+	e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(status), r.StartedAt, now)
 	if status == schedule.RunSucceeded {
 		c.succeeded.Add(1)
 		e.log.Info("gpu run finished", "run", r.ID, "job", r.GPUJob, "status", status)

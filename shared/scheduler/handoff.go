@@ -259,11 +259,11 @@ func (e *Engine) Execute(ctx context.Context, t Task, d *schedule.Delivery) (*Ou
 	}
 	if len(w.runs) > 0 && !w.s.Enabled {
 		// Paused since the decision: as the sweep's recovery does, run
-		// only what was triggered by hand.
+		// only what an operator asked for (trigger, backfill).
 		now := e.now().UTC()
 		kept := w.runs[:0]
 		for _, r := range w.runs {
-			if r.Source == schedule.SourceManual {
+			if r.Source.OperatorAsked() {
 				kept = append(kept, r)
 				continue
 			}

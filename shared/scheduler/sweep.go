@@ -89,6 +89,7 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 			continue
 		}
 		c.failed.Add(1)
+		e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(schedule.RunFailed), r.StartedAt, now)
 		e.log.Warn("run failed over", "run", r.ID, "reason", msg)
 		var s schedule.Schedule
 		if err := e.getSchedule(ctx, r.ScheduleID, &s); err != nil {
@@ -221,7 +222,7 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 			w = &scheduleWork{s: s, salt: "sweep@" + reserved.Format(time.RFC3339Nano)}
 			bySchedule[r.ScheduleID] = w
 		}
-		if !w.s.Enabled && r.Source != schedule.SourceManual {
+		if !w.s.Enabled && !r.Source.OperatorAsked() {
 			// Paused since the decision: recovery does not run what the
 			// schedule no longer wants (a manual trigger runs paused or
 			// not).
@@ -324,6 +325,9 @@ func (e *Engine) deferRun(ctx context.Context, r *runDoc, reserved, until time.T
 
 func (e *Engine) abandon(ctx context.Context, r *runDoc, reason string, now time.Time, c *counters) {
 	err := e.runs.Skip(ctx, r.ID, reason, now)
+	if err == nil {
+		e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(schedule.RunSkipped), time.Time{}, now)
+	}
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		c.errors.Add(1)
 	}

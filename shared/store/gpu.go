@@ -53,6 +53,11 @@ type GPU interface {
 	// id.
 	AnyQueued(ctx context.Context) (bool, error)
 
+	// CountQueued counts queued jobs, up to limit: a metric's read per
+	// collection must stay bounded whatever the queue holds, so a queue
+	// longer than limit reports limit.
+	CountQueued(ctx context.Context, limit int64) (int64, error)
+
 	// Slots reads the slot documents with the given ids, by id.
 	Slots(ctx context.Context, ids []string) ([]gpumodel.Slot, error)
 

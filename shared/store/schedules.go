@@ -37,7 +37,9 @@ type Schedules interface {
 	// Advance moves the schedule read as read to its next fire time next,
 	// under the tick lease fence f, and records f.Epoch as the schedule's
 	// fence; a zero next disables the schedule instead (the expression never
-	// fires again).
+	// fires again). A non-nil remaining is stored as the schedule's
+	// remainingRuns in the same write, so the count of fires left moves
+	// exactly when the decision is committed, once.
 	//
 	// Guard: the stored schedule still has the nextRunAt read (and, when
 	// read.Version is not 0, the version read: an edit may recompute the same
@@ -53,7 +55,7 @@ type Schedules interface {
 	// Lost answer: ErrUnknownOutcome (wrapped), never ErrConflict or
 	// ErrStaleFence: a write that landed is not retried (its retry would
 	// miss its own condition), so the caller must not take it for refused.
-	Advance(ctx context.Context, read *schedule.Schedule, next time.Time, f Fence) error
+	Advance(ctx context.Context, read *schedule.Schedule, next time.Time, remaining *int64, f Fence) error
 
 	// Get reads one schedule by id, or returns ErrNotFound (wrapped). It
 	// writes nothing.

@@ -411,3 +411,48 @@ run "rtx_shape_accepted" {
     worker_memory   = "80Gi"
   }
 }
+
+# Alerts reach the email channels made from alert_emails plus the existing
+# channels, and the GPU budget exists only with a billing account and an
+# amount.
+run "alerts_and_budget" {
+  command = plan
+  variables {
+    alert_emails          = ["oncall@example.com"]
+    notification_channels = ["projects/baton-test/notificationChannels/123"]
+    billing_account       = "0A0A0A-0B0B0B-0C0C0C"
+    gpu_budget_amount     = 500
+  }
+  assert {
+    condition     = length(google_monitoring_notification_channel.email) == 1 && google_monitoring_notification_channel.email["oncall@example.com"].labels.email_address == "oncall@example.com"
+    error_message = "alert_emails must make one email channel per address"
+  }
+  assert {
+    condition     = contains(google_monitoring_alert_policy.no_tick.notification_channels, "projects/baton-test/notificationChannels/123")
+    error_message = "every alert must notify the existing channels too"
+  }
+  assert {
+    condition     = length(google_billing_budget.gpu) == 1 && google_billing_budget.gpu[0].amount[0].specified_amount[0].units == "500"
+    error_message = "billing_account with gpu_budget_amount must make the GPU budget"
+  }
+  assert {
+    condition     = length(google_project_iam_member.function_metrics) == length(local.db_functions) && !contains(keys(google_project_iam_member.function_metrics), "Rent")
+    error_message = "every function that records metrics, and not Rent, must be able to write them"
+  }
+}
+
+run "no_budget_by_default" {
+  command = plan
+  assert {
+    condition     = length(google_billing_budget.gpu) == 0 && length(google_monitoring_notification_channel.email) == 0
+    error_message = "without billing_account and alert_emails, no budget and no channel are made"
+  }
+}
+
+run "bad_alert_email_refused" {
+  command = plan
+  variables {
+    alert_emails = ["oncall"]
+  }
+  expect_failures = [var.alert_emails]
+}

@@ -130,6 +130,10 @@ func (g gpuQueue) AnyQueued(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
+func (g gpuQueue) CountQueued(ctx context.Context, limit int64) (int64, error) {
+	return g.jobs().CountLimit(ctx, bson.D{{Key: "status", Value: gpumodel.StatusQueued}}, limit)
+}
+
 func (g gpuQueue) Slots(ctx context.Context, ids []string) ([]gpumodel.Slot, error) {
 	in := make(bson.A, len(ids))
 	for i, id := range ids {

@@ -70,10 +70,13 @@ func (v schedules) NextDue(ctx context.Context) (time.Time, bool, error) {
 }
 
 // Advance implements store.Schedules.
-func (v schedules) Advance(ctx context.Context, read *schedule.Schedule, next time.Time, f store.Fence) error {
+func (v schedules) Advance(ctx context.Context, read *schedule.Schedule, next time.Time, remaining *int64, f store.Fence) error {
 	set := bson.D{{Key: "nextRunAt", Value: next.UTC()}}
 	if next.IsZero() {
 		set = bson.D{{Key: "enabled", Value: false}}
+	}
+	if remaining != nil {
+		set = append(set, bson.E{Key: "remainingRuns", Value: *remaining})
 	}
 	// The filter holds the version read too: an edit may recompute the same
 	// nextRunAt (its clock was just before the fire time) while changing the

@@ -392,6 +392,21 @@ func (c *Collection) Count(ctx context.Context, filter any) (int64, error) {
 	return n, nil
 }
 
+// CountLimit is Count stopping at limit matches (limit ≤ 0: no limit), so
+// its reads are bounded by limit.
+func (c *Collection) CountLimit(ctx context.Context, filter any, limit int64) (int64, error) {
+	o := options.Count()
+	if limit > 0 {
+		o.SetLimit(limit)
+	}
+	n, err := c.c.CountDocuments(ctx, filter, o)
+	if err != nil {
+		return 0, fmt.Errorf("store: count %s: %w", c.name, err)
+	}
+	c.meter.Add(c.op("count"), n)
+	return n, nil
+}
+
 // UpdateOne applies update to one document matching filter. When nothing
 // matches, the filter's condition no longer holds and it returns store.ErrConflict.
 //

@@ -47,7 +47,7 @@ func (s *suite) catalog(t *testing.T) {
 		sc.Description = "old"
 		create(t, b, sc)
 		read := getSchedule(t, b, "x")
-		if err := b.Schedules().Advance(t.Context(), &read, t0.Add(time.Minute), store.Fence{Epoch: 9}); err != nil {
+		if err := b.Schedules().Advance(t.Context(), &read, t0.Add(time.Minute), nil, store.Fence{Epoch: 9}); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.Schedules().SetMisfire(t.Context(), "x", t0, false); err != nil {

@@ -22,6 +22,7 @@ func (s *suite) gpu(t *testing.T) {
 	t.Run("StaleEpoch", s.gpuStaleEpoch)
 	t.Run("ClaimSlotRace", s.gpuClaimSlotRace)
 	t.Run("ClaimBestJobOrder", s.gpuClaimBestJobOrder)
+	t.Run("CountQueued", s.gpuCountQueued)
 	t.Run("ClaimBestJobRace", s.gpuClaimBestJobRace)
 	t.Run("EnqueueIdempotent", s.gpuEnqueueIdempotent)
 	t.Run("CallbackLostAnswer", s.gpuCallbackLostAnswer)
@@ -219,6 +220,29 @@ func (s *suite) gpuClaimBestJobOrder(t *testing.T) {
 	onlyConflict(t, "claim with nothing queued", err)
 	if yes, err := q.AnyQueued(ctx); err != nil || yes {
 		t.Errorf("AnyQueued with nothing queued = %v, %v; want false, nil", yes, err)
+	}
+}
+
+// gpuCountQueued: the count covers queued jobs only, and stops at the
+// limit, reading no more than it (the metrics gauge's bounded read).
+func (s *suite) gpuCountQueued(t *testing.T) {
+	b, q := s.gpuRig(t)
+	ctx := t.Context()
+	for i := range 5 {
+		enqueue(t, q, queuedJob(fmt.Sprintf("q%d", i), 0, gpuT0.Add(time.Duration(i)*time.Second)))
+	}
+	if _, err := q.ClaimBestJob(ctx, gpumodel.Slot{ID: "s0", Worker: "w", Epoch: 1}, "h", gpuT0, gpuT0.Add(gpuLease)); err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	if n, err := q.CountQueued(ctx, 0); err != nil || n != 4 {
+		t.Errorf("CountQueued(no limit) = %d, %v; want 4 (5 enqueued, 1 dispatched)", n, err)
+	}
+	before := b.Meter().Total()
+	if n, err := q.CountQueued(ctx, 3); err != nil || n != 3 {
+		t.Errorf("CountQueued(limit 3) = %d, %v; want 3", n, err)
+	}
+	if read := b.Meter().Total() - before; read > 3 {
+		t.Errorf("CountQueued(limit 3) read %d documents; want at most 3", read)
 	}
 }
 

@@ -64,14 +64,14 @@ func (s *suite) schedules(t *testing.T) {
 		b := s.backend(t)
 		create(t, b, newSchedule("x", t0))
 		read := getSchedule(t, b, "x")
-		if err := b.Schedules().Advance(t.Context(), &read, t0.Add(time.Minute), store.Fence{Epoch: 5}); err != nil {
+		if err := b.Schedules().Advance(t.Context(), &read, t0.Add(time.Minute), nil, store.Fence{Epoch: 5}); err != nil {
 			t.Fatalf("advance under epoch 5: %v", err)
 		}
 		// A tick of epoch 4 that read the schedule before epoch 5 advanced
 		// it, and one that read it after: both are stale, not conflicts.
 		after := getSchedule(t, b, "x")
 		for what, r := range map[string]*schedule.Schedule{"read before": &read, "read after": &after} {
-			err := b.Schedules().Advance(t.Context(), r, t0.Add(2*time.Minute), store.Fence{Epoch: 4})
+			err := b.Schedules().Advance(t.Context(), r, t0.Add(2*time.Minute), nil, store.Fence{Epoch: 4})
 			if !errors.Is(err, store.ErrStaleFence) || errors.Is(err, store.ErrUnknownOutcome) {
 				t.Errorf("epoch 4 (%s epoch 5 advanced) = %v; want ErrStaleFence", what, err)
 			}
@@ -92,19 +92,42 @@ func (s *suite) schedules(t *testing.T) {
 		if err := b.Catalog().Update(t.Context(), &read, &next); err != nil {
 			t.Fatalf("edit: %v", err)
 		}
-		err := b.Schedules().Advance(t.Context(), &read, t0.Add(time.Minute), store.Fence{Epoch: 1})
+		err := b.Schedules().Advance(t.Context(), &read, t0.Add(time.Minute), nil, store.Fence{Epoch: 1})
 		onlyConflict(t, "advance of a schedule edited since it was read", err)
 		if got := getSchedule(t, b, "x"); !got.NextRunAt.Equal(t0) || got.Description != "edited" {
 			t.Errorf("after the refused advance: %+v; want the edit's schedule", got)
 		}
 		gone := newSchedule("gone", t0)
-		onlyConflict(t, "advance of a missing schedule", b.Schedules().Advance(t.Context(), &gone, t0.Add(time.Minute), store.Fence{Epoch: 1}))
+		onlyConflict(t, "advance of a missing schedule", b.Schedules().Advance(t.Context(), &gone, t0.Add(time.Minute), nil, store.Fence{Epoch: 1}))
+	})
+	t.Run("AdvanceStoresRemainingRuns", func(t *testing.T) {
+		// The fires left move with the advance, in its guarded write: a
+		// refused advance leaves them alone, so no decision is counted
+		// twice and none is counted without its advance.
+		b := s.backend(t)
+		sc := newSchedule("x", t0)
+		five := int64(5)
+		sc.RemainingRuns = &five
+		create(t, b, sc)
+		read := getSchedule(t, b, "x")
+		three := int64(3)
+		if err := b.Schedules().Advance(t.Context(), &read, t0.Add(time.Minute), &three, store.Fence{Epoch: 1}); err != nil {
+			t.Fatalf("advance: %v", err)
+		}
+		if got := getSchedule(t, b, "x"); got.RemainingRuns == nil || *got.RemainingRuns != 3 || !got.NextRunAt.Equal(t0.Add(time.Minute)) {
+			t.Errorf("after the advance: remaining %v next %s; want 3 and t0+1m", got.RemainingRuns, got.NextRunAt)
+		}
+		one := int64(1)
+		onlyConflict(t, "a second advance from the same read", b.Schedules().Advance(t.Context(), &read, t0.Add(time.Minute), &one, store.Fence{Epoch: 1}))
+		if got := getSchedule(t, b, "x"); *got.RemainingRuns != 3 {
+			t.Errorf("a refused advance changed remainingRuns to %d", *got.RemainingRuns)
+		}
 	})
 	t.Run("AdvanceToNeverDisables", func(t *testing.T) {
 		b := s.backend(t)
 		create(t, b, newSchedule("x", t0))
 		read := getSchedule(t, b, "x")
-		if err := b.Schedules().Advance(t.Context(), &read, time.Time{}, store.Fence{Epoch: 1}); err != nil {
+		if err := b.Schedules().Advance(t.Context(), &read, time.Time{}, nil, store.Fence{Epoch: 1}); err != nil {
 			t.Fatalf("advance to never: %v", err)
 		}
 		if got := getSchedule(t, b, "x"); got.Enabled || got.Fence != 1 {
@@ -141,7 +164,7 @@ func (s *suite) schedules(t *testing.T) {
 		}
 		for id, epoch := range map[string]int64{"a": 7, "b": 3} {
 			r := getSchedule(t, b, id)
-			if err := b.Schedules().Advance(t.Context(), &r, t0.Add(time.Minute), store.Fence{Epoch: epoch}); err != nil {
+			if err := b.Schedules().Advance(t.Context(), &r, t0.Add(time.Minute), nil, store.Fence{Epoch: epoch}); err != nil {
 				t.Fatalf("advance %s: %v", id, err)
 			}
 		}
@@ -174,7 +197,7 @@ func (s *suite) schedules(t *testing.T) {
 		}
 		defer func() { _ = stream.Close(t.Context()) }()
 		read := getSchedule(t, b, "x")
-		if err := b.Schedules().Advance(t.Context(), &read, t0.Add(time.Minute), store.Fence{Epoch: 1}); err != nil {
+		if err := b.Schedules().Advance(t.Context(), &read, t0.Add(time.Minute), nil, store.Fence{Epoch: 1}); err != nil {
 			t.Fatal(err)
 		}
 		ev, ok := stream.Next(t.Context())
@@ -192,7 +215,7 @@ func (s *suite) schedules(t *testing.T) {
 		create(t, b, newSchedule("x", t0))
 		read := getSchedule(t, b, "x")
 		f.LoseAnswer(t, s.viewColl(t, schedule.SchedulesCollection), 1, CodeDeadlineExceeded, "update", "findAndModify")
-		err := b.Schedules().Advance(t.Context(), &read, t0.Add(time.Minute), store.Fence{Epoch: 1})
+		err := b.Schedules().Advance(t.Context(), &read, t0.Add(time.Minute), nil, store.Fence{Epoch: 1})
 		if !errors.Is(err, store.ErrUnknownOutcome) || errors.Is(err, store.ErrConflict) {
 			t.Fatalf("advance whose answer was lost = %v; want ErrUnknownOutcome, not ErrConflict", err)
 		}
@@ -214,7 +237,7 @@ func (s *suite) advanceRace(t *testing.T, n int) {
 		winners := raceWinners(t, n, func(i int) string { return fmt.Sprintf("round %d racer %d", round, i) }, func(i int) error {
 			r := read
 			next := t0.Add(time.Duration(round*Racers+i+1) * time.Minute)
-			return b.Schedules().Advance(t.Context(), &r, next, store.Fence{Epoch: 1})
+			return b.Schedules().Advance(t.Context(), &r, next, nil, store.Fence{Epoch: 1})
 		})
 		if len(winners) != 1 {
 			t.Fatalf("round %d: winners %v, want exactly one of %d ticks advancing from nextRunAt %v", round, winners, n, read.NextRunAt)
