@@ -209,6 +209,9 @@ func sparkline(runs []schedule.Run) spark {
 		return sp
 	}
 	sp.Label = fmt.Sprintf("last %d runs:", len(runs))
+	if len(runs) == 1 {
+		sp.Label = "last run:"
+	}
 	for _, st := range schedule.AllRunStatuses() {
 		if n := counts[st]; n > 0 {
 			sp.Label += fmt.Sprintf(" %d %s", n, st)
