@@ -5,7 +5,7 @@ ARGS      ?=
 # the race detector; the others run without it, so no package runs twice.
 RACE_PKGS := ./shared/lease/... ./shared/store/... ./shared/catalog/... ./shared/scheduler/... ./shared/gpu/... ./emulator/... ./cmd/gpu-worker/...
 
-.PHONY: run test test-unit test-race vet lint fmt-check fmt build package deploy tf-check bench
+.PHONY: run test test-unit test-race vet lint fmt-check fmt build package deploy tf-check bench screenshots
 
 # golangci-lint, pinned; make lint installs it from the Go module proxy on
 # first use (into GOPATH/bin), so a fresh machine needs nothing else.
@@ -43,6 +43,11 @@ test-race:
 
 build:
 	$(GO) build ./...
+
+# The console's screenshots in docs/console.md: the browser test (part of
+# make test) run alone, writing its PNGs to docs/console/.
+screenshots:
+	BATON_SCREENSHOTS=docs/console BATON_REQUIRE_BROWSER=1 $(GO) test -count=1 -run '^TestConsoleBrowser$$' ./tests/
 
 bench:
 	$(GO) run ./cmd/baton bench lease

@@ -105,7 +105,7 @@ func describeTable(w io.Writer, doc *describeDoc) error {
 	for i, t := range doc.NextFireTimes {
 		line := "  " + t.Format(time.RFC3339)
 		if i > 0 {
-			if prev := doc.NextFireTimes[i-1]; offsetOf(prev) != offsetOf(t) {
+			if prev := doc.NextFireTimes[i-1]; schedule.OffsetChanged(prev, t) {
 				line += fmt.Sprintf("  (DST: UTC offset %s -> %s)", prev.Format("-07:00"), t.Format("-07:00"))
 			}
 		}
@@ -114,9 +114,4 @@ func describeTable(w io.Writer, doc *describeDoc) error {
 		}
 	}
 	return nil
-}
-
-func offsetOf(t time.Time) int {
-	_, off := t.Zone()
-	return off
 }

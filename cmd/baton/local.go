@@ -102,7 +102,7 @@ requests in flight finish (up to 30s), then the emulators stop.`,
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprint(out, exports)
-			fmt.Fprint(out, tryLines(envFile))
+			fmt.Fprint(out, tryLines(envFile, s.URL+stack.ConsolePath))
 			log.Info("local: ready", "startup_ms", time.Since(began).Milliseconds(), "url", s.URL, "functions", functions.Names())
 
 			<-ctx.Done()
@@ -132,7 +132,9 @@ requests in flight finish (up to 30s), then the emulators stop.`,
 }
 
 // tryLines are shell comments, so the whole stdout stays safe to eval.
-func tryLines(envFile string) string {
+// consoleURL is the operator console's address, printed in full so a
+// terminal can open it.
+func tryLines(envFile, consoleURL string) string {
 	var b strings.Builder
 	b.WriteString("# baton local is up. In another shell:\n")
 	if envFile != "" {
@@ -140,6 +142,7 @@ func tryLines(envFile string) string {
 	} else {
 		b.WriteString("#   (paste the export lines above)\n")
 	}
+	fmt.Fprintf(&b, "#   open %s in a browser: the operator console (schedules, runs, GPU, leases)\n", consoleURL)
 	b.WriteString(`#   curl "$BATON_URL/Rent?jeonse=300000000&deposit=100000000&rate=4.5"` + "\n")
 	b.WriteString(`#   curl "$BATON_URL/healthz"` + "\n")
 	b.WriteString(`#   go run ./cmd/baton schedules create --id demo --cron '*/10 * * * * *' --builtin noop` + "\n")

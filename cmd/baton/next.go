@@ -119,16 +119,7 @@ type nextDoc struct {
 // nextFireTimes is up to count fire times of spec in loc strictly after
 // start (fewer when the expression stops firing), each in loc.
 func nextFireTimes(spec schedule.Spec, loc *time.Location, start time.Time, count int) []time.Time {
-	times := []time.Time{}
-	for len(times) < count {
-		t := schedule.Next(spec, loc, start)
-		if t.IsZero() {
-			break
-		}
-		times = append(times, t)
-		start = t
-	}
-	return times
+	return schedule.Upcoming(spec, loc, start, count)
 }
 
 func init() {

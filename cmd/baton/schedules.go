@@ -39,7 +39,7 @@ var fieldFlags = map[string]string{
 	"id": "--id", "description": "--description", "cron": "--cron", "timeZone": "--tz",
 	"target.type": "--target-url, --builtin or --gpu", "target.http.url": "--target-url", "target.http.method": "--method",
 	"target.http.headers": "--header", "target.http.body": "--body", "target.http.timeout": "--timeout",
-	"target.builtin.name": "--builtin", "target.builtin.args": "--arg",
+	"target.builtin.name": "--builtin", "target.builtin.args": "--arg", "reason": "--reason",
 	"target.gpu.payload": "--gpu-payload", "target.gpu.priority": "--gpu-priority",
 	"target.gpu.maxAttempts": "--gpu-max-attempts", "target.gpu.timeout": "--gpu-timeout",
 	"overlap": "--overlap", "catchup": "--catchup", "maxCatchup": "--max-catchup", "catchupWindow": "--catchup-window",
@@ -223,6 +223,9 @@ func scheduleCard(w io.Writer, sc *schedule.Schedule) error {
 	row("Time zone", zoneName(sc.TimeZone))
 	row("Target", targetSummary(sc.Target))
 	row("Enabled", strconv.FormatBool(sc.Enabled))
+	if sc.PauseReason != "" {
+		row("Pause reason", sc.PauseReason)
+	}
 	row("Next run", nextRun(sc))
 	row("Overlap", string(sc.Overlap))
 	catchup := fmt.Sprintf("%s (window %s", sc.Catchup, sc.CatchupWindow)
@@ -565,7 +568,10 @@ func schedulesDeleteCmd(client clientFunc) *cobra.Command {
 
 // schedulesActionCmd builds pause, resume and trigger: POST /schedules/ID:action.
 func schedulesActionCmd(client clientFunc, action, short string) *cobra.Command {
-	var out *outputFormat
+	var (
+		out    *outputFormat
+		reason string
+	)
 	cmd := &cobra.Command{
 		Use:   action + " ID",
 		Short: short,
@@ -575,8 +581,12 @@ func schedulesActionCmd(client clientFunc, action, short string) *cobra.Command 
 			if err != nil {
 				return err
 			}
+			var body any
+			if reason != "" {
+				body = map[string]string{"reason": reason}
+			}
 			var raw json.RawMessage
-			if _, err := c.do(cmd.Context(), http.MethodPost, "/schedules/"+url.PathEscape(args[0])+":"+action, nil, nil, nil, &raw); err != nil {
+			if _, err := c.do(cmd.Context(), http.MethodPost, "/schedules/"+url.PathEscape(args[0])+":"+action, nil, nil, body, &raw); err != nil {
 				return apiFailure("schedules "+action+" "+args[0], err)
 			}
 			if action != "trigger" {
@@ -591,6 +601,9 @@ func schedulesActionCmd(client clientFunc, action, short string) *cobra.Command 
 				return err
 			})
 		},
+	}
+	if action == "pause" {
+		cmd.Flags().StringVar(&reason, "reason", "", "why it is paused, kept on the schedule (pauseReason) until it is resumed")
 	}
 	flagUsage(cmd)
 	out = addOutput(cmd, "the schedule, or for trigger the run")

@@ -162,16 +162,18 @@ func TestSchedulesCLILifecycle(t *testing.T) {
 		t.Errorf("after update -f -: %+v", sc)
 	}
 
-	b.ok(t, "schedules", "pause", "nightly")
-	if b.stored(t, "nightly").Enabled {
-		t.Error("pause left the schedule enabled")
+	if out := b.ok(t, "schedules", "pause", "nightly", "--reason", "vendor outage"); !strings.Contains(out, "vendor outage") {
+		t.Errorf("pause --reason: the card does not show the reason:\n%s", out)
+	}
+	if sc := b.stored(t, "nightly"); sc.Enabled || sc.PauseReason != "vendor outage" {
+		t.Errorf("after pause --reason: enabled %v, reason %q", sc.Enabled, sc.PauseReason)
 	}
 	if out := b.ok(t, "schedules", "list"); !strings.Contains(out, "paused") {
 		t.Errorf("list does not show the pause:\n%s", out)
 	}
 	b.ok(t, "schedules", "resume", "nightly")
-	if !b.stored(t, "nightly").Enabled {
-		t.Error("resume left the schedule disabled")
+	if sc := b.stored(t, "nightly"); !sc.Enabled || sc.PauseReason != "" {
+		t.Errorf("after resume: enabled %v, reason %q; want true and none", sc.Enabled, sc.PauseReason)
 	}
 
 	out = b.ok(t, "schedules", "trigger", "nightly")

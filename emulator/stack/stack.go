@@ -111,7 +111,8 @@ type Config struct {
 
 // Stack is a running local stack.
 type Stack struct {
-	// URL is the functions' base URL, e.g. http://127.0.0.1:8080.
+	// URL is the functions' base URL, e.g. http://127.0.0.1:8080. The
+	// operator console is at URL + ConsolePath.
 	URL string
 	// Token is the bearer token the API requires.
 	Token string
@@ -274,7 +275,12 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	// No Write timeout: /Run holds its request while the run executes (up
 	// to Cloud Tasks' 30-minute dispatch deadline), and a Tick that
 	// executes runs itself waits for the slowest target.
-	s.http = httpapi.NewServer(accessLog(cfg.Logger, mux), cfg.ServerTimeouts.WithWrite(0))
+	root, err := withConsole(mux, s, cfg)
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	s.http = httpapi.NewServer(accessLog(cfg.Logger, root), cfg.ServerTimeouts.WithWrite(0))
 	s.served = make(chan error, 1)
 	go func() { s.served <- s.http.Serve(ln) }()
 

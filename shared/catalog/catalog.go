@@ -438,12 +438,14 @@ func (s *Service) Delete(ctx context.Context, id string, ifMatch int64) error {
 	return fmt.Errorf("catalog: delete %s: %w", id, ErrNotFound)
 }
 
-// Pause disables a schedule: the tick stops firing it. It is an Update, so
-// it validates, bumps the version and honours ifMatch. Pausing a schedule
-// that is already paused changes nothing: it returns the stored schedule
-// without writing, at the same version.
-func (s *Service) Pause(ctx context.Context, id string, ifMatch int64) (*schedule.Schedule, error) {
-	return s.setEnabled(ctx, id, false, ifMatch)
+// Pause disables a schedule: the tick stops firing it. reason, when not
+// empty, is kept as the schedule's pauseReason until it is resumed. It is
+// an Update, so it validates, bumps the version and honours ifMatch.
+// Pausing a schedule that is already paused changes nothing, its reason
+// included: it returns the stored schedule without writing, at the same
+// version.
+func (s *Service) Pause(ctx context.Context, id, reason string, ifMatch int64) (*schedule.Schedule, error) {
+	return s.setEnabled(ctx, id, false, reason, ifMatch)
 }
 
 // Resume enables a schedule and recomputes nextRunAt from now, so the times
@@ -451,13 +453,13 @@ func (s *Service) Pause(ctx context.Context, id string, ifMatch int64) (*schedul
 // is already enabled changes nothing: it returns the stored schedule
 // without writing, at the same version (and keeps its nextRunAt).
 func (s *Service) Resume(ctx context.Context, id string, ifMatch int64) (*schedule.Schedule, error) {
-	return s.setEnabled(ctx, id, true, ifMatch)
+	return s.setEnabled(ctx, id, true, "", ifMatch)
 }
 
 // setEnabled is Pause and Resume: an Update of "enabled" that is skipped
 // when the stored schedule already has that state. ifMatch is checked
 // either way, so a stale version is still ErrVersionMismatch.
-func (s *Service) setEnabled(ctx context.Context, id string, enabled bool, ifMatch int64) (*schedule.Schedule, error) {
+func (s *Service) setEnabled(ctx context.Context, id string, enabled bool, reason string, ifMatch int64) (*schedule.Schedule, error) {
 	cur, err := s.Get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -468,7 +470,11 @@ func (s *Service) setEnabled(ctx context.Context, id string, enabled bool, ifMat
 	if cur.Enabled == enabled {
 		return cur, nil
 	}
-	return s.Update(ctx, id, map[string]any{"enabled": enabled}, ifMatch)
+	patch := map[string]any{"enabled": enabled}
+	if !enabled && reason != "" {
+		patch["pauseReason"] = reason
+	}
+	return s.Update(ctx, id, patch, ifMatch)
 }
 
 // Backfill validates req and records the runs of the schedule's fire

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -169,12 +170,15 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request, id, action stri
 	if action == "backfill" {
 		return h.backfill(w, r, id)
 	}
-	// An action takes no body; refuse one rather than ignore what the
-	// caller meant by it.
-	if body, err := h.body(w, r); err != nil {
+	// :pause takes an optional {"reason"}; the other actions take no
+	// body. Anything else is refused rather than ignored.
+	body, err := h.body(w, r)
+	if err != nil {
 		return err
-	} else if len(bytes.TrimSpace(body)) > 0 && string(bytes.TrimSpace(body)) != "{}" {
-		return httpapi.BadRequest("", "%s takes no request body", action)
+	}
+	reason, err := actionBody(action, bytes.TrimSpace(body))
+	if err != nil {
+		return err
 	}
 	ifMatch, err := parseIfMatch(r)
 	if err != nil {
@@ -189,7 +193,7 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request, id, action stri
 		httpapi.WriteJSON(w, http.StatusOK, run)
 		return nil
 	case "pause":
-		sc, err := h.svc.Pause(r.Context(), id, ifMatch)
+		sc, err := h.svc.Pause(r.Context(), id, reason, ifMatch)
 		if err != nil {
 			return err
 		}
@@ -202,6 +206,37 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request, id, action stri
 		writeSchedule(w, http.StatusOK, sc)
 	}
 	return nil
+}
+
+// actionBody reads an action's body: empty or {} for every action, and
+// {"reason": "…"} for pause (400 naming the field otherwise).
+func actionBody(action string, body []byte) (reason string, err error) {
+	if len(body) == 0 || string(body) == "{}" {
+		return "", nil
+	}
+	if action != "pause" {
+		return "", httpapi.BadRequest("", "%s takes no request body", action)
+	}
+	var in map[string]json.RawMessage
+	if err := json.Unmarshal(body, &in); err != nil {
+		return "", httpapi.BadRequest("", "pause takes an optional JSON object {\"reason\": \"why\"}: %v", err)
+	}
+	for k := range in {
+		if k != "reason" {
+			return "", httpapi.BadRequest(k, "unknown field; pause takes only \"reason\"")
+		}
+	}
+	raw, ok := in["reason"]
+	if !ok || string(raw) == "null" {
+		return "", nil
+	}
+	if err := json.Unmarshal(raw, &reason); err != nil {
+		return "", httpapi.BadRequest("reason", "must be a string")
+	}
+	if len(reason) > schedule.MaxDescription {
+		return "", httpapi.BadRequest("reason", "is %d bytes; at most %d", len(reason), schedule.MaxDescription)
+	}
+	return reason, nil
 }
 
 func (h *handler) runs(w http.ResponseWriter, r *http.Request, id string) error {

@@ -160,7 +160,11 @@ func TestBadInputStoresNothing(t *testing.T) {
 		{"patch: not an object", "PATCH", "/schedules/existing", `["cron"]`, nil, 400, ""},
 		{"patch: body over the limit", "PATCH", "/schedules/existing", `{"description":"` + strings.Repeat("x", 70<<10) + `"}`, nil, 413, ""},
 		{"patch: malformed If-Match", "PATCH", "/schedules/existing", `{"description":"x"}`, []string{"If-Match", "yesterday"}, 400, "If-Match"},
-		{"pause with a body", "POST", "/schedules/existing:pause", `{"enabled":true}`, nil, 400, ""},
+		{"pause with another field", "POST", "/schedules/existing:pause", `{"enabled":true}`, nil, 400, "enabled"},
+		{"pause: reason not a string", "POST", "/schedules/existing:pause", `{"reason":42}`, nil, 400, "reason"},
+		{"pause: reason too long", "POST", "/schedules/existing:pause", `{"reason":"` + strings.Repeat("x", schedule.MaxDescription+1) + `"}`, nil, 400, "reason"},
+		{"pause: not an object", "POST", "/schedules/existing:pause", `"stop"`, nil, 400, ""},
+		{"resume with a body", "POST", "/schedules/existing:resume", `{"reason":"x"}`, nil, 400, ""},
 		{"delete: malformed If-Match", "DELETE", "/schedules/existing", ``, []string{"If-Match", `"v1"`}, 400, "If-Match"},
 		{"list: bad pageSize", "GET", "/schedules?pageSize=lots", ``, nil, 400, "pageSize"},
 		{"list: pageSize too large", "GET", "/schedules?pageSize=100000", ``, nil, 400, "pageSize"},
@@ -628,5 +632,51 @@ func TestListBytesBounded(t *testing.T) {
 	}
 	if catalog.MaxListBytes != catalog.MaxPageSize*schedule.MaxScheduleJSON || catalog.MaxListBytes > 32<<20 {
 		t.Errorf("MaxListBytes = %d, want MaxPageSize × MaxScheduleJSON, at most the 32 MiB docs/api.md promises", catalog.MaxListBytes)
+	}
+}
+
+// TestPauseReason: POST :pause {"reason"} keeps the reason on the paused
+// schedule, a second pause (with another reason) changes nothing, and
+// resuming clears it; a PATCH that enables the schedule clears it too.
+func TestPauseReason(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if res := b.do(t, http.MethodPost, "/schedules", noopBody("r", "0 * * * *")); res.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", res.Status, res.Body)
+	}
+	pause := func(body string) schedule.Schedule {
+		t.Helper()
+		res := b.do(t, http.MethodPost, "/schedules/r:pause", body)
+		if res.Status != http.StatusOK {
+			t.Fatalf("pause %s: %d %s", body, res.Status, res.Body)
+		}
+		var sc schedule.Schedule
+		res.json(t, &sc)
+		return sc
+	}
+	if sc := pause(`{"reason":"upstream maintenance until 14:00"}`); sc.Enabled || sc.PauseReason != "upstream maintenance until 14:00" || sc.Version != 2 {
+		t.Errorf("pause answered enabled %v, reason %q, version %d", sc.Enabled, sc.PauseReason, sc.Version)
+	}
+	if sc := b.stored(t, "r"); sc.PauseReason != "upstream maintenance until 14:00" {
+		t.Errorf("stored reason = %q", sc.PauseReason)
+	}
+	if sc := pause(`{"reason":"another"}`); sc.PauseReason != "upstream maintenance until 14:00" || sc.Version != 2 {
+		t.Errorf("second pause: reason %q, version %d; want the first reason at version 2", sc.PauseReason, sc.Version)
+	}
+	if res := b.do(t, http.MethodPost, "/schedules/r:resume", ""); res.Status != http.StatusOK {
+		t.Fatalf("resume: %d %s", res.Status, res.Body)
+	}
+	if sc := b.stored(t, "r"); !sc.Enabled || sc.PauseReason != "" {
+		t.Errorf("after resume: enabled %v, reason %q; want true and none", sc.Enabled, sc.PauseReason)
+	}
+	pause(`{"reason":"again"}`)
+	if res := b.do(t, http.MethodPatch, "/schedules/r", `{"enabled":true}`); res.Status != http.StatusOK {
+		t.Fatalf("patch: %d %s", res.Status, res.Body)
+	}
+	if sc := b.stored(t, "r"); !sc.Enabled || sc.PauseReason != "" {
+		t.Errorf("after PATCH enabled: reason %q; want none", sc.PauseReason)
+	}
+	if sc := pause(""); sc.PauseReason != "" {
+		t.Errorf("pause without a body: reason %q; want none", sc.PauseReason)
 	}
 }

@@ -230,6 +230,11 @@ type Schedule struct {
 	// Notify, when set, sends events about the schedule's runs to a
 	// webhook (notify.go).
 	Notify *Notify `bson:"notify,omitempty" json:"notify,omitempty"`
+	// PauseReason is why an operator paused the schedule (POST :pause with
+	// {"reason"}), for the next operator to read; at most MaxDescription
+	// bytes. It exists only while the schedule is paused: enabling it
+	// again clears it.
+	PauseReason string `bson:"pauseReason,omitempty" json:"pauseReason,omitempty"`
 	// NextRunAt is the next fire time, in UTC. The tick reads schedules with
 	// enabled && nextRunAt <= now.
 	NextRunAt time.Time `bson:"nextRunAt" json:"nextRunAt"`

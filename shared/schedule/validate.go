@@ -145,6 +145,9 @@ func (s *Schedule) Normalize(o ValidateOptions) error {
 }
 
 func (s *Schedule) fillDefaults() {
+	if s.Enabled {
+		s.PauseReason = "" // a reason belongs to a pause, and ends with it
+	}
 	if s.Overlap == "" {
 		s.Overlap = OverlapBufferOne
 	}
@@ -194,6 +197,9 @@ func (s *Schedule) validate(o ValidateOptions) error {
 	}
 	if len(s.Description) > MaxDescription {
 		return fieldErr("description", "is %d bytes; at most %d", len(s.Description), MaxDescription)
+	}
+	if len(s.PauseReason) > MaxDescription {
+		return fieldErr("pauseReason", "is %d bytes; at most %d", len(s.PauseReason), MaxDescription)
 	}
 	if s.Cron == "" {
 		return fieldErr("cron", "is required")
