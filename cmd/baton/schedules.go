@@ -226,6 +226,12 @@ func scheduleCard(w io.Writer, sc *schedule.Schedule) error {
 	if sc.PauseReason != "" {
 		row("Pause reason", sc.PauseReason)
 	}
+	if sc.PausedBy != "" {
+		row("Paused by", sc.PausedBy+" at "+sc.PausedAt.Format(time.RFC3339))
+	}
+	if !sc.PausedUntil.IsZero() {
+		row("Paused until", sc.PausedUntil.Format(time.RFC3339)+" (then resumes by itself)")
+	}
 	row("Next run", nextRun(sc))
 	row("Overlap", string(sc.Overlap))
 	catchup := fmt.Sprintf("%s (window %s", sc.Catchup, sc.CatchupWindow)
@@ -571,6 +577,7 @@ func schedulesActionCmd(client clientFunc, action, short string) *cobra.Command 
 	var (
 		out    *outputFormat
 		reason string
+		until  string
 	)
 	cmd := &cobra.Command{
 		Use:   action + " ID",
@@ -582,8 +589,23 @@ func schedulesActionCmd(client clientFunc, action, short string) *cobra.Command 
 				return err
 			}
 			var body any
-			if reason != "" {
-				body = map[string]string{"reason": reason}
+			if reason != "" || until != "" {
+				b := map[string]string{}
+				if reason != "" {
+					b["reason"] = reason
+				}
+				if until != "" {
+					t, err := time.Parse(time.RFC3339, until)
+					if err != nil {
+						d, derr := time.ParseDuration(until)
+						if derr != nil || d <= 0 {
+							return usageError("schedules pause: --until must be an RFC 3339 time or a positive duration from now (2h), not %q", until)
+						}
+						t = time.Now().Add(d)
+					}
+					b["until"] = t.UTC().Format(time.RFC3339)
+				}
+				body = b
 			}
 			var raw json.RawMessage
 			if _, err := c.do(cmd.Context(), http.MethodPost, "/schedules/"+url.PathEscape(args[0])+":"+action, nil, nil, body, &raw); err != nil {
@@ -604,6 +626,7 @@ func schedulesActionCmd(client clientFunc, action, short string) *cobra.Command 
 	}
 	if action == "pause" {
 		cmd.Flags().StringVar(&reason, "reason", "", "why it is paused, kept on the schedule (pauseReason) until it is resumed")
+		cmd.Flags().StringVar(&until, "until", "", "resume by itself at this time: RFC 3339, or a duration from now (2h)")
 	}
 	flagUsage(cmd)
 	out = addOutput(cmd, "the schedule, or for trigger the run")

@@ -438,14 +438,38 @@ func (s *Service) Delete(ctx context.Context, id string, ifMatch int64) error {
 	return fmt.Errorf("catalog: delete %s: %w", id, ErrNotFound)
 }
 
-// Pause disables a schedule: the tick stops firing it. reason, when not
-// empty, is kept as the schedule's pauseReason until it is resumed. It is
-// an Update, so it validates, bumps the version and honours ifMatch.
-// Pausing a schedule that is already paused changes nothing, its reason
-// included: it returns the stored schedule without writing, at the same
-// version.
-func (s *Service) Pause(ctx context.Context, id, reason string, ifMatch int64) (*schedule.Schedule, error) {
-	return s.setEnabled(ctx, id, false, reason, ifMatch)
+// PauseRequest is the body of :pause, with the caller it came from.
+type PauseRequest struct {
+	// Reason, when set, is kept as the schedule's pauseReason.
+	Reason string
+	// Until, when set, is when the tick resumes the schedule by itself;
+	// it must be in the future, at most MaxPauseFor ahead.
+	Until time.Time
+	// By is who asked (httpapi.Actor), kept as pausedBy.
+	By string
+}
+
+// MaxPauseFor bounds a timed pause: a longer one is a plain pause.
+const MaxPauseFor = 366 * 24 * time.Hour
+
+// Pause disables a schedule: the tick stops firing it. The reason, the
+// caller and the time are kept while it is paused; with Until, the tick
+// resumes it at that time (nextRunAt from then on: the times it missed
+// while paused are not owed). It is an Update, so it validates, bumps the
+// version and honours ifMatch. Pausing a schedule that is already paused
+// changes nothing, its reason and end included: it returns the stored
+// schedule without writing, at the same version.
+func (s *Service) Pause(ctx context.Context, id string, p PauseRequest, ifMatch int64) (*schedule.Schedule, error) {
+	if !p.Until.IsZero() {
+		now := s.now()
+		switch {
+		case !p.Until.After(now):
+			return nil, &schedule.FieldError{Field: "until", Reason: fmt.Sprintf("%s is not in the future (now is %s)", p.Until.Format(time.RFC3339), now.Format(time.RFC3339))}
+		case p.Until.Sub(now) > MaxPauseFor:
+			return nil, &schedule.FieldError{Field: "until", Reason: fmt.Sprintf("is more than %s ahead; pause without until instead", MaxPauseFor)}
+		}
+	}
+	return s.setEnabled(ctx, id, false, p, ifMatch)
 }
 
 // Resume enables a schedule and recomputes nextRunAt from now, so the times
@@ -453,13 +477,13 @@ func (s *Service) Pause(ctx context.Context, id, reason string, ifMatch int64) (
 // is already enabled changes nothing: it returns the stored schedule
 // without writing, at the same version (and keeps its nextRunAt).
 func (s *Service) Resume(ctx context.Context, id string, ifMatch int64) (*schedule.Schedule, error) {
-	return s.setEnabled(ctx, id, true, "", ifMatch)
+	return s.setEnabled(ctx, id, true, PauseRequest{}, ifMatch)
 }
 
 // setEnabled is Pause and Resume: an Update of "enabled" that is skipped
 // when the stored schedule already has that state. ifMatch is checked
 // either way, so a stale version is still ErrVersionMismatch.
-func (s *Service) setEnabled(ctx context.Context, id string, enabled bool, reason string, ifMatch int64) (*schedule.Schedule, error) {
+func (s *Service) setEnabled(ctx context.Context, id string, enabled bool, p PauseRequest, ifMatch int64) (*schedule.Schedule, error) {
 	cur, err := s.Get(ctx, id)
 	if err != nil {
 		return nil, err
@@ -471,8 +495,17 @@ func (s *Service) setEnabled(ctx context.Context, id string, enabled bool, reaso
 		return cur, nil
 	}
 	patch := map[string]any{"enabled": enabled}
-	if !enabled && reason != "" {
-		patch["pauseReason"] = reason
+	if !enabled {
+		patch["pausedAt"] = s.now().Format(time.RFC3339Nano)
+		if p.By != "" {
+			patch["pausedBy"] = p.By
+		}
+		if p.Reason != "" {
+			patch["pauseReason"] = p.Reason
+		}
+		if !p.Until.IsZero() {
+			patch["pausedUntil"] = p.Until.UTC().Format(time.RFC3339Nano)
+		}
 	}
 	return s.Update(ctx, id, patch, ifMatch)
 }

@@ -176,10 +176,11 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request, id, action stri
 	if err != nil {
 		return err
 	}
-	reason, err := actionBody(action, bytes.TrimSpace(body))
+	pause, err := actionBody(action, bytes.TrimSpace(body))
 	if err != nil {
 		return err
 	}
+	pause.By = httpapi.Actor(r)
 	ifMatch, err := parseIfMatch(r)
 	if err != nil {
 		return err
@@ -193,7 +194,7 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request, id, action stri
 		httpapi.WriteJSON(w, http.StatusOK, run)
 		return nil
 	case "pause":
-		sc, err := h.svc.Pause(r.Context(), id, reason, ifMatch)
+		sc, err := h.svc.Pause(r.Context(), id, pause, ifMatch)
 		if err != nil {
 			return err
 		}
@@ -209,34 +210,44 @@ func (h *handler) action(w http.ResponseWriter, r *http.Request, id, action stri
 }
 
 // actionBody reads an action's body: empty or {} for every action, and
-// {"reason": "…"} for pause (400 naming the field otherwise).
-func actionBody(action string, body []byte) (reason string, err error) {
+// {"reason": "…", "until": "<RFC 3339>"} for pause (400 naming the field
+// otherwise).
+func actionBody(action string, body []byte) (p PauseRequest, err error) {
 	if len(body) == 0 || string(body) == "{}" {
-		return "", nil
+		return p, nil
 	}
 	if action != "pause" {
-		return "", httpapi.BadRequest("", "%s takes no request body", action)
+		return p, httpapi.BadRequest("", "%s takes no request body", action)
 	}
 	var in map[string]json.RawMessage
 	if err := json.Unmarshal(body, &in); err != nil {
-		return "", httpapi.BadRequest("", "pause takes an optional JSON object {\"reason\": \"why\"}: %v", err)
+		return p, httpapi.BadRequest("", "pause takes an optional JSON object {\"reason\": \"why\", \"until\": \"2026-03-01T09:00:00Z\"}: %v", err)
 	}
 	for k := range in {
-		if k != "reason" {
-			return "", httpapi.BadRequest(k, "unknown field; pause takes only \"reason\"")
+		if k != "reason" && k != "until" {
+			return p, httpapi.BadRequest(k, "unknown field; pause takes only \"reason\" and \"until\"")
 		}
 	}
-	raw, ok := in["reason"]
-	if !ok || string(raw) == "null" {
-		return "", nil
+	if raw, ok := in["reason"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &p.Reason); err != nil {
+			return p, httpapi.BadRequest("reason", "must be a string")
+		}
+		if len(p.Reason) > schedule.MaxDescription {
+			return p, httpapi.BadRequest("reason", "is %d bytes; at most %d", len(p.Reason), schedule.MaxDescription)
+		}
 	}
-	if err := json.Unmarshal(raw, &reason); err != nil {
-		return "", httpapi.BadRequest("reason", "must be a string")
+	if raw, ok := in["until"]; ok && string(raw) != "null" {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return p, httpapi.BadRequest("until", "must be an RFC 3339 time string, such as 2026-03-01T09:00:00Z")
+		}
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return p, httpapi.BadRequest("until", "%q is not an RFC 3339 time, such as 2026-03-01T09:00:00Z", s)
+		}
+		p.Until = t.UTC()
 	}
-	if len(reason) > schedule.MaxDescription {
-		return "", httpapi.BadRequest("reason", "is %d bytes; at most %d", len(reason), schedule.MaxDescription)
-	}
-	return reason, nil
+	return p, nil
 }
 
 func (h *handler) runs(w http.ResponseWriter, r *http.Request, id string) error {

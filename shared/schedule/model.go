@@ -235,6 +235,13 @@ type Schedule struct {
 	// bytes. It exists only while the schedule is paused: enabling it
 	// again clears it.
 	PauseReason string `bson:"pauseReason,omitempty" json:"pauseReason,omitempty"`
+	// PausedBy and PausedAt say who paused the schedule and when (the
+	// caller's Google identity in the cloud, "local" under the local
+	// bearer token). PausedUntil, when set, is when the tick resumes it by
+	// itself. All three exist only while the schedule is paused.
+	PausedBy    string    `bson:"pausedBy,omitempty" json:"pausedBy,omitempty"`
+	PausedAt    time.Time `bson:"pausedAt,omitempty" json:"pausedAt,omitzero"`
+	PausedUntil time.Time `bson:"pausedUntil,omitempty" json:"pausedUntil,omitzero"`
 	// NextRunAt is the next fire time, in UTC. The tick reads schedules with
 	// enabled && nextRunAt <= now.
 	NextRunAt time.Time `bson:"nextRunAt" json:"nextRunAt"`

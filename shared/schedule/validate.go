@@ -146,7 +146,9 @@ func (s *Schedule) Normalize(o ValidateOptions) error {
 
 func (s *Schedule) fillDefaults() {
 	if s.Enabled {
-		s.PauseReason = "" // a reason belongs to a pause, and ends with it
+		// A reason, its author and its end belong to a pause, and end
+		// with it.
+		s.PauseReason, s.PausedBy, s.PausedAt, s.PausedUntil = "", "", time.Time{}, time.Time{}
 	}
 	if s.Overlap == "" {
 		s.Overlap = OverlapBufferOne

@@ -260,6 +260,8 @@ type Summary struct {
 	// Recovered counts pending runs the sweep picked up (orphaned by a
 	// crash, or retries that came due).
 	Recovered int `json:"recovered"`
+	// Resumed counts schedules whose timed pause ended (pausedUntil).
+	Resumed int `json:"resumed"`
 	// GPURequeued and GPUDead are the GPU sweep's counts.
 	GPURequeued int `json:"gpuRequeued"`
 	GPUDead     int `json:"gpuDead"`

@@ -35,6 +35,7 @@ func (e *Engine) sweep(ctx context.Context, c *counters, sum *Summary) []*schedu
 	e.owedRetries(ctx, now, c)
 	work := e.recover(ctx, now, c)
 	work = append(work, e.strandedMisfires(ctx, c)...)
+	e.endPauses(ctx, now, sum, c)
 	if e.cfg.GPU != nil {
 		requeued, dead, err := e.cfg.GPU.Sweep(ctx)
 		if err != nil {
@@ -45,6 +46,40 @@ func (e *Engine) sweep(ctx context.Context, c *counters, sum *Summary) []*schedu
 		sum.GPUDead += dead
 	}
 	return work
+}
+
+// endPauses resumes the schedules whose timed pause (pausedUntil) is over,
+// with nextRunAt the first fire time after now: what they missed while
+// paused is not owed, as after a manual resume. Each resume is guarded on
+// the version read, so an operator's edit or resume meanwhile wins, and two
+// sweeps resume a schedule once.
+func (e *Engine) endPauses(ctx context.Context, now time.Time, sum *Summary, c *counters) {
+	due, err := e.schedules.PausedUntil(ctx, now, e.cfg.PageSize)
+	if err != nil {
+		c.errors.Add(1)
+		e.log.Error("timed-pause sweep failed", "err", err)
+		return
+	}
+	for i := range due {
+		s := &due[i]
+		next, err := s.NextFireOf(now)
+		if err != nil {
+			// It never fires again (its endAt passed while paused): it
+			// stays paused, with its pausedUntil, and says why.
+			e.log.Warn("timed pause over, but the schedule has no fire time left; it stays paused", "schedule", s.ID, "err", err)
+			continue
+		}
+		switch err := e.schedules.Unpause(ctx, s, next, now.Truncate(time.Millisecond)); {
+		case errors.Is(err, store.ErrConflict):
+			// Resumed or edited meanwhile: that write wins.
+		case err != nil:
+			c.errors.Add(1)
+			e.log.Error("resume after a timed pause failed; the next sweep tries again", "schedule", s.ID, "err", err)
+		default:
+			sum.Resumed++
+			e.log.Info("timed pause over: schedule resumed", "schedule", s.ID, "paused_until", s.PausedUntil, "next_run_at", next)
+		}
+	}
 }
 
 func (e *Engine) stale(ctx context.Context, status schedule.RunStatus, now time.Time) ([]runDoc, error) {

@@ -97,6 +97,27 @@ type Schedules interface {
 	// read. Otherwise the error wraps ErrUnknownOutcome.
 	ClearMisfire(ctx context.Context, id string, jobEpoch int64) (Misfire, error)
 
+	// PausedUntil reads up to limit paused schedules whose pausedUntil is
+	// at or before now, oldest first: the timed pauses that are over. Only
+	// timed pauses carry pausedUntil, so the read grows with the pauses
+	// that are due, not with the schedules. It writes nothing.
+	PausedUntil(ctx context.Context, now time.Time, limit int) ([]schedule.Schedule, error)
+
+	// Unpause ends the timed pause of the schedule read as read: enabled,
+	// nextRunAt next, the version one up, updatedAt at, and the pause's
+	// reason, author, start and end removed.
+	//
+	// Guard: the stored schedule is still paused at the version read (an
+	// operator's resume or edit since wins).
+	//
+	// Errors: ErrConflict (wrapped) when the guard fails or the schedule
+	// is gone.
+	//
+	// Lost answer: ErrUnknownOutcome (wrapped); a repeat is refused by the
+	// guard if the first landed, so the caller reads again rather than
+	// retry.
+	Unpause(ctx context.Context, read *schedule.Schedule, next, at time.Time) error
+
 	// HasMisfire reports whether schedule id has its misfire flag set (a
 	// metered count of at most one document). A missing schedule is false.
 	HasMisfire(ctx context.Context, id string) (bool, error)

@@ -54,6 +54,9 @@ var SchedulerIndexes = []Index{
 	// The job lease holder's look for retries that waited for it
 	// (drainWaiting), oldest fire first.
 	{Collection: schedule.RunsCollection, Name: "waiting", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "status", Value: 1}, {Key: "waiting", Value: 1}, {Key: "fireTime", Value: 1}}},
+	// The timed-pause sweep (PausedUntil): paused schedules whose pause is
+	// over, oldest first. Only timed pauses carry pausedUntil.
+	{Collection: schedule.SchedulesCollection, Name: "paused_until", Keys: bson.D{{Key: "enabled", Value: 1}, {Key: "pausedUntil", Value: 1}}},
 	// The stranded-misfire sweep: schedules whose misfire flag is set.
 	{Collection: schedule.SchedulesCollection, Name: "misfire", Keys: bson.D{{Key: "misfire", Value: 1}}},
 	// EpochFloor: the highest fence a lease wrote, read when its object

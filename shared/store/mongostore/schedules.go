@@ -171,6 +171,27 @@ func (v schedules) Misfired(ctx context.Context, limit int) ([]schedule.Schedule
 	return flagged, nil
 }
 
+// PausedUntil implements store.Schedules.
+func (v schedules) PausedUntil(ctx context.Context, now time.Time, limit int) ([]schedule.Schedule, error) {
+	var due []schedule.Schedule
+	err := v.c().Find(ctx, bson.D{{Key: "enabled", Value: false}, {Key: "pausedUntil", Value: bson.D{{Key: "$lte", Value: now.UTC()}}}}, &due,
+		options.Find().SetSort(bson.D{{Key: "enabled", Value: 1}, {Key: "pausedUntil", Value: 1}}).SetLimit(int64(limit)))
+	if err != nil {
+		return nil, err
+	}
+	return due, nil
+}
+
+// Unpause implements store.Schedules.
+func (v schedules) Unpause(ctx context.Context, read *schedule.Schedule, next, at time.Time) error {
+	filter := bson.D{{Key: "_id", Value: read.ID}, {Key: "enabled", Value: false}, {Key: "version", Value: read.Version}}
+	update := bson.D{
+		{Key: "$set", Value: bson.D{{Key: "enabled", Value: true}, {Key: "nextRunAt", Value: next.UTC()}, {Key: "version", Value: read.Version + 1}, {Key: "updatedAt", Value: at.UTC()}}},
+		{Key: "$unset", Value: bson.D{{Key: "pauseReason", Value: ""}, {Key: "pausedBy", Value: ""}, {Key: "pausedAt", Value: ""}, {Key: "pausedUntil", Value: ""}}},
+	}
+	return v.c().UpdateOne(ctx, filter, update)
+}
+
 // EditedAfter implements store.Schedules.
 func (v schedules) EditedAfter(ctx context.Context, after time.Time, afterID string, limit int) ([]schedule.Schedule, error) {
 	var page []schedule.Schedule

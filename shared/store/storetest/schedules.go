@@ -123,6 +123,35 @@ func (s *suite) schedules(t *testing.T) {
 			t.Errorf("a refused advance changed remainingRuns to %d", *got.RemainingRuns)
 		}
 	})
+	t.Run("TimedPauses", func(t *testing.T) {
+		// PausedUntil reads only paused schedules whose pause is over, and
+		// Unpause ends one once: a second unpause from the same read, or
+		// one after an operator's edit, is refused.
+		b := s.backend(t)
+		over, later, plain, enabled := newSchedule("over", t0), newSchedule("later", t0), newSchedule("plain", t0), newSchedule("on", t0)
+		over.Enabled, later.Enabled, plain.Enabled = false, false, false
+		over.PausedUntil, later.PausedUntil, enabled.PausedUntil = t0.Add(-time.Minute), t0.Add(time.Hour), t0.Add(-time.Hour)
+		over.PauseReason, over.PausedBy = "db migration", "local"
+		for _, sc := range []schedule.Schedule{over, later, plain, enabled} {
+			create(t, b, sc)
+		}
+		due, err := b.Schedules().PausedUntil(t.Context(), t0, 10)
+		if err != nil || len(due) != 1 || due[0].ID != "over" {
+			t.Fatalf("PausedUntil = %v, %v; want only the pause that is over", due, err)
+		}
+		read := due[0]
+		if err := b.Schedules().Unpause(t.Context(), &read, t0.Add(time.Minute), t0); err != nil {
+			t.Fatalf("unpause: %v", err)
+		}
+		got := getSchedule(t, b, "over")
+		if !got.Enabled || got.Version != read.Version+1 || !got.NextRunAt.Equal(t0.Add(time.Minute)) || got.PauseReason != "" || got.PausedBy != "" || !got.PausedUntil.IsZero() {
+			t.Errorf("after unpause: %+v; want enabled, version+1, next t0+1m, pause fields gone", got)
+		}
+		onlyConflict(t, "a second unpause from the same read", b.Schedules().Unpause(t.Context(), &read, t0.Add(time.Minute), t0))
+		if due, _ := b.Schedules().PausedUntil(t.Context(), t0, 10); len(due) != 0 {
+			t.Errorf("PausedUntil after the unpause = %v; want none", due)
+		}
+	})
 	t.Run("AdvanceToNeverDisables", func(t *testing.T) {
 		b := s.backend(t)
 		create(t, b, newSchedule("x", t0))
