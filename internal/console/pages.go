@@ -160,9 +160,9 @@ func (s *server) scheduleAction(w http.ResponseWriter, r *http.Request) {
 	method := http.MethodPost
 	var done string
 	switch action {
-	case "pause", "resume", "trigger":
+	case "pause", "resume", "trigger", "backfill":
 		path += ":" + action
-		done = map[string]string{"pause": "Paused %s.", "resume": "Resumed %s.", "trigger": "Triggered a manual run of %s."}[action]
+		done = map[string]string{"pause": "Paused %s.", "resume": "Resumed %s.", "trigger": "Triggered a manual run of %s.", "backfill": "Backfill of %s:"}[action]
 	case "delete":
 		if r.PostFormValue("confirm") != id {
 			w.Header().Set("Cache-Control", "no-store")
@@ -176,10 +176,37 @@ func (s *server) scheduleAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body any
-	if action == "pause" {
+	switch action {
+	case "pause":
+		b := map[string]string{}
 		if reason := strings.TrimSpace(r.PostFormValue("reason")); reason != "" {
-			body = map[string]string{"reason": reason}
+			b["reason"] = reason
 		}
+		if until := strings.TrimSpace(r.PostFormValue("until")); until != "" {
+			t, ok := timeOrAgo(until, time.Now(), +1)
+			if !ok {
+				setFlash(w, s.cfg.Prefix, flash{Kind: "error", Text: fmt.Sprintf("Could not pause %s: until %q is neither a duration (2h) nor an RFC 3339 time; nothing changed.", id, until)})
+				http.Redirect(w, r, back, http.StatusSeeOther)
+				return
+			}
+			b["until"] = t.UTC().Format(time.RFC3339)
+		}
+		if len(b) > 0 {
+			body = b
+		}
+	case "backfill":
+		now := time.Now()
+		from, okFrom := timeOrAgo(strings.TrimSpace(r.PostFormValue("from")), now, -1)
+		to, okTo := now, true
+		if v := strings.TrimSpace(r.PostFormValue("to")); v != "" {
+			to, okTo = timeOrAgo(v, now, -1)
+		}
+		if !okFrom || !okTo {
+			setFlash(w, s.cfg.Prefix, flash{Kind: "error", Text: fmt.Sprintf("Could not backfill %s: from and to are durations before now (24h) or RFC 3339 times; nothing was written.", id)})
+			http.Redirect(w, r, back, http.StatusSeeOther)
+			return
+		}
+		body = map[string]any{"start": from.UTC().Format(time.RFC3339), "end": to.UTC().Format(time.RFC3339), "dryRun": r.PostFormValue("dryRun") == "true"}
 	}
 	var out map[string]any
 	if err := s.sched.do(r.Context(), method, path, nil, body, &out); err != nil {
@@ -192,12 +219,39 @@ func (s *server) scheduleAction(w http.ResponseWriter, r *http.Request) {
 				msg += " Run " + rid + "."
 			}
 		}
+		if action == "backfill" {
+			fires, _ := out["fires"].([]any)
+			created, _ := out["created"].(float64)
+			existing, _ := out["existing"].(float64)
+			if dry, _ := out["dryRun"].(bool); dry {
+				msg += fmt.Sprintf(" dry run, %d fire times, %d already have a run; nothing written.", len(fires), int(existing))
+			} else {
+				msg += fmt.Sprintf(" %d fire times, %d runs created, %d already there.", len(fires), int(created), int(existing))
+			}
+			if next, _ := out["nextPageToken"].(string); next != "" {
+				msg += " The window holds more fire times than one call covers: run it again from " + next + "."
+			}
+		}
 		if action == "delete" {
 			back = s.link("/", nil)
 		}
 		setFlash(w, s.cfg.Prefix, flash{Kind: "ok", Text: msg})
 	}
 	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// timeOrAgo reads a form's time: an RFC 3339 time, or a positive duration
+// from now, before it (sign -1: backfill's from and to) or after it (+1:
+// a pause's until).
+func timeOrAgo(v string, now time.Time, sign int) (time.Time, bool) {
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, true
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return time.Time{}, false
+	}
+	return now.Add(time.Duration(sign) * d), true
 }
 
 // sinceRanges are the time ranges the runs filter offers.
