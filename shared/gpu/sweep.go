@@ -22,6 +22,19 @@ func (d *Dispatcher) Sweep(ctx context.Context) (requeued, dead int, err error) 
 	if err := d.Init(ctx); err != nil {
 		return 0, 0, err
 	}
+	requeued, dead, err = d.takeBack(ctx)
+	if err != nil {
+		return requeued, dead, err
+	}
+	if _, err := d.Dispatch(ctx); err != nil {
+		return requeued, dead, fmt.Errorf("gpu: sweep: %w", err)
+	}
+	return requeued, dead, nil
+}
+
+// takeBack is Sweep's first half: it requeues (or marks dead) the jobs
+// whose lease ran out more than ClockSkew ago and frees their slots.
+func (d *Dispatcher) takeBack(ctx context.Context) (requeued, dead int, err error) {
 	now := d.cfg.Clock.Now().UTC().Add(-d.cfg.ClockSkew)
 	expired, err := d.q.Expired(ctx, now, sweepBatch)
 	if err != nil {
@@ -44,8 +57,36 @@ func (d *Dispatcher) Sweep(ctx context.Context) (requeued, dead int, err error) 
 		d.cfg.Logger.Warn("gpu: job lease expired", "job", job.ID, "slot", job.Slot, "attempts", attempts, "dead", isDead)
 		d.freeSlot(ctx, job.Slot, job.Epoch, time.Unix(0, 0).UTC())
 	}
-	if _, err := d.Dispatch(ctx); err != nil {
-		return requeued, dead, fmt.Errorf("gpu: sweep: %w", err)
-	}
 	return requeued, dead, nil
+}
+
+// DefaultSweepEvery bounds how often heartbeats run sweepSoon, per
+// dispatcher (function instance).
+const DefaultSweepEvery = time.Second
+
+// sweepSoon takes back expired jobs, as Sweep does, on a heartbeat from a
+// live worker, at most once per DefaultSweepEvery per dispatcher. In the
+// cloud the tick sweeps once a minute, and a job whose worker died would
+// wait for it; while any other job runs, its beats (every LeaseTTL/3) get
+// the dead worker's job back within a beat of its lease running out. An
+// idle check costs one indexed query that finds nothing, and no write.
+// Errors are logged: the heartbeat already succeeded, and the tick's
+// sweep is still there.
+func (d *Dispatcher) sweepSoon(ctx context.Context) {
+	now := d.cfg.Clock.Now()
+	last := d.lastSweep.Load()
+	if now.UnixNano()-last < int64(DefaultSweepEvery) || !d.lastSweep.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	// The worker hanging up must not stop a requeue halfway.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.RunTimeout)
+	defer cancel()
+	requeued, _, err := d.takeBack(ctx)
+	if err != nil {
+		d.cfg.Logger.Warn("gpu: sweep on heartbeat", "error", err.Error())
+		return
+	}
+	if requeued > 0 {
+		d.dispatchLogged(ctx, "")
+	}
 }
