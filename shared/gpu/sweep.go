@@ -22,7 +22,7 @@ func (d *Dispatcher) Sweep(ctx context.Context) (requeued, dead int, err error) 
 	if err := d.Init(ctx); err != nil {
 		return 0, 0, err
 	}
-	requeued, dead, err = d.takeBack(ctx)
+	requeued, dead, _, err = d.takeBack(ctx, 0)
 	if err != nil {
 		return requeued, dead, err
 	}
@@ -33,20 +33,30 @@ func (d *Dispatcher) Sweep(ctx context.Context) (requeued, dead int, err error) 
 }
 
 // takeBack is Sweep's first half: it requeues (or marks dead) the jobs
-// whose lease ran out more than ClockSkew ago and frees their slots.
-func (d *Dispatcher) takeBack(ctx context.Context) (requeued, dead int, err error) {
+// whose lease ran out more than ClockSkew ago and frees their slots. With
+// a lookahead, the same query also finds the soonest lease to run out
+// within it, and soon is how long until it may be taken back (0: none).
+func (d *Dispatcher) takeBack(ctx context.Context, lookahead time.Duration) (requeued, dead int, soon time.Duration, err error) {
 	now := d.cfg.Clock.Now().UTC().Add(-d.cfg.ClockSkew)
-	expired, err := d.q.Expired(ctx, now, sweepBatch)
+	expired, err := d.q.Expired(ctx, now.Add(lookahead), sweepBatch)
 	if err != nil {
-		return 0, 0, fmt.Errorf("gpu: sweep: %w", err)
+		return 0, 0, 0, fmt.Errorf("gpu: sweep: %w", err)
 	}
 	for _, job := range expired {
+		if job.LeaseUntil != nil && !job.LeaseUntil.Before(now) {
+			// Not yet: the query sorts by lease, so the first of these is
+			// the soonest.
+			if soon == 0 {
+				soon = job.LeaseUntil.Sub(now) + time.Millisecond
+			}
+			continue
+		}
 		err := d.q.RequeueExpired(ctx, job, now, fmt.Sprintf("lease expired on slot %s", job.Slot), d.cfg.Clock.Now().UTC())
 		if errors.Is(err, store.ErrConflict) {
 			continue // a heartbeat or completion got there first
 		}
 		if err != nil {
-			return requeued, dead, fmt.Errorf("gpu: sweep %s: %w", job.ID, err)
+			return requeued, dead, 0, fmt.Errorf("gpu: sweep %s: %w", job.ID, err)
 		}
 		attempts, isDead := job.TakenBack()
 		if isDead {
@@ -57,7 +67,7 @@ func (d *Dispatcher) takeBack(ctx context.Context) (requeued, dead int, err erro
 		d.cfg.Logger.Warn("gpu: job lease expired", "job", job.ID, "slot", job.Slot, "attempts", attempts, "dead", isDead)
 		d.freeSlot(ctx, job.Slot, job.Epoch, time.Unix(0, 0).UTC())
 	}
-	return requeued, dead, nil
+	return requeued, dead, soon, nil
 }
 
 // DefaultSweepEvery bounds how often heartbeats run sweepSoon, per
@@ -67,9 +77,12 @@ const DefaultSweepEvery = time.Second
 // sweepSoon takes back expired jobs, as Sweep does, on a heartbeat from a
 // live worker, at most once per DefaultSweepEvery per dispatcher. In the
 // cloud the tick sweeps once a minute, and a job whose worker died would
-// wait for it; while any other job runs, its beats (every LeaseTTL/3) get
-// the dead worker's job back within a beat of its lease running out. An
-// idle check costs one indexed query that finds nothing, and no write.
+// wait for it. While any other job runs, its beats come every LeaseTTL/3;
+// so a beat that finds a lease due to run out within one beat period holds
+// its answer until then and takes that job back on time, rather than
+// leave it to the next beat (up to a period late). The worker's self-fence
+// counts from when it sent the beat, so a slow answer costs it nothing.
+// An idle check costs one indexed query that finds nothing, and no write.
 // Errors are logged: the heartbeat already succeeded, and the tick's
 // sweep is still there.
 func (d *Dispatcher) sweepSoon(ctx context.Context) {
@@ -81,7 +94,16 @@ func (d *Dispatcher) sweepSoon(ctx context.Context) {
 	// The worker hanging up must not stop a requeue halfway.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.RunTimeout)
 	defer cancel()
-	requeued, _, err := d.takeBack(ctx)
+	period := d.cfg.LeaseTTL / 3
+	requeued, _, soon, err := d.takeBack(ctx, period)
+	if err == nil && requeued == 0 && soon > 0 && soon <= period {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(soon):
+		}
+		requeued, _, _, err = d.takeBack(ctx, 0)
+	}
 	if err != nil {
 		d.cfg.Logger.Warn("gpu: sweep on heartbeat", "error", err.Error())
 		return
