@@ -87,3 +87,57 @@ func TestLiveHeartbeatTakesBackADeadWorkersJob(t *testing.T) {
 		t.Errorf("the living job's slot has %s of lease left after its heartbeats; want its run lease untouched", left)
 	}
 }
+
+// TestLiveHeartbeatWaitsForALeaseDueWithinABeat: the dead worker's lease
+// runs out a second after a live beat arrives, and no other beat follows
+// (the next would come a beat period later). That beat holds its answer
+// until the lease has run out and takes the job back then, so the job is
+// not left waiting up to a whole beat period for the next one.
+func TestLiveHeartbeatWaitsForALeaseDueWithinABeat(t *testing.T) {
+	runs := make(chan gpu.RunRequest, 4)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req gpu.RunRequest
+		if r.URL.Path != "/run" || json.NewDecoder(r.Body).Decode(&req) != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		runs <- req
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer front.Close()
+	b := setup(t, setupOpts{workers: 0, extraPool: front.URL + "=2"})
+	next := func(what string, within time.Duration) gpu.RunRequest {
+		t.Helper()
+		select {
+		case r := <-runs:
+			return r
+		case <-time.After(within):
+			t.Fatalf("no POST /run for %s within %s", what, within)
+			return gpu.RunRequest{}
+		}
+	}
+	b.enqueue(gpu.EnqueueRequest{ID: "dies", Payload: "true"})
+	dying := next("the job whose worker dies", 10*time.Second)
+	b.enqueue(gpu.EnqueueRequest{ID: "lives", Payload: "true"})
+	living := next("the job whose worker lives", 10*time.Second)
+	for _, r := range []gpu.RunRequest{dying, living} {
+		if _, err := b.d.Heartbeat(b.ctx, r.JobID, r.Fence()); err != nil {
+			t.Fatalf("heartbeat %s: %v", r.JobID, err)
+		}
+	}
+	// One second before the dying job's lease runs out (the harness has no
+	// clock skew), well within one beat period (LeaseTTL/3).
+	b.clock.Advance(b.d.LeaseTTL() - time.Second)
+	start := time.Now()
+	if _, err := b.d.Heartbeat(b.ctx, living.JobID, living.Fence()); err != nil {
+		t.Fatalf("living heartbeat: %v", err)
+	}
+	held := time.Since(start)
+	again := next("the dead worker's job, taken back by the held beat", 100*time.Millisecond)
+	if again.JobID != dying.JobID || again.Attempt != 2 {
+		t.Fatalf("POST /run %s attempt %d; want %s attempt 2", again.JobID, again.Attempt, dying.JobID)
+	}
+	if held < 900*time.Millisecond {
+		t.Errorf("the beat was answered after %s, before the lease it took back had run out (1 s)", held)
+	}
+}
