@@ -125,9 +125,9 @@ func TestLiveHeartbeatWaitsForALeaseDueWithinABeat(t *testing.T) {
 			t.Fatalf("heartbeat %s: %v", r.JobID, err)
 		}
 	}
-	// One second before the dying job's lease runs out (the harness has no
-	// clock skew), well within one beat period (LeaseTTL/3).
-	b.clock.Advance(b.d.LeaseTTL() - time.Second)
+	// Half a second before the dying job's lease runs out (the harness has
+	// no clock skew): within the hold's reach, a fifth of the lease.
+	b.clock.Advance(b.d.LeaseTTL() - 500*time.Millisecond)
 	start := time.Now()
 	if _, err := b.d.Heartbeat(b.ctx, living.JobID, living.Fence()); err != nil {
 		t.Fatalf("living heartbeat: %v", err)
@@ -137,7 +137,10 @@ func TestLiveHeartbeatWaitsForALeaseDueWithinABeat(t *testing.T) {
 	if again.JobID != dying.JobID || again.Attempt != 2 {
 		t.Fatalf("POST /run %s attempt %d; want %s attempt 2", again.JobID, again.Attempt, dying.JobID)
 	}
-	if held < 900*time.Millisecond {
-		t.Errorf("the beat was answered after %s, before the lease it took back had run out (1 s)", held)
+	if held < 400*time.Millisecond {
+		t.Errorf("the beat was answered after %s, before the lease it took back had run out (0.5 s)", held)
+	}
+	if held > 2*b.d.LeaseTTL()/5 {
+		t.Errorf("the beat was held %s, past its budget of 2/5 of the lease (%s)", held, 2*b.d.LeaseTTL()/5)
 	}
 }

@@ -78,10 +78,19 @@ const DefaultSweepEvery = time.Second
 // live worker, at most once per DefaultSweepEvery per dispatcher. In the
 // cloud the tick sweeps once a minute, and a job whose worker died would
 // wait for it. While any other job runs, its beats come every LeaseTTL/3;
-// so a beat that finds a lease due to run out within one beat period holds
-// its answer until then and takes that job back on time, rather than
-// leave it to the next beat (up to a period late). The worker's self-fence
-// counts from when it sent the beat, so a slow answer costs it nothing.
+// a beat that finds a lease due to run out within budget/2 holds its
+// answer until then and takes that job back on time, so the job waits at
+// most a beat period minus budget/2 for the next beat (2 s by default),
+// not a whole period.
+//
+// All of it, the hold and the dispatch after a take-back, is bounded by
+// budget (2/5 of the lease, 6 s by default), because the beat's worker is
+// waiting for the answer: its self-fence stops its command 90% of a lease
+// after its previous accepted beat was sent, which is about 8.5 s after
+// this one's send. A POST /run cut off by the budget counts as unanswered:
+// the job keeps its slot until its worker's beat confirms it or its lease
+// runs out.
+//
 // An idle check costs one indexed query that finds nothing, and no write.
 // Errors are logged: the heartbeat already succeeded, and the tick's
 // sweep is still there.
@@ -92,11 +101,11 @@ func (d *Dispatcher) sweepSoon(ctx context.Context) {
 		return
 	}
 	// The worker hanging up must not stop a requeue halfway.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.RunTimeout)
+	budget := d.cfg.LeaseTTL * 2 / 5
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
 	defer cancel()
-	period := d.cfg.LeaseTTL / 3
-	requeued, _, soon, err := d.takeBack(ctx, period)
-	if err == nil && requeued == 0 && soon > 0 && soon <= period {
+	requeued, _, soon, err := d.takeBack(ctx, budget/2)
+	if err == nil && requeued == 0 && soon > 0 && soon <= budget/2 {
 		select {
 		case <-ctx.Done():
 			return
