@@ -25,16 +25,11 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, id string, f Fence) (Job, er
 	if err != nil {
 		return Job{}, fmt.Errorf("gpu: heartbeat %s: %w", id, err)
 	}
-	if job.DispatchedAt != nil && now.Sub(*job.DispatchedAt) < d.cfg.LeaseTTL/4 {
-		// The claim set the slot's lease moments ago (this is the start
-		// beat); skip a write on the hot path of every hand-off.
-		return job, nil
-	}
-	err = d.q.ExtendSlot(ctx, f.Slot, f.Epoch, id, lease)
-	if err != nil {
-		// The job lease was extended; the slot's will be on the next beat.
-		d.cfg.Logger.Warn("gpu: heartbeat: extend slot lease", "job", id, "slot", f.Slot, "error", err.Error())
-	}
+	// The job lease is the only write: the slot was leased for the whole
+	// run when it was linked (runLease). The live workers' beats are also
+	// the cheapest clock there is for noticing a dead one: the tick runs
+	// once a minute, a beat every few seconds.
+	d.sweepSoon(ctx)
 	return job, nil
 }
 

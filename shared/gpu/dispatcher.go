@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -26,7 +27,12 @@ import (
 
 // Defaults for Config.
 const (
-	DefaultLeaseTTL       = 60 * time.Second
+	// DefaultLeaseTTL is short so a dead worker's job is requeued within
+	// about 20 s: the worker beats every third of it (one write every 5 s
+	// per running job), the sweep takes the job back ClockSkew after the
+	// lease, and heartbeats run that sweep (see Heartbeat). docs/gpu.md
+	// has the timeline and the write cost.
+	DefaultLeaseTTL       = 15 * time.Second
 	DefaultRefusalBackoff = 2 * time.Second
 	DefaultRunTimeout     = 15 * time.Second
 )
@@ -45,7 +51,9 @@ type Config struct {
 	// Clock is the clock for leases and timestamps; nil means the wall
 	// clock.
 	Clock clock.Clock
-	// LeaseTTL is the slot and job lease; heartbeats extend it.
+	// LeaseTTL is the job lease (and the slot's while it is being filled);
+	// heartbeats extend the job's. A slot linked to a job holds it for the
+	// job's whole run instead (see runLease).
 	LeaseTTL time.Duration
 	// RefusalBackoff keeps a slot whose worker refused a job out of
 	// dispatch for a moment, so a busy worker is not hammered.
@@ -76,6 +84,10 @@ type Dispatcher struct {
 
 	initMu sync.Mutex
 	inited bool
+
+	// lastSweep is when sweepSoon last ran (Unix nanoseconds), so
+	// heartbeats sweep at most once per DefaultSweepEvery.
+	lastSweep atomic.Int64
 
 	// testHookEmptyFill, when set by a test, runs when fill has found no
 	// queued job and still holds the slot: the window a late enqueue hits.
@@ -314,8 +326,10 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error)
 	}
 	// Step 3: link the slot to the job, under the fence. The slot keeps the
 	// hash too: a completion re-claims the slot before it touches the job
-	// (see Complete), and that write must be the worker's alone.
-	err = d.q.LinkSlot(ctx, slot.ID, slot.Epoch, job.ID, hash)
+	// (see Complete), and that write must be the worker's alone. The same
+	// write gives the slot its lease for the whole run, so heartbeats
+	// write the job alone.
+	err = d.q.LinkSlot(ctx, slot.ID, slot.Epoch, job.ID, hash, d.runLease(now, job))
 	if err != nil {
 		// We were too slow and lost the slot: give the job back unharmed.
 		d.requeueUnharmed(ctx, &job)
@@ -333,6 +347,20 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error)
 	slot.JobID = job.ID
 	slot.SecretHash = hash
 	return &job, secret, nil
+}
+
+// runLease is how long a slot linked to job at now stays held: past any
+// time the job can still run on it. The worker receives POST /run within
+// RunTimeout and kills the command at the job's timeout; one more LeaseTTL
+// covers its report. Heartbeats then need not extend the slot (one write
+// per beat, not two), and the slot never becomes claimable under a running
+// job. It is freed earlier by what ends the job: the completion's hand-off,
+// a refusal, or the sweep that takes the job back when its own short lease
+// runs out. The cost: a slot whose job was cancelled and whose worker then
+// died, or whose sweep died between requeue and release, stays held until
+// this lease (docs/gpu.md).
+func (d *Dispatcher) runLease(now time.Time, job Job) time.Time {
+	return now.Add(d.cfg.RunTimeout + job.Timeout.D() + d.cfg.LeaseTTL)
 }
 
 // handoff gives a slot that its worker just released (held under fence f

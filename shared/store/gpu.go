@@ -91,10 +91,12 @@ type GPU interface {
 	ClaimBestJob(ctx context.Context, slot gpumodel.Slot, secretHash string, now, leaseUntil time.Time) (gpumodel.Job, error)
 
 	// LinkSlot records on the slot held at epoch the job it was filled
-	// with and that dispatch's secret hash. Guard: the slot is still at
-	// epoch; else (a newer claim) an error wrapping ErrConflict. A lost
-	// answer wraps ErrUnknownOutcome.
-	LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, secretHash string) error
+	// with, that dispatch's secret hash and the slot's lease for the job's
+	// run, leaseUntil (in the same write, so heartbeats need not extend
+	// the slot). Guard: the slot is still at epoch; else (a newer claim)
+	// an error wrapping ErrConflict. A lost answer wraps
+	// ErrUnknownOutcome.
+	LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, secretHash string, leaseUntil time.Time) error
 
 	// ExtendSlot extends the lease of the slot held at epoch to
 	// leaseUntil, for jobID. Guard and errors as LinkSlot's.

@@ -199,8 +199,8 @@ func (g gpuQueue) ClaimBestJob(ctx context.Context, slot gpumodel.Slot, secretHa
 	return job, nil
 }
 
-func (g gpuQueue) LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, secretHash string) error {
-	return g.updateSlot(ctx, slotID, epoch, bson.D{{Key: "jobId", Value: jobID}, {Key: "secretHash", Value: secretHash}})
+func (g gpuQueue) LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, secretHash string, leaseUntil time.Time) error {
+	return g.updateSlot(ctx, slotID, epoch, bson.D{{Key: "jobId", Value: jobID}, {Key: "secretHash", Value: secretHash}, {Key: "leaseUntil", Value: leaseUntil}})
 }
 
 func (g gpuQueue) ExtendSlot(ctx context.Context, slotID string, epoch int64, jobID string, leaseUntil time.Time) error {

@@ -46,6 +46,10 @@ var gpuT0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // gpuLease is the lease every claim in the suite takes.
 const gpuLease = time.Minute
 
+// gpuRunLease is the slot's lease once linked to a job: the whole run
+// (gpu.Dispatcher.runLease), longer than the claim's.
+const gpuRunLease = time.Hour
+
 func queuedJob(id string, priority int, createdAt time.Time) gpumodel.Job {
 	return gpumodel.Job{ID: id, Status: gpumodel.StatusQueued, Priority: priority, MaxAttempts: 3, Payload: "p-" + id, Source: "api", CreatedAt: createdAt}
 }
@@ -92,7 +96,7 @@ func dispatch(t *testing.T, q store.GPU, slotID, secretHash string, now time.Tim
 	if err != nil {
 		t.Fatalf("claim a job for slot %s@%d: %v", slotID, slot.Epoch, err)
 	}
-	if err := q.LinkSlot(ctx, slot.ID, slot.Epoch, job.ID, secretHash); err != nil {
+	if err := q.LinkSlot(ctx, slot.ID, slot.Epoch, job.ID, secretHash, now.Add(gpuRunLease)); err != nil {
 		t.Fatalf("link slot %s@%d to %s: %v", slotID, slot.Epoch, job.ID, err)
 	}
 	return slot, job
@@ -116,11 +120,15 @@ func (s *suite) gpuStaleEpoch(t *testing.T) {
 	if old.Epoch != 1 || job.Epoch != 1 || job.Slot != "s0" || job.Status != gpumodel.StatusDispatched {
 		t.Fatalf("first dispatch: slot %+v, job %+v; want both at epoch 1, the job dispatched on s0", old, job)
 	}
-	// The lease runs out: the sweep takes the job back, a new claim bumps
+	// The job's lease runs out: the sweep takes the job back and frees
+	// its slot (whose own lease covers the whole run), a new claim bumps
 	// the slot's epoch, and the job goes out again.
 	later := gpuT0.Add(2 * gpuLease)
 	if err := q.RequeueExpired(ctx, job, later, "lease expired", later); err != nil {
 		t.Fatalf("requeue the expired job: %v", err)
+	}
+	if err := q.Release(ctx, "s0", old.Epoch, time.Unix(0, 0).UTC()); err != nil {
+		t.Fatalf("free the expired job's slot: %v", err)
 	}
 	cur, job := dispatch(t, q, "s0", hash, later)
 	if cur.Epoch != 2 || job.Epoch != 2 {
@@ -137,6 +145,8 @@ func (s *suite) gpuStaleEpoch(t *testing.T) {
 	onlyConflict(t, "reclaim slot at epoch 1 under epoch 2", err)
 	err = q.ExtendSlot(ctx, "s0", old.Epoch, "j", at.Add(time.Hour))
 	onlyConflict(t, "extend slot at epoch 1 under epoch 2", err)
+	err = q.LinkSlot(ctx, "s0", old.Epoch, "j", hash, at.Add(time.Hour))
+	onlyConflict(t, "link slot at epoch 1 under epoch 2", err)
 	err = q.Release(ctx, "s0", old.Epoch, time.Unix(0, 0).UTC())
 	onlyConflict(t, "release slot at epoch 1 under epoch 2", err)
 
@@ -144,8 +154,10 @@ func (s *suite) gpuStaleEpoch(t *testing.T) {
 	if got.Status != gpumodel.StatusDispatched || got.Epoch != 2 || got.Slot != "s0" || got.FinishedAt != nil || got.HeartbeatAt != nil || got.Error == "stale" {
 		t.Errorf("after the stale holder's callbacks the job is %+v; want the epoch-2 dispatch untouched", got)
 	}
-	if sl := getSlot(t, q, "s0"); sl.Epoch != 2 || sl.JobID != "j" || !sl.LeaseUntil.Equal(later.Add(gpuLease)) {
-		t.Errorf("after the stale holder's slot writes the slot is %+v; want epoch 2 holding j until %v", sl, later.Add(gpuLease))
+	// The lease is the link's (the run's), not the claim's: the link
+	// writes it, and the stale holder's writes moved it nowhere.
+	if sl := getSlot(t, q, "s0"); sl.Epoch != 2 || sl.JobID != "j" || !sl.LeaseUntil.Equal(later.Add(gpuRunLease)) {
+		t.Errorf("after the stale holder's slot writes the slot is %+v; want epoch 2 holding j until %v", sl, later.Add(gpuRunLease))
 	}
 	// The current holder still gets through, so the refusals above were
 	// the epoch's doing.
