@@ -65,8 +65,14 @@ func (e *Engine) endPauses(ctx context.Context, now time.Time, sum *Summary, c *
 		next, err := s.NextFireOf(now)
 		if err != nil {
 			// It never fires again (its endAt passed while paused): it
-			// stays paused, with its pausedUntil, and says why.
+			// stays paused and says why. Its pausedUntil goes, or it
+			// would head every later sweep's page and keep the other
+			// timed pauses from ending.
 			e.log.Warn("timed pause over, but the schedule has no fire time left; it stays paused", "schedule", s.ID, "err", err)
+			if err := e.schedules.Unpause(ctx, s, time.Time{}, now.Truncate(time.Millisecond)); err != nil && !errors.Is(err, store.ErrConflict) {
+				c.errors.Add(1)
+				e.log.Error("ending the timer of a timed pause failed; the next sweep tries again", "schedule", s.ID, "err", err)
+			}
 			continue
 		}
 		switch err := e.schedules.Unpause(ctx, s, next, now.Truncate(time.Millisecond)); {
