@@ -45,3 +45,31 @@ func TestTimedPauseNotStarvedByEndedSchedules(t *testing.T) {
 		t.Errorf("schedule %q is still paused at 09:08, five sweeps after its pause ended at 09:03 (until %s)", got.ID, got.PausedUntil)
 	}
 }
+
+// TestTimedPauseFiresAtUntil: a pause until 09:02 of a minutely schedule
+// covers [pause, 09:02): the 09:02 fire is after the pause and runs, though
+// the sweep that ends the pause runs at or after 09:02.
+func TestTimedPauseFiresAtUntil(t *testing.T) {
+	b := setup(t)
+	s := schedule.Schedule{ID: "p", Cron: "* * * * *", Target: schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "noop"}}}
+	if err := s.Normalize(schedule.ValidateOptions{Builtins: scheduler.Builtins()}); err != nil {
+		t.Fatal(err)
+	}
+	s.NextRunAt, s.Version, s.CreatedAt, s.UpdatedAt = t0.Add(time.Minute), 1, t0, t0
+	s.Enabled, s.PausedAt, s.PausedBy, s.PausedUntil = false, t0, "op", t0.Add(2*time.Minute)
+	if ok, err := b.store.Collection(schedule.SchedulesCollection).InsertIdempotent(context.Background(), s); err != nil || !ok {
+		t.Fatalf("insert schedule: %v %v", ok, err)
+	}
+	for m := 1; m <= 4; m++ {
+		b.clock.Set(t0.Add(time.Duration(m) * time.Minute))
+		b.tick(t)
+		b.eng.Wait()
+	}
+	var fires []time.Time
+	for _, r := range b.runs(t, "p") {
+		fires = append(fires, r.FireTime.UTC())
+	}
+	if len(fires) == 0 || !fires[0].Equal(t0.Add(2*time.Minute)) {
+		t.Errorf("fires %v; want the first at until, %s", fires, t0.Add(2*time.Minute))
+	}
+}
