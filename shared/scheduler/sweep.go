@@ -49,8 +49,8 @@ func (e *Engine) sweep(ctx context.Context, c *counters, sum *Summary) []*schedu
 }
 
 // endPauses resumes the schedules whose timed pause (pausedUntil) is over,
-// with nextRunAt the first fire time after now: what they missed while
-// paused is not owed, as after a manual resume. Each resume is guarded on
+// with nextRunAt the first fire time at or after until: what they missed
+// while paused is not owed, as after a manual resume. Each resume is guarded on
 // the version read, so an operator's edit or resume meanwhile wins, and two
 // sweeps resume a schedule once.
 func (e *Engine) endPauses(ctx context.Context, now time.Time, sum *Summary, c *counters) {
@@ -62,7 +62,11 @@ func (e *Engine) endPauses(ctx context.Context, now time.Time, sum *Summary, c *
 	}
 	for i := range due {
 		s := &due[i]
-		next, err := s.NextFireOf(now)
+		// From until, not now: the pause is [pausedAt, until), and this
+		// sweep runs after until (after the tick's decide, too), so a fire
+		// at until would otherwise be lost. A late sweep leaves the times
+		// since until to the tick's catch-up policy, as any outage does.
+		next, err := s.NextFireOf(s.PausedUntil.Add(-time.Nanosecond))
 		if err != nil {
 			// It never fires again (its endAt passed while paused): it
 			// stays paused and says why. Its pausedUntil goes, or it
