@@ -519,7 +519,9 @@ func (s *Service) Backfill(ctx context.Context, id string, req schedule.Backfill
 	if s.opts.Backfiller == nil {
 		return nil, fmt.Errorf("catalog: backfill %s: %w", id, ErrNoTrigger)
 	}
-	now := s.now()
+	// Not s.now(): truncated to the millisecond, it would take an end
+	// earlier in the same millisecond (a client's own now) for the future.
+	now := s.opts.Clock.Now().UTC()
 	switch {
 	case req.Start.IsZero():
 		return nil, &schedule.FieldError{Field: "start", Reason: "is required (RFC 3339, e.g. 2026-03-01T00:00:00Z)"}

@@ -14,7 +14,13 @@ import (
 // It reads claims and verifies nothing: it must only run behind a check
 // that did (IAM in the cloud, RequireToken locally).
 func Actor(r *http.Request) string {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	// When a request carries X-Serverless-Authorization, Cloud Run checks
+	// that header instead, and Authorization reaches us unverified.
+	h := r.Header.Get("X-Serverless-Authorization")
+	if h == "" {
+		h = r.Header.Get("Authorization")
+	}
+	tok, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || tok == "" {
 		return "anonymous"
 	}

@@ -29,3 +29,19 @@ func TestActor(t *testing.T) {
 		}
 	}
 }
+
+// TestActorServerlessAuthorization: Cloud Run's invoker check verifies
+// X-Serverless-Authorization when a request carries it, and then leaves
+// Authorization unchecked for the service: the actor is the verified
+// token's, never a claim in the unverified header.
+func TestActorServerlessAuthorization(t *testing.T) {
+	jwt := func(claims string) string {
+		return "Bearer eyJhbGciOiJSUzI1NiJ9." + base64.RawURLEncoding.EncodeToString([]byte(claims)) + ".c2ln"
+	}
+	r := httptest.NewRequest("POST", "/", nil)
+	r.Header.Set("X-Serverless-Authorization", jwt(`{"email":"ops@example.com"}`))
+	r.Header.Set("Authorization", jwt(`{"email":"ceo@example.com"}`))
+	if got := httpapi.Actor(r); got != "ops@example.com" {
+		t.Errorf("Actor = %q; want ops@example.com, the verified X-Serverless-Authorization's", got)
+	}
+}

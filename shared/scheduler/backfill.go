@@ -53,6 +53,7 @@ func (e *Engine) Backfill(ctx context.Context, scheduleID string, req schedule.B
 	res.Fires = res.Fires[:len(times)]
 	errs := make([]error, len(times))
 	inserted := make([]bool, len(times))
+	found := make([]*runDoc, len(times))
 	sem := make(chan struct{}, backfillConcurrency)
 	var wg sync.WaitGroup
 	for i, ft := range times {
@@ -83,6 +84,9 @@ func (e *Engine) Backfill(ctx context.Context, scheduleID string, req schedule.B
 				errs[i] = err
 			default:
 				res.Fires[i].Existed, res.Fires[i].Status = true, cur.Status
+				if !req.DryRun && cur.Status == schedule.RunPending && cur.Source == schedule.SourceBackfill && cur.TickFence == 0 {
+					found[i] = cur
+				}
 			}
 		}()
 	}
@@ -101,6 +105,15 @@ func (e *Engine) Backfill(ctx context.Context, scheduleID string, req schedule.B
 			fresh = append(fresh, docs[i])
 		case res.Fires[i].Existed:
 			res.Existing++
+			if found[i] != nil {
+				// A backfill's own run still pending: this call's insert
+				// whose answer was lost (the store cannot tell it from an
+				// earlier call's), or an earlier call's whose hand-off
+				// failed. No tick decided it, so no tick undoes it, and
+				// only the claim executes: hand it off too, rather than
+				// leave it to the sweep.
+				fresh = append(fresh, found[i])
+			}
 		}
 	}
 	if len(fresh) > 0 {

@@ -49,8 +49,8 @@ func (e *Engine) sweep(ctx context.Context, c *counters, sum *Summary) []*schedu
 }
 
 // endPauses resumes the schedules whose timed pause (pausedUntil) is over,
-// with nextRunAt the first fire time after now: what they missed while
-// paused is not owed, as after a manual resume. Each resume is guarded on
+// with nextRunAt the first fire time at or after until: what they missed
+// while paused is not owed, as after a manual resume. Each resume is guarded on
 // the version read, so an operator's edit or resume meanwhile wins, and two
 // sweeps resume a schedule once.
 func (e *Engine) endPauses(ctx context.Context, now time.Time, sum *Summary, c *counters) {
@@ -62,11 +62,21 @@ func (e *Engine) endPauses(ctx context.Context, now time.Time, sum *Summary, c *
 	}
 	for i := range due {
 		s := &due[i]
-		next, err := s.NextFireOf(now)
+		// From until, not now: the pause is [pausedAt, until), and this
+		// sweep runs after until (after the tick's decide, too), so a fire
+		// at until would otherwise be lost. A late sweep leaves the times
+		// since until to the tick's catch-up policy, as any outage does.
+		next, err := s.NextFireOf(s.PausedUntil.Add(-time.Nanosecond))
 		if err != nil {
 			// It never fires again (its endAt passed while paused): it
-			// stays paused, with its pausedUntil, and says why.
+			// stays paused and says why. Its pausedUntil goes, or it
+			// would head every later sweep's page and keep the other
+			// timed pauses from ending.
 			e.log.Warn("timed pause over, but the schedule has no fire time left; it stays paused", "schedule", s.ID, "err", err)
+			if err := e.schedules.Unpause(ctx, s, time.Time{}, now.Truncate(time.Millisecond)); err != nil && !errors.Is(err, store.ErrConflict) {
+				c.errors.Add(1)
+				e.log.Error("ending the timer of a timed pause failed; the next sweep tries again", "schedule", s.ID, "err", err)
+			}
 			continue
 		}
 		switch err := e.schedules.Unpause(ctx, s, next, now.Truncate(time.Millisecond)); {

@@ -105,7 +105,9 @@ type Schedules interface {
 
 	// Unpause ends the timed pause of the schedule read as read: enabled,
 	// nextRunAt next, the version one up, updatedAt at, and the pause's
-	// reason, author, start and end removed.
+	// reason, author, start and end removed. A zero next ends only the
+	// timer: the schedule stays paused, with its reason, author and start,
+	// and no pausedUntil (it has no fire time left to resume at).
 	//
 	// Guard: the stored schedule is still paused at the version read (an
 	// operator's resume or edit since wins).

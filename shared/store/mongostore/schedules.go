@@ -189,6 +189,12 @@ func (v schedules) Unpause(ctx context.Context, read *schedule.Schedule, next, a
 		{Key: "$set", Value: bson.D{{Key: "enabled", Value: true}, {Key: "nextRunAt", Value: next.UTC()}, {Key: "version", Value: read.Version + 1}, {Key: "updatedAt", Value: at.UTC()}}},
 		{Key: "$unset", Value: bson.D{{Key: "pauseReason", Value: ""}, {Key: "pausedBy", Value: ""}, {Key: "pausedAt", Value: ""}, {Key: "pausedUntil", Value: ""}}},
 	}
+	if next.IsZero() {
+		update = bson.D{
+			{Key: "$set", Value: bson.D{{Key: "version", Value: read.Version + 1}, {Key: "updatedAt", Value: at.UTC()}}},
+			{Key: "$unset", Value: bson.D{{Key: "pausedUntil", Value: ""}}},
+		}
+	}
 	return v.c().UpdateOne(ctx, filter, update)
 }
 
