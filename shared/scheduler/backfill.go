@@ -48,7 +48,7 @@ func (e *Engine) Backfill(ctx context.Context, scheduleID string, req schedule.B
 		res.NextPageToken = times[schedule.MaxBackfillFires].UTC().Format(time.RFC3339)
 		times = times[:schedule.MaxBackfillFires]
 	}
-	now := e.now().UTC()
+	now := e.now().UTC().Truncate(time.Millisecond) // as the store keeps it: a read-back compares createdAt
 	docs := make([]*runDoc, len(times))
 	res.Fires = res.Fires[:len(times)]
 	errs := make([]error, len(times))
@@ -103,6 +103,12 @@ func (e *Engine) Backfill(ctx context.Context, scheduleID string, req schedule.B
 			res.Created++
 			res.Fires[i].Status = schedule.RunPending
 			fresh = append(fresh, docs[i])
+		case found[i] != nil && found[i].CreatedAt.Equal(docs[i].CreatedAt):
+			// Created by this call (its createdAt is this call's clock):
+			// the insert landed and its answer was lost.
+			res.Created++
+			res.Fires[i].Existed = false
+			fresh = append(fresh, found[i])
 		case res.Fires[i].Existed:
 			res.Existing++
 			if found[i] != nil {

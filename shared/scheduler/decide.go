@@ -301,8 +301,10 @@ func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Sche
 	case errors.Is(err, store.ErrConflict):
 		// Edited (or deleted) since we read it: the edit recomputed
 		// nextRunAt and wins. The runs recorded above were decided on the
-		// old expression and still execute.
+		// old expression and still execute, so they still count against
+		// remainingRuns.
 		e.log.Info("schedule changed during tick; its edit wins", "schedule", s.ID)
+		e.countAfterEdit(ctx, s, int64(len(p.times)), f)
 	case err != nil:
 		return nil, fmt.Errorf("schedule %s: advance nextRunAt: %w", s.ID, err)
 	}
@@ -311,6 +313,32 @@ func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Sche
 	}
 	sort.SliceStable(w.runs, func(i, j int) bool { return w.runs[i].FireTime.Before(w.runs[j].FireTime) })
 	return w, nil
+}
+
+// countAfterEdit counts fires this tick decided against remainingRuns when
+// an edit won its advance: the edit wrote the count it had read, from
+// before this decision, and the decided runs execute all the same. The
+// count is lowered on the edited schedule through the same guarded, fenced
+// advance (its nextRunAt and version as now stored, nextRunAt unchanged),
+// so it happens at most once; an edit that set remainingRuns itself (a
+// count other than the one this tick read) is the operator's new budget,
+// and wins.
+func (e *Engine) countAfterEdit(ctx context.Context, read *schedule.Schedule, decided int64, f store.Fence) {
+	if read.RemainingRuns == nil || decided == 0 {
+		return
+	}
+	cur, err := e.schedules.Get(ctx, read.ID)
+	if err != nil || cur.RemainingRuns == nil || *cur.RemainingRuns != *read.RemainingRuns {
+		return // deleted, unlimited now, or given a new count by the edit
+	}
+	left := max(*cur.RemainingRuns-decided, 0)
+	next := cur.NextRunAt
+	if left == 0 || !cur.Enabled {
+		next = time.Time{} // nothing left: disabled (a paused one stays disabled)
+	}
+	if err := e.schedules.Advance(ctx, &cur, next, &left, f); err != nil {
+		e.log.Warn("count decided runs after an edit failed; remainingRuns may allow one fire more", "schedule", read.ID, "err", err)
+	}
 }
 
 // adopt stamps a run that this tick found already recorded with its epoch.
