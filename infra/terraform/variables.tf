@@ -579,13 +579,13 @@ variable "notify_webhook_secret" {
 }
 
 variable "notify_on" {
-  description = "Comma-separated events the default webhook gets (BATON_NOTIFY_ON): failed, skipped, misfire, recovered."
+  description = "Comma-separated events the default webhook gets (BATON_NOTIFY_ON): failed, skipped, misfire, recovered, missed."
   type        = string
   default     = "failed"
 
   validation {
-    condition     = alltrue([for e in split(",", var.notify_on) : contains(["failed", "skipped", "misfire", "recovered"], trimspace(e))])
-    error_message = "notify_on must list failed, skipped, misfire or recovered, separated by commas."
+    condition     = alltrue([for e in split(",", var.notify_on) : contains(["failed", "skipped", "misfire", "recovered", "missed"], trimspace(e))])
+    error_message = "notify_on must list failed, skipped, misfire, recovered or missed, separated by commas."
   }
 }
 

@@ -12,19 +12,20 @@ import (
 // be told of. It is stored and sent as its string ("failed").
 type Event string
 
-// Notification events. "missed" (a fire time nothing decided) is not one
-// yet: it needs the tick to see fire times it did not decide, which is item
-// 3 of issue 15.
+// Notification events.
 const (
 	EventFailed    Event = "failed"    // a run ended failed (its target failed, or its heartbeat stopped)
 	EventSkipped   Event = "skipped"   // overlap skip recorded a fire time skipped, with its reason
 	EventMisfire   Event = "misfire"   // buffer_one collapsed a busy fire time into a misfire run
 	EventRecovered Event = "recovered" // a retry succeeded: the attempt before it failed
+	EventMissed    Event = "missed"    // fire times nothing decided (ticks stopped) that the catch-up policy does not run
 )
 
 // AllEvents lists every notification event, in the order the API's error
 // messages name them. It returns a new slice each call.
-func AllEvents() []Event { return []Event{EventFailed, EventSkipped, EventMisfire, EventRecovered} }
+func AllEvents() []Event {
+	return []Event{EventFailed, EventSkipped, EventMisfire, EventRecovered, EventMissed}
+}
 
 // Valid reports whether e is one of the events.
 func (e Event) Valid() bool { return slices.Contains(AllEvents(), e) }
