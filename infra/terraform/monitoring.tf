@@ -298,3 +298,23 @@ resource "google_billing_budget" "gpu" {
   }
   depends_on = [terraform_data.apis_ready]
 }
+
+# The default Pub/Sub notification channel (notify_topic), when set: the
+# accounts that deliver notifications may publish to that topic, and only
+# to it.
+locals {
+  notify_publishers = var.notify_topic == "" ? {} : merge(
+    { for k in ["Tick", "Run", "Schedules"] : k => google_service_account.function[k].member },
+    local.daemon_count > 0 ? { daemon = google_service_account.daemon[0].member } : {},
+  )
+}
+
+resource "google_pubsub_topic_iam_member" "notify_publisher" {
+  for_each = local.notify_publishers
+
+  project    = split("/", var.notify_topic)[1]
+  topic      = var.notify_topic
+  role       = "roles/pubsub.publisher"
+  member     = each.value
+  depends_on = [terraform_data.apis_ready]
+}

@@ -599,3 +599,14 @@ variable "console_url" {
     error_message = "console_url must be an http(s) URL, or empty."
   }
 }
+
+variable "notify_topic" {
+  description = "Default Pub/Sub notification channel (BATON_NOTIFY_TOPIC), projects/PROJECT/topics/TOPIC, for every schedule without a notify block: the events of notify_on are published there. The topic is the operator's; Terraform grants Tick, Run and Schedules (and the daemon) roles/pubsub.publisher on it. Empty means none."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.notify_topic == "" || can(regex("^projects/[a-z0-9][a-z0-9.:-]{0,62}/topics/[A-Za-z][A-Za-z0-9._~+%-]{2,254}$", var.notify_topic))
+    error_message = "notify_topic must be empty or a topic name, projects/PROJECT/topics/TOPIC."
+  }
+}
