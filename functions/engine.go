@@ -37,7 +37,7 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 		IDToken: config.Get(config.EnvTargetIDToken) == "true",
 		Tasks:   d.Tasks,
 		Metrics: d.Metrics,
-		Notify:  d.Notify, ConsoleURL: d.ConsoleURL, NotifyBackoff: d.NotifyBackoff,
+		Notify:  d.Notify, ConsoleURL: d.ConsoleURL, NotifyBackoff: d.NotifyBackoff, Publisher: d.Publisher,
 	}
 	if d.GPUPool != "" {
 		dis, err := NewGPUDispatcher(d)
@@ -61,7 +61,37 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 // starting instead of dropping every notification. The secret is never in
 // the error.
 func NotifyFromEnv(allowed []string) (*schedule.Notify, error) {
-	return NotifyChannel(config.Get(config.EnvNotifyURL), config.Get(config.EnvNotifySecret), config.List(config.EnvNotifyOn), allowed)
+	n, err := NotifyChannel(config.Get(config.EnvNotifyURL), config.Get(config.EnvNotifySecret), config.List(config.EnvNotifyOn), allowed)
+	if err != nil {
+		return nil, err
+	}
+	return WithTopic(n, config.Get(config.EnvNotifyTopic), config.List(config.EnvNotifyOn))
+}
+
+// WithTopic adds the default Pub/Sub channel (BATON_NOTIFY_TOPIC) to n,
+// the default webhook channel or nil: an empty topic changes nothing.
+func WithTopic(n *schedule.Notify, topic string, on []string) (*schedule.Notify, error) {
+	if topic == "" {
+		return n, nil
+	}
+	if err := schedule.CheckTopic("topic", topic); err != nil {
+		var fe *schedule.FieldError
+		if errors.As(err, &fe) {
+			return nil, fmt.Errorf("functions: %s: %s", config.EnvNotifyTopic, fe.Reason)
+		}
+		return nil, fmt.Errorf("functions: %s: %w", config.EnvNotifyTopic, err)
+	}
+	if n == nil {
+		n = &schedule.Notify{}
+		for _, ev := range on {
+			if !schedule.Event(ev).Valid() {
+				return nil, fmt.Errorf("functions: %s: unknown event %q", config.EnvNotifyOn, ev)
+			}
+			n.On = append(n.On, schedule.Event(ev))
+		}
+	}
+	n.PubSub = &schedule.PubSubTopic{Topic: topic}
+	return n, nil
 }
 
 // NotifyChannel is NotifyFromEnv with the three settings given: the

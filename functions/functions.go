@@ -20,6 +20,7 @@ import (
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/logging"
 	"github.com/baton-cron/baton/shared/metrics"
+	"github.com/baton-cron/baton/shared/notify"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store/mongostore"
@@ -81,6 +82,9 @@ type Deps struct {
 	// none. ConsoleURL is BATON_CONSOLE_URL.
 	Notify     *schedule.Notify
 	ConsoleURL string
+	// Publisher publishes the events of Pub/Sub channels; FromEnv makes
+	// one that dials nothing until a channel is used.
+	Publisher notify.Publisher
 	// NotifyBackoff is the delay after a failed webhook delivery; zero
 	// means scheduler.DefaultNotifyBackoff. Tests shorten it.
 	NotifyBackoff time.Duration
@@ -182,6 +186,7 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 		return nil, fmt.Errorf("functions: %s: %w", config.EnvAllowedTargets, err)
 	}
 	var err error
+	d.Publisher = notify.NewPubSub()
 	if d.Notify, err = NotifyFromEnv(d.AllowedTargets); err != nil {
 		return nil, err
 	}

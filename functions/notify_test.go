@@ -25,7 +25,7 @@ func TestNotifyFromEnv(t *testing.T) {
 		{"not http(s)", "ftp://hooks.example.com/", secret, "", config.EnvNotifyURL},
 		{"no secret", "https://hooks.example.com/baton", "", "", config.EnvNotifySecret},
 		{"short secret", "https://hooks.example.com/baton", "short", "", config.EnvNotifySecret},
-		{"unknown event", "https://hooks.example.com/baton", secret, "failed,missed", config.EnvNotifyOn},
+		{"unknown event", "https://hooks.example.com/baton", secret, "failed,exploded", config.EnvNotifyOn},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(config.EnvNotifyURL, tc.url)

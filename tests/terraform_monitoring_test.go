@@ -31,6 +31,7 @@ var requiredAlerts = map[string]string{
 	"no_tick":           "workload.googleapis.com/" + metrics.TicksTotal,
 	"run_failures":      "workload.googleapis.com/" + metrics.RunsTotal,
 	"tick_errors":       "run.googleapis.com/request_count",
+	"missed_runs":       "workload.googleapis.com/" + metrics.RunsMissedTotal,
 	"gpu_wait":          "workload.googleapis.com/" + metrics.GPUWait,
 	"gpu_worker_errors": "logging.googleapis.com/user/",
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/lease"
+	"github.com/baton-cron/baton/shared/notify"
 	"github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store/mongostore"
 )
@@ -101,6 +102,9 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 			}
 			allowed := config.List(config.EnvAllowedTargets)
 			defaultNotify, err := functions.NotifyChannel(config.Get(config.EnvNotifyURL), config.Get(config.EnvNotifySecret), config.List(config.EnvNotifyOn), allowed)
+			if err == nil {
+				defaultNotify, err = functions.WithTopic(defaultNotify, config.Get(config.EnvNotifyTopic), config.List(config.EnvNotifyOn))
+			}
 			if err != nil {
 				return usageError("daemon: %v", err)
 			}
@@ -110,7 +114,7 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 				IDToken: config.Get(config.EnvTargetIDToken) == "true",
 				GPU:     gpuPool,
 				Metrics: met,
-				Notify:  defaultNotify, ConsoleURL: config.Get(config.EnvConsoleURL),
+				Notify:  defaultNotify, ConsoleURL: config.Get(config.EnvConsoleURL), Publisher: notify.NewPubSub(),
 			})
 			if err != nil {
 				return fmt.Errorf("daemon: %w", err)

@@ -14,6 +14,14 @@ import (
 	"strings"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/baton-cron/baton/shared/notify"
+
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"cloud.google.com/go/storage"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -133,17 +141,26 @@ type Stack struct {
 	TasksHost string
 	// Logger is the stack's logger.
 	Logger *slog.Logger
+	// PubSub is Google's in-memory Pub/Sub fake (pstest), with the topic
+	// NotifyTopic created: a notify block may name it, and tests read what
+	// was published.
+	PubSub *pstest.Server
 
-	mongo   *mongo.Server
-	gcs     *gcs.Server
-	store   *mongostore.Store
-	storage *storage.Client
-	http    *http.Server
-	served  chan error
-	stops   []func(ctx context.Context) error // hooks' stops, in start order
-	gpu     *gpuWorkers
-	queue   *taskqueue.Queue
+	publisher *notify.PubSub
+	mongo     *mongo.Server
+	gcs       *gcs.Server
+	store     *mongostore.Store
+	storage   *storage.Client
+	http      *http.Server
+	served    chan error
+	stops     []func(ctx context.Context) error // hooks' stops, in start order
+	gpu       *gpuWorkers
+	queue     *taskqueue.Queue
 }
+
+// NotifyTopic is the Pub/Sub topic the local stack's fake serves, for a
+// notify block's pubsub channel (or BATON_NOTIFY_TOPIC).
+const NotifyTopic = "projects/local/topics/baton-events"
 
 // Start brings the stack up and returns when every part accepts requests.
 // On error, whatever had started is closed again.
@@ -242,6 +259,14 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if deps.Notify, err = functions.NotifyFromEnv(deps.AllowedTargets); err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
+	// Pub/Sub channels publish to Google's own in-memory fake.
+	s.PubSub = pstest.NewServer()
+	if _, err := s.PubSub.GServer.CreateTopic(ctx, &pubsubpb.Topic{Name: NotifyTopic}); err != nil {
+		return nil, fmt.Errorf("stack: pubsub fake: create %s: %w", NotifyTopic, err)
+	}
+	s.publisher = notify.NewPubSub(option.WithEndpoint(s.PubSub.Addr), option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	deps.Publisher = s.publisher
 	// Metrics on a registry of this stack's own, served at /metrics.
 	local, err := metrics.NewLocal(metrics.Options{})
 	if err != nil {
@@ -346,6 +371,15 @@ func withDefaults(cfg Config) Config {
 // requests are cut off. It is safe on a partly started stack.
 func (s *Stack) Close(ctx context.Context) error {
 	var errs []error
+	defer func() {
+		// Last: deliveries in flight may still publish.
+		if s.publisher != nil {
+			_ = s.publisher.Close()
+		}
+		if s.PubSub != nil {
+			_ = s.PubSub.Close()
+		}
+	}()
 	if s.Scheduler != nil {
 		if err := s.Scheduler.Shutdown(ctx); err != nil {
 			errs = append(errs, err)

@@ -18,6 +18,7 @@ locals {
     BATON_NOTIFY_WEBHOOK_SECRET = var.notify_webhook_secret
     BATON_NOTIFY_ON             = var.notify_on
     BATON_CONSOLE_URL           = var.console_url
+    BATON_NOTIFY_TOPIC          = var.notify_topic
 
     BATON_MONGO_URI       = local.mongo_uri
     BATON_DATABASE        = var.database_name

@@ -146,6 +146,38 @@ resource "google_monitoring_alert_policy" "tick_errors" {
   depends_on = [terraform_data.apis_ready]
 }
 
+# Missed runs: fire times nothing decided that the catch-up policy did not
+# run (ticks stopped or failed, and came back). Each tick that finds them
+# counts them once.
+resource "google_monitoring_alert_policy" "missed_runs" {
+  project               = var.project
+  display_name          = "baton: fire times missed"
+  combiner              = "OR"
+  notification_channels = local.alert_channels
+  severity              = "ERROR"
+
+  conditions {
+    display_name = "baton_runs_missed_total"
+    condition_threshold {
+      filter = "metric.type = \"${local.metric_prefix}baton_runs_missed_total\""
+      aggregations {
+        alignment_period     = "300s"
+        per_series_aligner   = "ALIGN_DELTA"
+        cross_series_reducer = "REDUCE_SUM"
+      }
+      comparison      = "COMPARISON_GT"
+      threshold_value = 0
+      duration        = "0s"
+    }
+  }
+
+  documentation {
+    mime_type = "text/markdown"
+    content   = "Fire times came and went with nothing deciding them, and their schedules' catch-up policy does not run them. `baton runs list --source catchup --status skipped` shows each window (`<schedule>@<fire>-missed`); `baton schedules backfill` runs them if they are still wanted. Look at why ticks stopped: the no-tick and Tick 5xx alerts. See docs/observability.md, \"missed runs\"."
+  }
+  depends_on = [terraform_data.apis_ready]
+}
+
 # GPU jobs waiting too long for a slot.
 resource "google_monitoring_alert_policy" "gpu_wait" {
   project               = var.project
@@ -264,5 +296,25 @@ resource "google_billing_budget" "gpu" {
     monitoring_notification_channels = local.alert_channels
     disable_default_iam_recipients   = length(local.alert_channels) > 0
   }
+  depends_on = [terraform_data.apis_ready]
+}
+
+# The default Pub/Sub notification channel (notify_topic), when set: the
+# accounts that deliver notifications may publish to that topic, and only
+# to it.
+locals {
+  notify_publishers = var.notify_topic == "" ? {} : merge(
+    { for k in ["Tick", "Run", "Schedules"] : k => google_service_account.function[k].member },
+    local.daemon_count > 0 ? { daemon = google_service_account.daemon[0].member } : {},
+  )
+}
+
+resource "google_pubsub_topic_iam_member" "notify_publisher" {
+  for_each = local.notify_publishers
+
+  project    = split("/", var.notify_topic)[1]
+  topic      = var.notify_topic
+  role       = "roles/pubsub.publisher"
+  member     = each.value
   depends_on = [terraform_data.apis_ready]
 }

@@ -579,13 +579,13 @@ variable "notify_webhook_secret" {
 }
 
 variable "notify_on" {
-  description = "Comma-separated events the default webhook gets (BATON_NOTIFY_ON): failed, skipped, misfire, recovered."
+  description = "Comma-separated events the default webhook gets (BATON_NOTIFY_ON): failed, skipped, misfire, recovered, missed."
   type        = string
   default     = "failed"
 
   validation {
-    condition     = alltrue([for e in split(",", var.notify_on) : contains(["failed", "skipped", "misfire", "recovered"], trimspace(e))])
-    error_message = "notify_on must list failed, skipped, misfire or recovered, separated by commas."
+    condition     = alltrue([for e in split(",", var.notify_on) : contains(["failed", "skipped", "misfire", "recovered", "missed"], trimspace(e))])
+    error_message = "notify_on must list failed, skipped, misfire, recovered or missed, separated by commas."
   }
 }
 
@@ -597,5 +597,16 @@ variable "console_url" {
   validation {
     condition     = var.console_url == "" || can(regex("^https?://", var.console_url))
     error_message = "console_url must be an http(s) URL, or empty."
+  }
+}
+
+variable "notify_topic" {
+  description = "Default Pub/Sub notification channel (BATON_NOTIFY_TOPIC), projects/PROJECT/topics/TOPIC, for every schedule without a notify block: the events of notify_on are published there. The topic is the operator's; Terraform grants Tick, Run and Schedules (and the daemon) roles/pubsub.publisher on it. Empty means none."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.notify_topic == "" || can(regex("^projects/[a-z0-9][a-z0-9.:-]{0,62}/topics/[A-Za-z][A-Za-z0-9._~+%-]{2,254}$", var.notify_topic))
+    error_message = "notify_topic must be empty or a topic name, projects/PROJECT/topics/TOPIC."
   }
 }

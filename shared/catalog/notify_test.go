@@ -34,7 +34,7 @@ func TestNotifyBadInputStoresNothing(t *testing.T) {
 		name, method, path, body, field string
 	}{
 		{"unknown event", "POST", "/schedules", notifyBody("new", hook(`["failed","sometimes"]`, "https://hooks.example.com/h", goodSecret)), "notify.on[1]"},
-		{"missed is not an event yet", "POST", "/schedules", notifyBody("new", hook(`["missed"]`, "https://hooks.example.com/h", goodSecret)), "notify.on[0]"},
+		{"unknown event", "POST", "/schedules", notifyBody("new", hook(`["exploded"]`, "https://hooks.example.com/h", goodSecret)), "notify.on[0]"},
 		{"event twice", "POST", "/schedules", notifyBody("new", hook(`["failed","failed"]`, "https://hooks.example.com/h", goodSecret)), "notify.on[1]"},
 		{"on not an array", "POST", "/schedules", notifyBody("new", hook(`"failed"`, "https://hooks.example.com/h", goodSecret)), "notify.on"},
 		{"event not a string", "POST", "/schedules", notifyBody("new", hook(`["failed",3]`, "https://hooks.example.com/h", goodSecret)), "notify.on[1]"},

@@ -71,6 +71,8 @@ const (
 	EnvNotifyURL    = "BATON_NOTIFY_WEBHOOK_URL"
 	EnvNotifySecret = "BATON_NOTIFY_WEBHOOK_SECRET" //nolint:gosec // the name of an env var, not a credential
 	EnvNotifyOn     = "BATON_NOTIFY_ON"
+	// EnvNotifyTopic is the default Pub/Sub notification channel.
+	EnvNotifyTopic = "BATON_NOTIFY_TOPIC"
 	// EnvConsoleURL is the console's base URL, which notifications link to.
 	EnvConsoleURL = "BATON_CONSOLE_URL"
 	// EnvTickURL is the Tick function's URL, which baton doctor compares
@@ -126,7 +128,8 @@ var Vars = []Var{
 	{EnvMetricsScheduleLabel, append(functions, CLI), "true", "`false` drops the `schedule` label from the run metrics, for deployments with many schedules (bounded cardinality)."},
 	{EnvNotifyURL, []string{FnTick, FnSchedules, FnRun, CLI}, "", "Default notification webhook, for every schedule without a `notify` block of its own (docs/notifications.md). Must be on `BATON_ALLOWED_TARGETS`, like an http target. Empty means no default channel."},
 	{EnvNotifySecret, []string{FnTick, FnSchedules, FnRun, CLI}, "", "Secret (at least 16 bytes) that signs the default webhook's requests (`X-Baton-Signature`). Required when `BATON_NOTIFY_WEBHOOK_URL` is set; never logged."},
-	{EnvNotifyOn, []string{FnTick, FnSchedules, FnRun, CLI}, "failed", "Comma-separated events the default webhook gets: `failed`, `skipped`, `misfire`, `recovered`."},
+	{EnvNotifyOn, []string{FnTick, FnSchedules, FnRun, CLI}, "failed", "Comma-separated events the default webhook gets: `failed`, `skipped`, `misfire`, `recovered`, `missed`."},
+	{EnvNotifyTopic, []string{FnTick, FnSchedules, FnRun, CLI}, "", "Default Pub/Sub notification channel, `projects/PROJECT/topics/TOPIC`, for every schedule without a `notify` block: each event of `BATON_NOTIFY_ON` is published there too (docs/notifications.md). The functions' service accounts need `roles/pubsub.publisher` on it. `baton local` serves `projects/local/topics/baton-events` from an in-memory fake."},
 	{EnvConsoleURL, []string{FnTick, FnSchedules, FnRun, CLI}, "", "Base URL of the console; each notification links to `$BATON_CONSOLE_URL/runs/<id>`. Empty leaves the link out."},
 	{EnvSubMinute, []string{FnSchedules}, "false", "`true` when something ticks at second granularity (`baton daemon`, deployed by Terraform with `daemon_image`). Otherwise a seconds-level cron is refused with 400 instead of being fired once a minute."},
 }

@@ -16,6 +16,7 @@ import (
 // Terraform's alert policies and dashboard refer to these (tests check it).
 const (
 	RunsTotal           = "baton_runs_total"
+	RunsMissedTotal     = "baton_runs_missed_total"
 	RunLateness         = "baton_run_start_lateness_seconds"
 	RunDuration         = "baton_run_duration_seconds"
 	TickDuration        = "baton_tick_duration_seconds"
@@ -30,7 +31,7 @@ const (
 
 // Names lists every instrument name, for docs and the Terraform test.
 func Names() []string {
-	return []string{RunsTotal, RunLateness, RunDuration, TickDuration, TickDocsRead, TicksTotal,
+	return []string{RunsTotal, RunsMissedTotal, RunLateness, RunDuration, TickDuration, TickDocsRead, TicksTotal,
 		LeaseConflictsTotal, LeaseLostTotal, GPUQueueDepth, GPUWait, GPUSlots}
 }
 
@@ -58,6 +59,7 @@ type Set struct {
 	noSchedule bool
 
 	runs           metric.Int64Counter
+	missed         metric.Int64Counter
 	lateness       metric.Float64Histogram
 	duration       metric.Float64Histogram
 	tickDuration   metric.Float64Histogram
@@ -89,6 +91,10 @@ func New(mp metric.MeterProvider, o Options) (*Set, error) {
 	}
 	mk(RunsTotal, func() (e error) {
 		s.runs, e = m.Int64Counter(RunsTotal, metric.WithDescription("Runs that reached a final status (succeeded, failed, skipped), by schedule, status and source."))
+		return
+	})
+	mk(RunsMissedTotal, func() (e error) {
+		s.missed, e = m.Int64Counter(RunsMissedTotal, metric.WithDescription("Fire times that came with nothing deciding them (ticks stopped) and that the catch-up policy does not run, by schedule."))
 		return
 	})
 	mk(RunLateness, func() (e error) {
@@ -196,6 +202,15 @@ func (s *Set) RunFinished(ctx context.Context, scheduleID, source, status string
 	if !started.IsZero() && !finished.IsZero() {
 		s.duration.Record(ctx, max(finished.Sub(started).Seconds(), 0), attrs)
 	}
+}
+
+// RunsMissed records n fire times of a schedule that were missed and not
+// caught up.
+func (s *Set) RunsMissed(ctx context.Context, scheduleID string, n int) {
+	if s == nil || n <= 0 {
+		return
+	}
+	s.missed.Add(ctx, int64(n), metric.WithAttributes(s.schedule(scheduleID)))
 }
 
 // Tick records one tick: result is "ok", "skipped" or "failed".

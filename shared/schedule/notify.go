@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -12,19 +13,20 @@ import (
 // be told of. It is stored and sent as its string ("failed").
 type Event string
 
-// Notification events. "missed" (a fire time nothing decided) is not one
-// yet: it needs the tick to see fire times it did not decide, which is item
-// 3 of issue 15.
+// Notification events.
 const (
 	EventFailed    Event = "failed"    // a run ended failed (its target failed, or its heartbeat stopped)
 	EventSkipped   Event = "skipped"   // overlap skip recorded a fire time skipped, with its reason
 	EventMisfire   Event = "misfire"   // buffer_one collapsed a busy fire time into a misfire run
 	EventRecovered Event = "recovered" // a retry succeeded: the attempt before it failed
+	EventMissed    Event = "missed"    // fire times nothing decided (ticks stopped) that the catch-up policy does not run
 )
 
 // AllEvents lists every notification event, in the order the API's error
 // messages name them. It returns a new slice each call.
-func AllEvents() []Event { return []Event{EventFailed, EventSkipped, EventMisfire, EventRecovered} }
+func AllEvents() []Event {
+	return []Event{EventFailed, EventSkipped, EventMisfire, EventRecovered, EventMissed}
+}
 
 // Valid reports whether e is one of the events.
 func (e Event) Valid() bool { return slices.Contains(AllEvents(), e) }
@@ -33,13 +35,38 @@ func (e Event) Valid() bool { return slices.Contains(AllEvents(), e) }
 type Notify struct {
 	// On lists the events sent; empty sends none.
 	On []Event `bson:"on" json:"on"`
-	// Webhook is the channel: a signed POST per event (shared/notify).
+	// Webhook is a channel: a signed POST per event (shared/notify).
 	Webhook *Webhook `bson:"webhook,omitempty" json:"webhook,omitempty"`
+	// PubSub is a channel: one Pub/Sub message per event. With both set,
+	// each event goes to both.
+	PubSub *PubSubTopic `bson:"pubsub,omitempty" json:"pubsub,omitempty"`
+}
+
+// PubSubTopic is a notification channel that publishes each event's JSON
+// to a Pub/Sub topic, with the event and its idempotency key as message
+// attributes. The publisher's service account needs roles/pubsub.publisher
+// on the topic.
+type PubSubTopic struct {
+	// Topic is the full name, projects/PROJECT/topics/TOPIC.
+	Topic string `bson:"topic" json:"topic"`
+}
+
+// topicName is what Pub/Sub accepts as a topic's full name: the topic id
+// starts with a letter, 3 to 255 characters of letters, digits and
+// -_.~+%.
+var topicName = regexp.MustCompile(`^projects/[a-z0-9][a-z0-9.:-]{0,62}/topics/[A-Za-z][A-Za-z0-9._~+%-]{2,254}$`)
+
+// CheckTopic validates a Pub/Sub topic name for the field named.
+func CheckTopic(field, topic string) error {
+	if !topicName.MatchString(topic) {
+		return fieldErr(field, "%q is not a Pub/Sub topic name; want projects/PROJECT/topics/TOPIC", topic)
+	}
+	return nil
 }
 
 // Wants reports whether n sends event e. A nil Notify sends nothing.
 func (n *Notify) Wants(e Event) bool {
-	return n != nil && n.Webhook != nil && slices.Contains(n.On, e)
+	return n != nil && (n.Webhook != nil || n.PubSub != nil) && slices.Contains(n.On, e)
 }
 
 // Webhook is a notification channel that POSTs signed JSON.
@@ -119,9 +146,14 @@ func (n *Notify) validate(allowed []string) error {
 			return fieldErr(httpapiIndex("notify.on", i), "%q appears more than once", e)
 		}
 	}
+	if n.PubSub != nil {
+		if err := CheckTopic("notify.pubsub.topic", n.PubSub.Topic); err != nil {
+			return err
+		}
+	}
 	if n.Webhook == nil {
-		if len(n.On) > 0 {
-			return fieldErr("notify.webhook", "is required when notify.on names events")
+		if len(n.On) > 0 && n.PubSub == nil {
+			return fieldErr("notify.webhook", "is required when notify.on names events (or notify.pubsub)")
 		}
 		return nil
 	}

@@ -124,6 +124,75 @@ func (e *Engine) decide(ctx context.Context, l *lease.Lease, now time.Time, c *c
 	}
 }
 
+// missed is the window of fire times a tick found missed (older than the
+// grace) that its catch-up policy does not run.
+type missed struct {
+	count       int // capped at schedule.MaxFireTimes
+	first, last time.Time
+}
+
+// missedFires counts the fire times from s.NextRunAt to now−grace that p
+// does not run: all of them under catchup none, all but the latest under
+// latest, those beyond maxCatchup or older than the catch-up window under
+// all. The count stops at schedule.MaxFireTimes, so a per-second schedule
+// after a long outage costs bounded CPU.
+func missedFires(s *schedule.Schedule, spec schedule.Spec, loc *time.Location, now time.Time, grace time.Duration, p plan) missed {
+	onTimeFrom := now.Add(-grace)
+	if !s.NextRunAt.Before(onTimeFrom) {
+		return missed{}
+	}
+	fired := make(map[time.Time]bool, len(p.times))
+	for _, t := range p.times {
+		fired[t.UTC()] = true
+	}
+	var m missed
+	for _, t := range schedule.FireTimes(spec, loc, s.NextRunAt.Add(-time.Nanosecond), onTimeFrom.Add(-time.Nanosecond), schedule.MaxFireTimes) {
+		if fired[t.UTC()] {
+			continue
+		}
+		if m.count == 0 {
+			m.first = t.UTC()
+		}
+		m.last = t.UTC()
+		m.count++
+	}
+	return m
+}
+
+// recordMissed records a missed window as one skipped run, id
+// "<schedule>@<last fire>-missed", with the missed event queued on it when
+// the schedule's channel wants it (the notification sweep delivers it like
+// any other), and counts it in baton_runs_missed_total.
+func (e *Engine) recordMissed(ctx context.Context, s *schedule.Schedule, m missed, now time.Time, f store.Fence) error {
+	rd := e.pendingRun(s.ID, m.last, schedule.SourceCatchup, now)
+	rd.ID += "-missed"
+	rd.Status = schedule.RunSkipped
+	rd.FinishedAt = now.Truncate(time.Millisecond)
+	rd.SweepAt = time.Time{}
+	rd.TickFence = f.Epoch
+	more := ""
+	if m.count >= schedule.MaxFireTimes {
+		more = " or more"
+	}
+	rd.Reason = fmt.Sprintf("missed: %d fire time(s)%s from %s to %s were never decided (nothing ticked) and catch-up %s does not run them",
+		m.count, more, m.first.Format(time.RFC3339), m.last.Format(time.RFC3339), s.Catchup)
+	if n := e.notice(s, schedule.EventMissed, now); n != nil {
+		rd.NotifyAt, rd.NotifyEvent = n.At, n.Event
+	}
+	inserted, err := e.runs.Insert(ctx, rd)
+	if err != nil {
+		return err
+	}
+	if inserted {
+		e.metrics.RunsMissed(ctx, s.ID, m.count)
+		e.log.Warn("fire times missed", "schedule", s.ID, "count", m.count, "first", m.first, "last", m.last, "catchup", s.Catchup)
+		if !rd.NotifyAt.IsZero() {
+			e.deliverSoon(ctx, s, *rd)
+		}
+	}
+	return nil
+}
+
 // fireTimes lists the fire times of spec in (from, to], keeping at most the
 // last keep of them, so that a per-second expression over a long window
 // costs CPU but no unbounded memory.
@@ -277,6 +346,16 @@ func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Sche
 		// before executing it; executing it again is safe, because only
 		// the claim (pending → running) executes.
 		w.runs = append(w.runs, rd)
+	}
+	// Fire times that came and went with nothing deciding them, and that
+	// the catch-up policy does not run: one skipped record per window, so
+	// the operator is told (metric, missed event) instead of the runs
+	// silently never happening. Its id is the window's last fire time, so
+	// a duplicated tick records it once.
+	if m := missedFires(s, spec, loc, now, e.cfg.Grace, p); m.count > 0 {
+		if err := e.recordMissed(ctx, s, m, now, f); err != nil {
+			return nil, fmt.Errorf("schedule %s: record missed fire times: %w", s.ID, err)
+		}
 	}
 	if e.afterInsert != nil {
 		if err := e.afterInsert(s.ID); err != nil {

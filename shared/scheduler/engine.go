@@ -14,6 +14,7 @@ import (
 	"github.com/baton-cron/baton/shared/clock"
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/metrics"
+	"github.com/baton-cron/baton/shared/notify"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
 )
@@ -116,6 +117,10 @@ type Config struct {
 	// NotifyAttempts is how many deliveries an event gets before it is
 	// given up; default DefaultNotifyAttempts.
 	NotifyAttempts int
+	// Publisher sends the events of channels with a Pub/Sub topic
+	// (notify.PubSub); nil makes their deliveries fail, and retry, with an
+	// error saying so.
+	Publisher notify.Publisher
 	// Tasks hands decided runs to the execution plane (Cloud Tasks → the
 	// Run function). nil executes them in this process: after deciding in
 	// Tick (which then waits for its slowest target: only for tests and the

@@ -191,7 +191,17 @@ func (e *Engine) deliver(ctx context.Context, s *schedule.Schedule, r *runDoc) {
 	ch := e.channel(s)
 	var err error
 	if ch.Wants(r.NotifyEvent) {
-		err = e.post(ctx, ch.Webhook, r)
+		// Every channel of the schedule, each time: a retry after one
+		// channel failed sends to the others again, which their
+		// receivers drop by the idempotency key (at least once).
+		var errs []error
+		if ch.Webhook != nil {
+			errs = append(errs, e.post(ctx, ch.Webhook, r))
+		}
+		if ch.PubSub != nil {
+			errs = append(errs, e.publish(ctx, ch.PubSub.Topic, r))
+		}
+		err = errors.Join(errs...)
 	} else {
 		// The channel was removed or no longer wants the event: nobody
 		// to tell.
@@ -266,6 +276,31 @@ func (e *Engine) post(ctx context.Context, w *schedule.Webhook, r *runDoc) error
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return fmt.Errorf("notify webhook %s: answered %s", u.Host, resp.Status)
+	}
+	return nil
+}
+
+// publish sends r's event to a Pub/Sub topic: the payload's JSON as the
+// data, the event and its idempotency key as attributes (Pub/Sub messages
+// are authenticated by IAM, so they carry no signature).
+func (e *Engine) publish(ctx context.Context, topic string, r *runDoc) error {
+	if e.cfg.Publisher == nil {
+		return fmt.Errorf("notify pubsub %s: no Pub/Sub publisher is configured in this process", topic)
+	}
+	body, err := json.Marshal(e.payload(r))
+	if err != nil {
+		return fmt.Errorf("notify pubsub: encode: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.NotifyTimeout)
+	defer cancel()
+	attrs := map[string]string{
+		"event":          string(r.NotifyEvent),
+		"idempotencyKey": notify.IdempotencyKey(r.ID, string(r.NotifyEvent)),
+		"schedule":       r.ScheduleID,
+		"run":            r.ID,
+	}
+	if err := e.cfg.Publisher.Publish(ctx, topic, body, attrs); err != nil {
+		return fmt.Errorf("notify pubsub %s: %w", topic, err)
 	}
 	return nil
 }

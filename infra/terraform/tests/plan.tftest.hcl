@@ -456,3 +456,28 @@ run "bad_alert_email_refused" {
   }
   expect_failures = [var.alert_emails]
 }
+
+# A default Pub/Sub channel: the three functions that deliver events may
+# publish to that topic, and are told its name.
+run "notify_topic" {
+  command = plan
+  variables {
+    notify_topic = "projects/ops-project/topics/baton-events"
+  }
+  assert {
+    condition     = toset(keys(google_pubsub_topic_iam_member.notify_publisher)) == toset(["Tick", "Run", "Schedules"]) && google_pubsub_topic_iam_member.notify_publisher["Run"].project == "ops-project"
+    error_message = "notify_topic must grant Tick, Run and Schedules roles/pubsub.publisher on it, in its own project"
+  }
+  assert {
+    condition     = local.functions.Run.env.BATON_NOTIFY_TOPIC == "projects/ops-project/topics/baton-events"
+    error_message = "Run must be told the default topic"
+  }
+}
+
+run "bad_notify_topic_refused" {
+  command = plan
+  variables {
+    notify_topic = "baton-events"
+  }
+  expect_failures = [var.notify_topic]
+}
