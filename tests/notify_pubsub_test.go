@@ -37,7 +37,8 @@ func TestPubSubChannel(t *testing.T) {
 				t.Fatalf("message data %q: %v", m.Data, err)
 			}
 			if m.Attributes["event"] != "failed" || p.Event != "failed" || p.Schedule != "ps" || p.Status != "failed" ||
-				m.Attributes["idempotencyKey"] != notify.IdempotencyKey(p.Run, "failed") || !strings.HasPrefix(p.Run, "ps@") {
+				m.Attributes["idempotencyKey"] != notify.IdempotencyKey(p.Run, "failed") || !strings.HasPrefix(p.Run, "ps@") ||
+				!strings.HasPrefix(p.ConsoleURL, s.URL+"/console/runs/ps@") {
 				t.Fatalf("message %+v with payload %+v; want a failed event of ps, keyed by run and event", m.Attributes, p)
 			}
 			return

@@ -31,6 +31,7 @@ import (
 	"github.com/baton-cron/baton/emulator/scheduler"
 	"github.com/baton-cron/baton/emulator/tasks"
 	"github.com/baton-cron/baton/functions"
+	"github.com/baton-cron/baton/internal/console"
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/metrics"
@@ -287,6 +288,10 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, fmt.Errorf("stack: listen %s: %w", cfg.Addr, err)
 	}
 	s.URL = "http://" + ln.Addr().String()
+	if deps.ConsoleURL == "" {
+		// Notifications link to this stack's own console.
+		deps.ConsoleURL = s.URL + console.DefaultPrefix
+	}
 	if s.queue, err = taskqueue.Open(ctx, taskqueue.Config{Queue: TasksQueue, URL: s.URL + "/Run", Token: cfg.Token}, s.TasksHost); err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("stack: %w", err)

@@ -130,7 +130,7 @@ var Vars = []Var{
 	{EnvNotifySecret, []string{FnTick, FnSchedules, FnRun, CLI}, "", "Secret (at least 16 bytes) that signs the default webhook's requests (`X-Baton-Signature`). Required when `BATON_NOTIFY_WEBHOOK_URL` is set; never logged."},
 	{EnvNotifyOn, []string{FnTick, FnSchedules, FnRun, CLI}, "failed", "Comma-separated events the default webhook gets: `failed`, `skipped`, `misfire`, `recovered`, `missed`."},
 	{EnvNotifyTopic, []string{FnTick, FnSchedules, FnRun, CLI}, "", "Default Pub/Sub notification channel, `projects/PROJECT/topics/TOPIC`, for every schedule without a `notify` block: each event of `BATON_NOTIFY_ON` is published there too (docs/notifications.md). The functions' service accounts need `roles/pubsub.publisher` on it. `baton local` serves `projects/local/topics/baton-events` from an in-memory fake."},
-	{EnvConsoleURL, []string{FnTick, FnSchedules, FnRun, CLI}, "", "Base URL of the console; each notification links to `$BATON_CONSOLE_URL/runs/<id>`. Empty leaves the link out."},
+	{EnvConsoleURL, []string{FnTick, FnSchedules, FnRun, CLI}, "", "Base URL of the console; each notification links to `$BATON_CONSOLE_URL/runs/<id>`. Empty leaves the link out, except under `baton local`, which links to its own console."},
 	{EnvSubMinute, []string{FnSchedules}, "false", "`true` when something ticks at second granularity (`baton daemon`, deployed by Terraform with `daemon_image`). Otherwise a seconds-level cron is refused with 400 instead of being fired once a minute."},
 }
 
