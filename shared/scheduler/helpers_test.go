@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -191,8 +192,22 @@ func (b *bundle) tick(t *testing.T) *scheduler.Summary {
 	return sum
 }
 
-// runs lists a schedule's runs, oldest fire time first.
+// runs lists a schedule's runs, oldest fire time first, without the
+// records of missed windows (id suffix -missed), which are reports, not
+// executions; allRuns includes them.
 func (b *bundle) runs(t *testing.T, scheduleID string) []schedule.Run {
+	t.Helper()
+	var out []schedule.Run
+	for _, r := range b.allRuns(t, scheduleID) {
+		if !strings.HasSuffix(r.ID, "-missed") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// allRuns is runs with the missed-window records.
+func (b *bundle) allRuns(t *testing.T, scheduleID string) []schedule.Run {
 	t.Helper()
 	var out []schedule.Run
 	err := b.store.Collection(schedule.RunsCollection).Find(context.Background(), bson.D{{Key: "scheduleId", Value: scheduleID}}, &out)

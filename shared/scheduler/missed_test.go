@@ -53,7 +53,7 @@ func TestMissedFireTimes(t *testing.T) {
 			b.eng.Wait()
 			var ran []string
 			var records []schedule.Run
-			for _, r := range b.runs(t, id) {
+			for _, r := range b.allRuns(t, id) {
 				switch {
 				case strings.HasSuffix(r.ID, "-missed"):
 					records = append(records, r)
