@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -156,7 +157,9 @@ func TestFailedRunNotifiesWithinTenSeconds(t *testing.T) {
 	if lag := d.at.Sub(called); lag > 10*time.Second {
 		t.Errorf("event arrived %s after the target answered; want within 10 s", lag)
 	}
-	want := notify.Payload{Event: "failed", Schedule: "fails", Run: d.payload.Run, FireTime: fire.UTC(), Status: "failed", Source: "scheduled", Attempt: 1}
+	// baton local links each event to its own console.
+	want := notify.Payload{Event: "failed", Schedule: "fails", Run: d.payload.Run, FireTime: fire.UTC(), Status: "failed", Source: "scheduled", Attempt: 1,
+		ConsoleURL: s.URL + "/console/runs/" + url.PathEscape(d.payload.Run)}
 	gotP := d.payload
 	if gotP.Reason == "" {
 		t.Errorf("payload has no reason: %+v", gotP)
