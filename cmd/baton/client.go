@@ -118,18 +118,8 @@ func (c *apiClient) do(ctx context.Context, method, path string, q url.Values, h
 }
 
 func decodeAPIError(status int, data []byte) error {
-	var e struct {
-		Error *httpapi.Error `json:"error"`
-	}
-	if json.Unmarshal(data, &e) == nil && e.Error != nil && e.Error.Code != "" {
-		return &apiError{Status: status, Code: e.Error.Code, Message: e.Error.Message, Field: e.Error.Field}
-	}
-	// Not baton's shape (a proxy, a load balancer): show the start of it.
-	text := strings.TrimSpace(string(data))
-	if len(text) > 200 {
-		text = text[:200] + "…"
-	}
-	return &apiError{Status: status, Code: http.StatusText(status), Message: text}
+	e := httpapi.ParseError(status, data)
+	return &apiError{Status: status, Code: e.Code, Message: e.Message, Field: e.Field}
 }
 
 // checkPageSize validates --page-size on a list command before any

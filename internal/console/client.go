@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/baton-cron/baton/shared/httpapi"
 )
@@ -98,15 +97,6 @@ func (c *apiClient) raw(ctx context.Context, method, path string, q url.Values, 
 }
 
 func decodeError(status int, data []byte) *APIError {
-	var e struct {
-		Error *httpapi.Error `json:"error"`
-	}
-	if json.Unmarshal(data, &e) == nil && e.Error != nil && e.Error.Code != "" {
-		return &APIError{Status: status, Code: e.Error.Code, Message: e.Error.Message, Field: e.Error.Field}
-	}
-	text := strings.TrimSpace(string(data))
-	if len(text) > 200 {
-		text = text[:200] + "…"
-	}
-	return &APIError{Status: status, Code: http.StatusText(status), Message: text}
+	e := httpapi.ParseError(status, data)
+	return &APIError{Status: status, Code: e.Code, Message: e.Message, Field: e.Field}
 }

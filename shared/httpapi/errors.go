@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/baton-cron/baton/shared/errcode"
 )
@@ -183,4 +184,23 @@ func statusOf(c errcode.ErrorCode) (int, string) {
 		return http.StatusServiceUnavailable, CodeUnavailable
 	}
 	return http.StatusInternalServerError, CodeInternal
+}
+
+// ParseError reads an error answer of status with body data, as a client
+// of a baton API sees it: baton's shape ({"error": {...}}) as it is, and
+// anything else (a proxy, a load balancer) as the status text with the
+// start of the body as the message. The CLI and the console share it.
+func ParseError(status int, data []byte) *Error {
+	var e struct {
+		Error *Error `json:"error"`
+	}
+	if json.Unmarshal(data, &e) == nil && e.Error != nil && e.Error.Code != "" {
+		e.Error.Status = status
+		return e.Error
+	}
+	text := strings.TrimSpace(string(data))
+	if len(text) > 200 {
+		text = text[:200] + "…"
+	}
+	return &Error{Status: status, Code: http.StatusText(status), Message: text}
 }
