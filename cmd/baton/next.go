@@ -134,12 +134,6 @@ type nextDoc struct {
 	Skipped []schedule.MarkedTime `json:"skipped,omitempty"`
 }
 
-// nextFireTimes is up to count fire times of spec in loc strictly after
-// start (fewer when the expression stops firing), each in loc.
-func nextFireTimes(spec schedule.Spec, loc *time.Location, start time.Time, count int) []time.Time {
-	return schedule.Upcoming(spec, loc, start, count)
-}
-
 func init() {
 	rootCmd.AddCommand(newNextCmd(time.Now, schedulesClientFromEnv))
 }

@@ -14,7 +14,8 @@ import (
 	"github.com/baton-cron/baton/shared/store"
 )
 
-// ErrCalendarNotFound: no calendar has the id. NotFound, HTTP 404.
+// ErrCalendarNotFound means no calendar has the id. It is a
+// store.ErrNotFound: NotFound, HTTP 404.
 var ErrCalendarNotFound = errcode.Wrap(errcode.NotFound, store.ErrNotFound, "catalog: calendar not found").WithAnswer("no such calendar")
 
 // CalendarPage is one page of calendars, in id order.
