@@ -361,3 +361,22 @@ func calendarMark(m schedule.MarkedTime) string {
 	}
 	return "  (skipped: " + m.Reason + ")"
 }
+
+// calendarList sets a schedule's calendar list from --exclude-calendar or
+// --only-calendar when given: the ids, or null (cleared) for "".
+func calendarList(changed func(string) bool, set func(v any, path ...string), flag string, ids []string, field string) {
+	if !changed(flag) {
+		return
+	}
+	var keep []string
+	for _, id := range ids {
+		if id = strings.TrimSpace(id); id != "" {
+			keep = append(keep, id)
+		}
+	}
+	if len(keep) == 0 {
+		set(nil, field)
+		return
+	}
+	set(keep, field)
+}

@@ -62,6 +62,15 @@ func TestCalendarsCLI(t *testing.T) {
 
 	// 23:30 UTC on the 24th is 00:30 on the 25th in Berlin: skipped.
 	ok("schedules", "create", "--id", "late", "--cron", "30 23 * * *", "--builtin", "noop")
+	_, _, err = b.runCal(t, now, "schedules", "update", "late", "--exclude-calendar", "xmas,nope")
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "excludeCalendars[1]") || !strings.Contains(err.Error(), "unknown calendar id") {
+		t.Errorf("an unknown calendar: %v (exit %d); want exit 1 naming excludeCalendars[1]", err, exitCode(err))
+	}
+	ok("schedules", "update", "late", "--exclude-calendar", "weekend", "--only-calendar", "xmas")
+	ok("schedules", "update", "late", "--only-calendar", "")
+	if sc := b.stored(t, "late"); len(sc.OnlyCalendars) != 0 || len(sc.ExcludeCalendars) != 1 {
+		t.Errorf("after clearing --only-calendar: exclude %v only %v", sc.ExcludeCalendars, sc.OnlyCalendars)
+	}
 	ok("schedules", "update", "late", "-f", writeTemp(t, `{"excludeCalendars":["xmas"]}`))
 	out = ok("next", "--schedule", "late", "-n", "3")
 	want := "2026-12-23T23:30:00Z\n2026-12-24T23:30:00Z  (skipped: excluded by calendar xmas)\n2026-12-25T23:30:00Z\n"
