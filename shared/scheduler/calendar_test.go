@@ -37,7 +37,9 @@ func runLines(runs []schedule.Run) []string {
 }
 
 // day10 is 10:00:30 UTC on 2026-03-(2+d): just after a daily 10:00 fire.
-func day10(d int) time.Time { return t0.Add(time.Duration(d)*24*time.Hour + time.Hour + 30*time.Second) }
+func day10(d int) time.Time {
+	return t0.Add(time.Duration(d)*24*time.Hour + time.Hour + 30*time.Second)
+}
 
 // TestCalendarExcludedDay: a fire time on an excluded day is recorded
 // skipped with the calendar as its reason and never executed; the next
@@ -103,7 +105,7 @@ func TestCalendarOnly(t *testing.T) {
 		b.eng.Wait()
 	}
 	for id, want := range map[string][]string{
-		"only": {"only@20260302T100000Z skipped not in onlyCalendars first-tue", "only@20260303T100000Z succeeded"},
+		"only":    {"only@20260302T100000Z skipped not in onlyCalendars first-tue", "only@20260303T100000Z succeeded"},
 		"gone-ex": {"gone-ex@20260302T100000Z succeeded", "gone-ex@20260303T100000Z succeeded"},
 		"gone-only": {"gone-only@20260302T100000Z skipped not in onlyCalendars gone (calendar gone not found)",
 			"gone-only@20260303T100000Z skipped not in onlyCalendars gone (calendar gone not found)"},
