@@ -1,6 +1,8 @@
 package console
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -70,4 +72,35 @@ func calendarDays(c *schedule.Calendar) string {
 		return "—"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// markCalendars marks the upcoming fire times that sc's calendars skip,
+// reading each calendar it names once (at most 2*MaxScheduleCalendars
+// calls, none for a schedule that names none). A calendar that is gone has
+// no days, as in the tick; one that cannot be read leaves the times
+// unmarked, with the failure logged.
+func (s *server) markCalendars(ctx context.Context, sc *schedule.Schedule, times []fireTime) {
+	ids := sc.CalendarIDs()
+	if len(ids) == 0 || len(times) == 0 {
+		return
+	}
+	cals := map[string]*schedule.Calendar{}
+	for _, id := range ids {
+		var c schedule.Calendar
+		err := s.sched.do(ctx, http.MethodGet, "/calendars/"+url.PathEscape(id), nil, nil, &c)
+		var ae *APIError
+		switch {
+		case errors.As(err, &ae) && ae.Status == http.StatusNotFound:
+		case err != nil:
+			s.cfg.Logger.Warn("console: read calendar failed; upcoming times shown unmarked", "calendar", id, "schedule", sc.ID, "err", err)
+			return
+		default:
+			cals[id] = &c
+		}
+	}
+	for i := range times {
+		if skip, reason := sc.CalendarVerdict(times[i].T, cals); skip {
+			times[i].Skip = reason
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/shared/catalog"
@@ -25,7 +26,14 @@ func TestCalendarsPage(t *testing.T) {
 		t.Fatalf("put: %v %v", res, err)
 	}
 	res.Body.Close()
-	h, err := New(Config{SchedulesURL: api.URL, GPUURL: api.URL, Token: "tok"})
+	req, _ = http.NewRequest(http.MethodPost, api.URL+"/schedules", strings.NewReader(`{"id":"late","cron":"30 23 * * *","excludeCalendars":["holidays-de"],"target":{"type":"builtin","builtin":{"name":"noop"}}}`))
+	req.Header.Set("Authorization", "Bearer tok")
+	if res, err = http.DefaultClient.Do(req); err != nil || res.StatusCode != http.StatusCreated {
+		t.Fatalf("create schedule: %v %v", res, err)
+	}
+	res.Body.Close()
+	now := func() time.Time { return time.Date(2026, 12, 23, 12, 0, 0, 0, time.UTC) }
+	h, err := New(Config{SchedulesURL: api.URL, GPUURL: api.URL, Token: "tok", Clock: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,5 +47,19 @@ func TestCalendarsPage(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("page lacks %q:\n%s", want, body)
 		}
+	}
+	// The schedule page marks the fire the Berlin calendar skips: 23:30
+	// UTC on the 24th is the 25th in Berlin.
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/schedules/late", nil))
+	body, _ = io.ReadAll(rec.Body)
+	page := string(body)
+	i := strings.Index(page, "2026-12-24 23:30:00")
+	j := strings.Index(page, "2026-12-25 23:30:00")
+	if rec.Code != http.StatusOK || i < 0 || j < i || !strings.Contains(page[i:j], "skipped: excluded by calendar holidays-de") || strings.Contains(page[j:], "skipped:") {
+		t.Errorf("schedule page (%d) does not mark exactly the 24 December fire:\n%s", rec.Code, page)
+	}
+	if !strings.Contains(page, "Excluded calendars") {
+		t.Errorf("schedule page lacks its calendars")
 	}
 }
