@@ -181,6 +181,9 @@ func TestCalendarSkipRecordFaults(t *testing.T) {
 		{"dropped connection", func(t *testing.T, b *bundle) {
 			emutest.FailCommandDrop(t, b.store, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "insert")
 		}},
+		{"the calendar read fails", func(t *testing.T, b *bundle) {
+			emutest.FailCommand(t, b.store, schedule.CalendarsCollection, bson.D{{Key: "times", Value: 1}}, "find")
+		}},
 		{"landed, answer lost", func(t *testing.T, b *bundle) {
 			emutest.FailCommandAfterWrite(t, b.store, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "insert")
 		}},
@@ -194,6 +197,15 @@ func TestCalendarSkipRecordFaults(t *testing.T) {
 			tc.arm(t, b)
 			_, _ = b.eng.Tick(context.Background(), b.clock.Now())
 			emutest.FailCommandOff(t, b.store)
+			if tc.name != "landed, answer lost" {
+				// Nothing recorded, so nothing advanced past it.
+				if s := b.getSchedule(t, "f"); !s.NextRunAt.Equal(t0.Add(time.Hour)) {
+					t.Errorf("nextRunAt %s after the failed tick; want it left at 10:00", s.NextRunAt)
+				}
+				if n := len(b.allRuns(t, "f")); n != 0 {
+					t.Errorf("%d runs after the failed tick, want 0", n)
+				}
+			}
 			b.tick(t)
 			b.eng.Wait()
 			b.clock.Set(day10(1))
