@@ -28,6 +28,9 @@ type describeDoc struct {
 	Schedule      schedule.Schedule `json:"schedule"`
 	RecentRuns    []schedule.Run    `json:"recentRuns"`
 	NextFireTimes []time.Time       `json:"nextFireTimes"`
+	// SkippedFireTimes are those of NextFireTimes that the schedule's
+	// calendars skip, with the reason.
+	SkippedFireTimes []schedule.MarkedTime `json:"skippedFireTimes,omitempty"`
 }
 
 // schedulesDescribeCmd builds `baton schedules describe ID`: the schedule's
@@ -69,7 +72,16 @@ of UTC offset between two fire times (DST) is marked.`, describeRuns, describeFi
 			if err != nil {
 				return fmt.Errorf("schedules describe %s: time zone: %w", args[0], err)
 			}
-			doc.NextFireTimes = nextFireTimes(spec, loc, now(), describeFireTimes)
+			cals, err := scheduleCalendars(cmd, c, &doc.Schedule)
+			if err != nil {
+				return apiFailure("schedules describe "+args[0]+": calendars", err)
+			}
+			for _, m := range doc.Schedule.UpcomingMarked(spec, loc, now(), describeFireTimes, cals) {
+				doc.NextFireTimes = append(doc.NextFireTimes, m.Time)
+				if m.Skipped {
+					doc.SkippedFireTimes = append(doc.SkippedFireTimes, m)
+				}
+			}
 			w := cmd.OutOrStdout()
 			return out.print(w, doc, func() error { return describeTable(w, &doc) })
 		},
@@ -104,6 +116,11 @@ func describeTable(w io.Writer, doc *describeDoc) error {
 	}
 	for i, t := range doc.NextFireTimes {
 		line := "  " + t.Format(time.RFC3339)
+		for _, m := range doc.SkippedFireTimes {
+			if m.Time.Equal(t) {
+				line += calendarMark(m)
+			}
+		}
 		if i > 0 {
 			if prev := doc.NextFireTimes[i-1]; schedule.OffsetChanged(prev, t) {
 				line += fmt.Sprintf("  (DST: UTC offset %s -> %s)", prev.Format("-07:00"), t.Format("-07:00"))

@@ -33,7 +33,8 @@ seconds, @hourly/@daily/…, or "@every 90s"; quote it. DST gaps fire once at
 the end of the gap; repeated fall-back times fire at their first occurrence.
 With --schedule ID it reads that schedule through the API instead and prints
 its real upcoming times: its zone, H fields, DST policy, jitter and
-startAt/endAt applied.`,
+startAt/endAt applied, and each time its calendars skip marked
+"(skipped: excluded by calendar ID)".`,
 		Example: `  baton next '*/15 * * * *' --tz Europe/Berlin --from 2026-03-29T01:30:00+01:00 -n 4
   baton next --schedule nightly -n 10`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -55,12 +56,13 @@ startAt/endAt applied.`,
 			expr := ""
 			var spec schedule.Spec
 			var err error
+			var sc schedule.Schedule
+			var cals map[string]*schedule.Calendar
 			if schedID != "" {
 				c, cerr := client()
 				if cerr != nil {
 					return cerr
 				}
-				var sc schedule.Schedule
 				if _, err := c.do(cmd.Context(), http.MethodGet, "/schedules/"+url.PathEscape(schedID), nil, nil, nil, &sc); err != nil {
 					return apiFailure("next --schedule "+schedID, err)
 				}
@@ -68,6 +70,9 @@ startAt/endAt applied.`,
 					return fmt.Errorf("next: schedule %s: cron %q: %w", schedID, sc.Cron, err)
 				}
 				expr, tz = sc.Cron, sc.TimeZone
+				if cals, err = scheduleCalendars(cmd, c, &sc); err != nil {
+					return apiFailure("next --schedule "+schedID+": calendars", err)
+				}
 			} else {
 				expr = args[0]
 				if spec, err = schedule.Parse(expr); err != nil {
@@ -84,12 +89,22 @@ startAt/endAt applied.`,
 					return usageError("next: --from %q is not RFC 3339 (such as 2026-03-29T01:30:00+01:00): %v", from, err)
 				}
 			}
-			times := nextFireTimes(spec, loc, start, count)
-			doc := nextDoc{Expression: expr, Schedule: schedID, TimeZone: zoneName(tz), FireTimes: times}
+			// A schedule's calendars mark the times they skip; an
+			// expression has none, and nothing is marked.
+			marked := sc.UpcomingMarked(spec, loc, start, count, cals)
+			times := make([]time.Time, len(marked))
+			doc := nextDoc{Expression: expr, Schedule: schedID, TimeZone: zoneName(tz)}
+			for i, m := range marked {
+				times[i] = m.Time
+				if m.Skipped {
+					doc.Skipped = append(doc.Skipped, m)
+				}
+			}
+			doc.FireTimes = times
 			w := cmd.OutOrStdout()
 			return out.print(w, doc, func() error {
-				for _, t := range times {
-					if _, err := fmt.Fprintln(w, t.Format(time.RFC3339)); err != nil {
+				for _, m := range marked {
+					if _, err := fmt.Fprintln(w, m.Time.Format(time.RFC3339)+calendarMark(m)); err != nil {
 						return err
 					}
 				}
@@ -114,12 +129,9 @@ type nextDoc struct {
 	Schedule   string      `json:"schedule,omitempty"`
 	TimeZone   string      `json:"timeZone"`
 	FireTimes  []time.Time `json:"fireTimes"`
-}
-
-// nextFireTimes is up to count fire times of spec in loc strictly after
-// start (fewer when the expression stops firing), each in loc.
-func nextFireTimes(spec schedule.Spec, loc *time.Location, start time.Time, count int) []time.Time {
-	return schedule.Upcoming(spec, loc, start, count)
+	// Skipped are the fire times the schedule's calendars skip (recorded
+	// skipped, not run), with the reason.
+	Skipped []schedule.MarkedTime `json:"skipped,omitempty"`
 }
 
 func init() {

@@ -44,7 +44,7 @@ var fieldFlags = map[string]string{
 	"target.gpu.maxAttempts": "--gpu-max-attempts", "target.gpu.timeout": "--gpu-timeout",
 	"overlap": "--overlap", "catchup": "--catchup", "maxCatchup": "--max-catchup", "catchupWindow": "--catchup-window",
 	"retry.maxAttempts": "--retry-attempts", "retry.backoff": "--retry-backoff", "leaseTTL": "--lease-ttl",
-	"enabled": "--enabled", "If-Match": "--if-match", "pageSize": "--page-size", "pageToken": "--page-token",
+	"enabled": "--enabled", "excludeCalendars": "--exclude-calendar", "onlyCalendars": "--only-calendar", "If-Match": "--if-match", "pageSize": "--page-size", "pageToken": "--page-token",
 }
 
 // newSchedulesCmd builds `baton schedules …`. It is a constructor so tests
@@ -305,6 +305,7 @@ type scheduleFlags struct {
 	maxCatchup, retryAttempts        int
 	retryBackoff, leaseTTL           string
 	enabled                          bool
+	excludeCals, onlyCals            []string
 	out                              *outputFormat
 	ifMatch                          string
 	flags                            *pflag.FlagSet
@@ -341,6 +342,8 @@ func (f *scheduleFlags) register(fs *pflag.FlagSet, forUpdate bool) {
 	fs.StringVar(&f.retryBackoff, "retry-backoff", "", "delay before the first retry, doubling after (default 30s)")
 	fs.StringVar(&f.leaseTTL, "lease-ttl", "", "job lease TTL, heartbeated while a run executes (default 30s)")
 	fs.BoolVar(&f.enabled, "enabled", true, "whether the tick fires it (--enabled=false creates it paused)")
+	fs.StringSliceVar(&f.excludeCals, "exclude-calendar", nil, `calendar ids on whose days it does not fire (repeatable or comma-separated; "" clears)`)
+	fs.StringSliceVar(&f.onlyCals, "only-calendar", nil, `calendar ids outside whose days it does not fire (repeatable or comma-separated; "" clears)`)
 	if forUpdate {
 		fs.StringVar(&f.ifMatch, "if-match", "", "only update if the stored version is this one (the ETag of get); else fail with 412")
 	}
@@ -407,6 +410,8 @@ func (f *scheduleFlags) patch(stdin io.Reader) (map[string]any, error) {
 	if changed("enabled") {
 		set(f.enabled, "enabled")
 	}
+	calendarList(changed, set, "exclude-calendar", f.excludeCals, "excludeCalendars")
+	calendarList(changed, set, "only-calendar", f.onlyCals, "onlyCalendars")
 
 	var kinds []string
 	if changed("target-url") {

@@ -58,6 +58,8 @@ locals {
     { collection = "runs", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "fence", order = "DESCENDING" }] },
     # scheduler: the notification sweep (runs with an event still to deliver, oldest first).
     { collection = "runs", fields = [{ path = "notifyAt", order = "ASCENDING" }] },
+    # catalog: the calendar list, keyset on _id alone (as the schedule list).
+    { collection = "calendars", fields = [{ path = "_id", order = "ASCENDING" }] },
     # gpu: the queue, best job first (priority, then age).
     { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "priority", order = "DESCENDING" }, { path = "createdAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # gpu: expired job leases.

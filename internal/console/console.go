@@ -109,6 +109,7 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /gpu", s.gpuPage)
 	mux.HandleFunc("GET /gpu/jobs/{id}", s.gpuJob)
 	mux.HandleFunc("GET /leases", s.leases)
+	mux.HandleFunc("GET /calendars", s.calendars)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.render(w, r, http.StatusNotFound, "notfound", "Not found", "", nil)
 	})

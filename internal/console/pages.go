@@ -31,6 +31,8 @@ const (
 type fireTime struct {
 	T   time.Time
 	DST string
+	// Skip, when set, says why the schedule's calendars skip this time.
+	Skip string
 }
 
 // upcoming computes n fire times of sc after now, as `schedules describe`
@@ -137,6 +139,7 @@ func (s *server) scheduleDetail(w http.ResponseWriter, r *http.Request) {
 	}
 	data.Zone = zoneName(data.S.TimeZone)
 	data.Next, data.NextErr = upcoming(&data.S, s.cfg.Clock(), detailFireTimes)
+	s.markCalendars(ctx, &data.S, data.Next)
 	runs, err := s.recentRuns(ctx, id, listPageSize, r.URL.Query().Get("runsPageToken"))
 	data.Runs, data.RunsErr = runs.Runs, err
 	if runs.NextPageToken != "" {

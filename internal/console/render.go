@@ -16,7 +16,7 @@ import (
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"schedules", "schedule", "delete", "runs", "run", "gpu", "gpujob", "leases", "error", "notfound"}
+var pageNames = []string{"schedules", "schedule", "delete", "runs", "run", "gpu", "gpujob", "leases", "calendars", "error", "notfound"}
 
 func (s *server) parse() error {
 	funcs := template.FuncMap{

@@ -50,6 +50,7 @@ type Options struct {
 // use.
 type Service struct {
 	store store.Catalog
+	cals  store.Calendars
 	opts  Options
 }
 
@@ -59,7 +60,7 @@ func New(st store.Backend, o Options) *Service {
 	if o.NewID == nil {
 		o.NewID = randomID
 	}
-	return &Service{store: st.Catalog(), opts: o}
+	return &Service{store: st.Catalog(), cals: st.Calendars(), opts: o}
 }
 
 // Page sizes for List and ListRuns.
@@ -158,6 +159,9 @@ func (s *Service) Create(ctx context.Context, sc *schedule.Schedule) (*schedule.
 	}
 	now := s.now()
 	if err := s.prepare(&out, now); err != nil {
+		return nil, err
+	}
+	if err := s.checkCalendars(ctx, nil, &out); err != nil {
 		return nil, err
 	}
 	out.Version, out.CreatedAt, out.UpdatedAt, out.Misfire, out.Fence = 1, now, now, false, 0
@@ -349,6 +353,9 @@ func (s *Service) Update(ctx context.Context, id string, patch map[string]any, i
 		}
 		next, err := s.apply(cur, patch)
 		if err != nil {
+			return nil, err
+		}
+		if err := s.checkCalendars(ctx, cur, next); err != nil {
 			return nil, err
 		}
 		err = s.store.Update(ctx, cur, next)

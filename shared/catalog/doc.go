@@ -32,4 +32,12 @@
 // The runs query is served by the "history" index in mongostore.SchedulerIndexes,
 // and the schedule list by its "list" index on _id: Firestore indexes
 // nothing, not even _id, unless told to.
+//
+// # Calendars
+//
+// Calendars (calendars.go) are shared sets of days, written whole with PUT
+// (create, or a compare-and-set replace) and listed by _id like schedules.
+// A schedule write that newly names a calendar that does not exist is a
+// 400 naming the entry; deleting a calendar that schedules still name is
+// allowed, and the tick treats it as having no days.
 package catalog

@@ -40,6 +40,7 @@ type handler struct {
 //	GET    /schedules/{id}/runs?pageSize=&pageToken=  run history, newest first
 //	GET    /runs?status=&source=&schedule=&since=&pageSize=&pageToken=  runs across schedules, newest first
 //	GET    /runs/{id}                    one run
+//	GET    /calendars, PUT|GET|DELETE /calendars/{id}  calendars (calendars.go)
 //
 // Every error is the shared JSON shape; invalid input is 400 naming the
 // field. Authentication is the caller's job (httpapi.RequireToken).
@@ -56,6 +57,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	if len(parts) > 0 && parts[0] == "runs" && len(parts) <= 2 {
 		if err := h.allRuns(w, r, parts[1:]); err != nil {
+			httpapi.WriteError(w, r, err)
+		}
+		return
+	}
+	if len(parts) > 0 && parts[0] == "calendars" && len(parts) <= 2 {
+		if err := h.calendarRoutes(w, r, parts[1:]); err != nil {
 			httpapi.WriteError(w, r, err)
 		}
 		return

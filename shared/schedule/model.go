@@ -214,6 +214,12 @@ type Schedule struct {
 	// Manual, backfill, retry and misfire runs do not count.
 	RemainingRuns *int64 `bson:"remainingRuns,omitempty" json:"remainingRuns,omitempty"`
 	Target        Target `bson:"target" json:"target"`
+	// ExcludeCalendars name calendars (calendar.go) on whose days the
+	// schedule does not fire: such a fire time is recorded skipped, the
+	// calendar as its reason. OnlyCalendars, when set, name the
+	// calendars outside whose days it does not fire.
+	ExcludeCalendars []string `bson:"excludeCalendars,omitempty" json:"excludeCalendars,omitempty"`
+	OnlyCalendars    []string `bson:"onlyCalendars,omitempty" json:"onlyCalendars,omitempty"`
 	// Overlap is one of skip, buffer_one (default), allow.
 	Overlap Overlap `bson:"overlap" json:"overlap"`
 	// Catchup is one of latest (default), all, none.

@@ -263,6 +263,9 @@ func (s *Schedule) validate(o ValidateOptions) error {
 	if err := s.Notify.validate(o.AllowedHosts); err != nil {
 		return err
 	}
+	if err := s.validateCalendarRefs(); err != nil {
+		return err
+	}
 	return s.checkSize()
 }
 

@@ -61,6 +61,7 @@ func (e *Engine) pendingRun(scheduleID string, fireTime time.Time, source schedu
 func (e *Engine) decide(ctx context.Context, l *lease.Lease, now time.Time, c *counters) ([]*scheduleWork, error) {
 	var work []*scheduleWork
 	token := ""
+	cals := e.newCalendarCache() // this tick's calendars, each read once
 	for {
 		page, next, err := e.schedules.Due(ctx, now, e.cfg.PageSize, token)
 		if err != nil {
@@ -90,7 +91,7 @@ func (e *Engine) decide(ctx context.Context, l *lease.Lease, now time.Time, c *c
 			wg.Add(1)
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				w, err := e.decideOne(ctx, l, &page[i], now, c)
+				w, err := e.decideOne(ctx, l, &page[i], now, c, cals)
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
@@ -279,7 +280,7 @@ func planFires(s *schedule.Schedule, spec schedule.Spec, loc *time.Location, now
 // *abortError means the tick must stop: l can no longer be relied on, or a
 // newer tick has advanced the schedule (its decision stands, and this
 // tick's own inserts for the schedule are undone).
-func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Schedule, now time.Time, c *counters) (*scheduleWork, error) {
+func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Schedule, now time.Time, c *counters, cals *calendarCache) (*scheduleWork, error) {
 	spec, err := s.Spec()
 	if err != nil {
 		return nil, fmt.Errorf("schedule %s: stored cron %q: %w", s.ID, s.Cron, err)
@@ -289,6 +290,12 @@ func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Sche
 		return nil, fmt.Errorf("schedule %s: stored time zone %q: %w", s.ID, s.TimeZone, err)
 	}
 	p := planFires(s, spec, loc, now, e.cfg.Grace)
+	// Calendars (calendar.go) take out the fire times on excluded days
+	// before remainingRuns counts: a holiday is not a run.
+	excluded, err := e.applyCalendars(ctx, cals, s, &p)
+	if err != nil {
+		return nil, fmt.Errorf("schedule %s: %w", s.ID, err)
+	}
 	// remainingRuns caps what this decision may fire, oldest first; the
 	// advance below stores what is left, in its guarded write.
 	var left *int64
@@ -314,6 +321,11 @@ func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Sche
 		}
 	}
 	f := l.Fence()
+	for _, x := range excluded {
+		if err := e.recordExcluded(ctx, s, x, now, f, c); err != nil {
+			return nil, fmt.Errorf("schedule %s: %w", s.ID, err)
+		}
+	}
 	var inserted []string
 	for i, t := range p.times {
 		rd := e.pendingRun(s.ID, t, p.sources[i], now)
@@ -352,7 +364,7 @@ func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Sche
 	// the operator is told (metric, missed event) instead of the runs
 	// silently never happening. Its id is the window's last fire time, so
 	// a duplicated tick records it once.
-	if m := missedFires(s, spec, loc, now, e.cfg.Grace, p); m.count > 0 {
+	if m := missedFires(s, spec, loc, now, e.cfg.Grace, withExcluded(p, excluded)); m.count > 0 {
 		if err := e.recordMissed(ctx, s, m, now, f); err != nil {
 			return nil, fmt.Errorf("schedule %s: record missed fire times: %w", s.ID, err)
 		}

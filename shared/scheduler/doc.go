@@ -48,6 +48,16 @@
 // sees it, so no misfire is lost, and any number of misfires during one run
 // collapse into one extra run with source "misfire" (ElasticJob semantics).
 //
+// # Calendars
+//
+// A due schedule that names calendars (excludeCalendars, onlyCalendars)
+// has the fire times they skip taken out of its plan before remainingRuns
+// counts, each recorded skipped with the calendar as its reason under the
+// run id it would have had, so a duplicated tick records it once
+// (calendar.go). A tick reads each named calendar at most once
+// (calendarCache), and only for schedules with a fire time to decide; a
+// calendar that is gone has no days, and the schedule keeps advancing.
+//
 // # Daemon
 //
 // Daemon holds the tick lease continuously, ticks on its own timer at

@@ -253,7 +253,8 @@ type Summary struct {
 	// failover sweep found with a stopped heartbeat.
 	Succeeded int `json:"succeeded"`
 	Failed    int `json:"failed"`
-	// Skipped counts runs recorded skipped by the overlap policy skip.
+	// Skipped counts runs recorded skipped by the overlap policy skip or
+	// by a calendar (excludeCalendars, onlyCalendars).
 	Skipped int `json:"skipped"`
 	// Misfired counts runs buffered by buffer_one (collapsed into one extra
 	// run with source misfire).

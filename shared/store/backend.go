@@ -21,6 +21,8 @@ type Backend interface {
 	Runs() Runs
 	// Catalog is the Schedules API's view of schedules and their runs.
 	Catalog() Catalog
+	// Calendars is the calendars, read by the API and the tick.
+	Calendars() Calendars
 	// GPU is the GPU queue: jobs and worker slots.
 	GPU() GPU
 	// Meter counts the documents every view reads and writes.

@@ -15,6 +15,9 @@ func (s *Store) Runs() store.Runs { return runs{s: s} }
 // Catalog returns the Schedules API's view.
 func (s *Store) Catalog() store.Catalog { return catalog{s: s} }
 
+// Calendars returns the calendars' view.
+func (s *Store) Calendars() store.Calendars { return calendars{s: s} }
+
 // GPU returns the GPU queue.
 func (s *Store) GPU() store.GPU { return gpuQueue{s: s} }
 

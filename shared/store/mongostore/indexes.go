@@ -67,6 +67,10 @@ var SchedulerIndexes = []Index{
 	// to be delivered, oldest first. Only runs with an event owed carry
 	// notifyAt, so the read grows with pending events, not with runs.
 	{Collection: schedule.RunsCollection, Name: "notify", Keys: bson.D{{Key: "notifyAt", Value: 1}}},
+	// The calendar list (catalog.ListCalendars): keyset on _id alone, for
+	// Firestore as the schedule list's. The tick reads calendars by _id
+	// ($in), which needs no index of its own.
+	{Collection: schedule.CalendarsCollection, Name: "list", Keys: bson.D{{Key: "_id", Value: 1}}},
 }
 
 // GPUIndexes are the indexes the GPU dispatcher's queries need.
