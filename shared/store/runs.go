@@ -71,6 +71,9 @@ type RunClaim struct {
 type RunOutcome struct {
 	// Status is succeeded or failed.
 	Status schedule.RunStatus
+	// ExpireAt, when set, is when the finished run may be deleted
+	// (FinishedAt + the schedule's history.keep), written with the outcome.
+	ExpireAt time.Time
 	// FinishedAt is when the outcome was recorded, in milliseconds (as
 	// the database keeps it): a read-back compares it.
 	FinishedAt time.Time
@@ -218,4 +221,16 @@ type Runs interface {
 	// any run of schedule scheduleID (0 when none): part of its job
 	// lease's epoch floor. One indexed read. It writes nothing.
 	HighestFence(ctx context.Context, scheduleID string) (int64, error)
+
+	// DeleteExpired deletes at most limit (1..1000) runs whose expireAt is
+	// at or before now, oldest first, and returns how many: the local
+	// stand-in for Firestore's TTL policy. Only finished runs carry
+	// expireAt, so a pending, running or waiting run is never deleted.
+	// Reads and writes are bounded by limit.
+	//
+	// Guard: each deletion is conditional on the run still carrying an
+	// expireAt at or before now.
+	//
+	// Lost answer: ErrUnknownOutcome (wrapped); deleting again is harmless.
+	DeleteExpired(ctx context.Context, now time.Time, limit int) (int, error)
 }

@@ -57,6 +57,9 @@ func withNotice(set bson.D, n *store.Notice) bson.D {
 // keeps the owed-retry mark at o.RetryOwedAt or clears sweepAt.
 func outcomeUpdate(set bson.D, o store.RunOutcome) bson.D {
 	set = withNotice(set, o.Notice)
+	if !o.ExpireAt.IsZero() {
+		set = append(set, bson.E{Key: "expireAt", Value: o.ExpireAt.UTC()})
+	}
 	if !o.RetryOwedAt.IsZero() {
 		return bson.D{{Key: "$set", Value: append(set, bson.E{Key: "sweepAt", Value: o.RetryOwedAt})}}
 	}
