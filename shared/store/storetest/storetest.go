@@ -104,6 +104,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Faults", s.faults)
 	t.Run("Schedules", s.schedules)
 	t.Run("Catalog", s.catalog)
+	t.Run("Versions", s.versions)
 	t.Run("Runs", s.runs)
 	t.Run("Notices", s.notices)
 	t.Run("GPU", s.gpu)
