@@ -315,3 +315,42 @@ func summary(got []versionView) []string {
 	}
 	return s
 }
+
+// TestHistoryKeepValidated: history.keep is a duration (with days) between
+// 1h and 3650d; anything else is 400 naming history.keep, nothing written.
+func TestHistoryKeepValidated(t *testing.T) {
+	b := setup(t)
+	for _, keep := range []string{`""`, `"30x"`, `"59m"`, `"3651d"`, `"-1d"`, `30`} {
+		body := `{"id":"k","cron":"*/5 * * * *","history":{"keep":` + keep + `},"target":{"type":"builtin","builtin":{"name":"noop"}}}`
+		res := b.do(t, http.MethodPost, "/schedules", body)
+		if res.Status != http.StatusBadRequest || res.apiError(t).Field != "history.keep" {
+			t.Errorf("keep %s: %d %s, want 400 naming history.keep", keep, res.Status, res.Body)
+		}
+	}
+	if n := b.count(t, schedule.SchedulesCollection); n != 0 {
+		t.Errorf("%d schedules written by refused creates", n)
+	}
+	for i, keep := range []string{"1h", "30d", "3650d", "36h"} {
+		// Each create its own millisecond: a schedule's incarnations are
+		// told apart by createdAt.
+		b.clock.Set(t0.Add(time.Duration(i) * time.Second))
+		res := b.do(t, http.MethodPost, "/schedules", `{"id":"k","cron":"*/5 * * * *","history":{"keep":"`+keep+`"},"target":{"type":"builtin","builtin":{"name":"noop"}}}`)
+		if res.Status != http.StatusCreated {
+			t.Errorf("keep %s: %d %s, want 201", keep, res.Status, res.Body)
+		}
+		if res := b.do(t, http.MethodDelete, "/schedules/k", ""); res.Status != http.StatusNoContent {
+			t.Fatalf("delete: %d %s", res.Status, res.Body)
+		}
+	}
+	b.clock.Set(t0.Add(time.Minute))
+	res := b.do(t, http.MethodPost, "/schedules", `{"id":"k","cron":"*/5 * * * *","history":{"keep":"2d"},"target":{"type":"builtin","builtin":{"name":"noop"}}}`)
+	if res.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", res.Status, res.Body)
+	}
+	if vs := b.versions(t, "k", 1); !vs[0].ExpireAt.Equal(vs[0].At.Add(48 * time.Hour)) {
+		t.Errorf("a record of a schedule with keep 2d expires at %s, want at + 48h", vs[0].ExpireAt)
+	}
+	if res := b.do(t, http.MethodPatch, "/schedules/k", `{"history":{"keep":"1m"}}`); res.Status != http.StatusBadRequest || res.apiError(t).Field != "history.keep" {
+		t.Errorf("patch keep 1m: %d %s, want 400 naming history.keep", res.Status, res.Body)
+	}
+}

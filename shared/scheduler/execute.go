@@ -330,6 +330,7 @@ func (e *Engine) recordRun(ctx context.Context, s *schedule.Schedule, r *runDoc,
 	// write whose answer was lost compares equal.
 	now := e.now().UTC().Truncate(time.Millisecond)
 	o := store.RunOutcome{Status: schedule.RunSucceeded, FinishedAt: now, Output: truncate(out, 1024)}
+	o.ExpireAt = e.expireAt(s, now) // retention.go
 	if runErr != nil {
 		o.Status = schedule.RunFailed
 		o.Error = truncate(runErr.Error(), 1024)

@@ -36,6 +36,7 @@ func (e *Engine) sweep(ctx context.Context, c *counters, sum *Summary) []*schedu
 	work := e.recover(ctx, now, c)
 	work = append(work, e.strandedMisfires(ctx, c)...)
 	e.endPauses(ctx, now, sum, c)
+	e.expire(ctx, now, c) // retention.go
 	if e.cfg.GPU != nil {
 		requeued, dead, err := e.cfg.GPU.Sweep(ctx)
 		if err != nil {
