@@ -141,6 +141,20 @@ func (f FieldChange) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
+// UnmarshalJSON reads what MarshalJSON writes (a client of the API).
+func (f *FieldChange) UnmarshalJSON(b []byte) error {
+	var in struct {
+		Field  string          `json:"field"`
+		Before json.RawMessage `json:"before"`
+		After  json.RawMessage `json:"after"`
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	f.Field, f.Before, f.After = in.Field, string(in.Before), string(in.After)
+	return nil
+}
+
 // ScheduleVersion is one record of VersionsCollection: the Change that
 // produced a version of a schedule.
 type ScheduleVersion struct {
