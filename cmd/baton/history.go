@@ -43,7 +43,7 @@ Records are kept up to the last 100 per schedule and for history.keep
 				return err
 			}
 			list, next, err := fetchPages(cmd.Context(), c, "/schedules/"+url.PathEscape(args[0])+"/versions", nil, pageSize, token, all,
-				func(p *catalog.VersionPage) ([]schedule.ScheduleVersion, string) { return p.Versions, p.NextPageToken })
+				func(p *catalog.VersionPage) ([]schedule.VersionRecord, string) { return p.Versions, p.NextPageToken })
 			if err != nil {
 				return apiFailure("schedules history "+args[0], err)
 			}
@@ -73,7 +73,7 @@ Records are kept up to the last 100 per schedule and for history.keep
 
 // diffSummary is a record's changes on one line: "field: before → after"
 // for a few fields, values cut short; a create or delete lists fields only.
-func diffSummary(v schedule.ScheduleVersion) string {
+func diffSummary(v schedule.VersionRecord) string {
 	const most = 4
 	var parts []string
 	for i, d := range v.Diff {

@@ -134,7 +134,7 @@ func (s *server) scheduleDetail(w http.ResponseWriter, r *http.Request) {
 		More    string
 		Zone    string
 		// The history of changes (GET /schedules/{id}/versions).
-		Versions    []schedule.ScheduleVersion
+		Versions    []schedule.VersionRecord
 		VersionsErr error
 		OlderVers   string
 	}{}

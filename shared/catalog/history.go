@@ -37,7 +37,7 @@ func actorOf(ctx context.Context) string {
 
 // VersionPage is one page of a schedule's change records, newest first.
 type VersionPage struct {
-	Versions []schedule.ScheduleVersion `json:"versions"`
+	Versions []schedule.VersionRecord `json:"versions"`
 	// NextPageToken continues the list; empty on the last page.
 	NextPageToken string `json:"nextPageToken,omitempty"`
 }
@@ -116,8 +116,8 @@ func (s *Service) ListVersions(ctx context.Context, id string, o ListOptions) (*
 	if err != nil {
 		return nil, pageError("list versions of "+id, err)
 	}
-	out := &VersionPage{Versions: []schedule.ScheduleVersion{}, NextPageToken: next}
-	var truth *schedule.ScheduleVersion
+	out := &VersionPage{Versions: []schedule.VersionRecord{}, NextPageToken: next}
+	var truth *schedule.VersionRecord
 	if cur != nil && cur.LastChange != nil && cur.LastChange.Version == cur.Version {
 		truth = cur.LastChange.Record(cur.ID, cur.CreatedAt, s.keep(cur), true)
 	}

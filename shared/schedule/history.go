@@ -11,7 +11,7 @@ import (
 )
 
 // VersionsCollection holds the history of changes of every schedule: one
-// ScheduleVersion per write (create, update, pause, resume, delete).
+// VersionRecord per write (create, update, pause, resume, delete).
 const VersionsCollection = "schedule_versions"
 
 // Bounds of history.keep (and of BATON_HISTORY_KEEP): shorter than an hour
@@ -86,7 +86,7 @@ func (s *Schedule) KeepOr(def time.Duration) time.Duration {
 	return def
 }
 
-// The kinds of change a ScheduleVersion records.
+// The kinds of change a VersionRecord records.
 const (
 	ChangeCreate = "create"
 	ChangeUpdate = "update"
@@ -155,9 +155,9 @@ func (f *FieldChange) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// ScheduleVersion is one record of VersionsCollection: the Change that
+// VersionRecord is one record of VersionsCollection: the Change that
 // produced a version of a schedule.
-type ScheduleVersion struct {
+type VersionRecord struct {
 	// ID is VersionID(ScheduleID, Incarnation, Version): deterministic, so
 	// every copy of the same change writes the same document.
 	ID         string `bson:"_id" json:"-"`
@@ -184,10 +184,10 @@ func VersionID(scheduleID string, incarnation time.Time, version int64) string {
 	return fmt.Sprintf("%s@%013d@%010d", scheduleID, incarnation.UnixMilli(), version)
 }
 
-// Record is the ScheduleVersion of c for schedule id created at
+// Record is the VersionRecord of c for schedule id created at
 // incarnation, expiring keep after the change.
-func (c Change) Record(id string, incarnation time.Time, keep time.Duration, final bool) *ScheduleVersion {
-	v := &ScheduleVersion{
+func (c Change) Record(id string, incarnation time.Time, keep time.Duration, final bool) *VersionRecord {
+	v := &VersionRecord{
 		ID: VersionID(id, incarnation, c.Version), ScheduleID: id, Incarnation: incarnation.UTC(),
 		Change: c, Final: final,
 	}

@@ -117,13 +117,13 @@ type Catalog interface {
 	//
 	// Lost answer: retried (the write is idempotent); ErrUnknownOutcome
 	// (wrapped) when the retries run out.
-	PutVersion(ctx context.Context, v *schedule.ScheduleVersion) error
+	PutVersion(ctx context.Context, v *schedule.VersionRecord) error
 
 	// ListVersions reads one page of the change records of schedule
 	// scheduleID, newest first (_id descending: incarnation, then
 	// version), as ListSchedules pages: a page of n reads n documents. An
 	// id without records gives an empty page. It writes nothing.
-	ListVersions(ctx context.Context, scheduleID string, limit int, token string) (page []schedule.ScheduleVersion, next string, err error)
+	ListVersions(ctx context.Context, scheduleID string, limit int, token string) (page []schedule.VersionRecord, next string, err error)
 
 	// PruneVersions deletes the oldest change records of schedule
 	// scheduleID whose _id is below belowID (the record a retention bound

@@ -16,7 +16,7 @@ import (
 func (v catalog) versions() *Collection { return v.s.named(schedule.VersionsCollection) }
 
 // PutVersion implements store.Catalog.
-func (v catalog) PutVersion(ctx context.Context, rec *schedule.ScheduleVersion) error {
+func (v catalog) PutVersion(ctx context.Context, rec *schedule.VersionRecord) error {
 	c := v.versions()
 	filter := bson.D{{Key: "_id", Value: rec.ID}}
 	if !rec.Final {
@@ -41,13 +41,13 @@ func (v catalog) PutVersion(ctx context.Context, rec *schedule.ScheduleVersion) 
 }
 
 // ListVersions implements store.Catalog.
-func (v catalog) ListVersions(ctx context.Context, scheduleID string, limit int, token string) ([]schedule.ScheduleVersion, string, error) {
+func (v catalog) ListVersions(ctx context.Context, scheduleID string, limit int, token string) ([]schedule.VersionRecord, string, error) {
 	q := PageQuery{
 		Filter: bson.D{{Key: "scheduleId", Value: scheduleID}},
 		IDType: bson.TypeString, Desc: true,
 		Limit: limit, Token: token,
 	}
-	out := []schedule.ScheduleVersion{}
+	out := []schedule.VersionRecord{}
 	p, err := v.versions().Page(ctx, q, &out)
 	if err != nil {
 		return nil, "", err

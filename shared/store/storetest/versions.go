@@ -14,7 +14,7 @@ import (
 // returns, and the bounded deletes delete only past their bound, never an
 // unfinished run.
 func (s *suite) versions(t *testing.T) {
-	rec := func(id string, v int64, final bool, op string) *schedule.ScheduleVersion {
+	rec := func(id string, v int64, final bool, op string) *schedule.VersionRecord {
 		return schedule.Change{Version: v, Op: op, Actor: "local", At: t0.Add(time.Duration(v) * time.Minute)}.Record(id, t0, time.Hour, final)
 	}
 	t.Run("PutVersionGuard", func(t *testing.T) {
