@@ -40,3 +40,14 @@ func (e *Engine) expire(ctx context.Context, now time.Time, c *counters) {
 		e.log.Info("deleted expired change records", "count", n)
 	}
 }
+
+// copyForward records the change that produced s's stored version in the
+// history, final, before the scheduler's own write (the end of a timed
+// pause) replaces it in the document: shared/catalog's protocol, which
+// every writer of a version follows (catalog.Service.copyForward).
+func (e *Engine) copyForward(ctx context.Context, s *schedule.Schedule) error {
+	if s.LastChange == nil || s.LastChange.Version != s.Version {
+		return nil
+	}
+	return e.cfg.Store.Catalog().PutVersion(ctx, s.LastChange.Record(s.ID, s.CreatedAt, s.KeepOr(e.cfg.HistoryKeep), true))
+}

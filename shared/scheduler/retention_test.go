@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/baton-cron/baton/emulator/emutest"
+	"github.com/baton-cron/baton/shared/catalog"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 )
@@ -88,5 +89,51 @@ func TestRetentionExpiresFinishedRuns(t *testing.T) {
 	}
 	if n := count(bson.D{{Key: "scheduleId", Value: "default"}, {Key: "fireTime", Value: t0.Add(time.Minute)}}); n != 1 {
 		t.Errorf("the default-keep run (48h) was deleted after 2h")
+	}
+}
+
+// TestTimedResumeRecordsItsChange: the sweep's end of a timed pause is a
+// write of the schedule like an operator's, so it keeps the history's
+// protocol: the pause's change is copied into the history first, and the
+// resume's own change (by "baton") travels in the schedule.
+func TestTimedResumeRecordsItsChange(t *testing.T) {
+	b := setup(t)
+	svc := catalog.New(b.store, catalog.Options{Clock: b.clock, Validate: schedule.ValidateOptions{Builtins: scheduler.Builtins()}})
+	ctx := catalog.WithActor(context.Background(), "ops@example.com")
+	if _, err := svc.CreateJSON(ctx, []byte(`{"id":"p","cron":"*/5 * * * *","target":{"type":"builtin","builtin":{"name":"noop"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Pause(ctx, "p", catalog.PauseRequest{Reason: "db", Until: t0.Add(3 * time.Minute), By: "ops@example.com"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The pause's own copy is lost (as if its best-effort copy failed):
+	// only the document holds it now.
+	if _, err := emutest.Raw(t, b.store).Collection(schedule.VersionsCollection).DeleteOne(context.Background(), bson.D{{Key: "version", Value: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Set(t0.Add(4 * time.Minute))
+	b.tick(t)
+	b.eng.Wait()
+	if got := b.getSchedule(t, "p"); !got.Enabled || got.Version != 3 {
+		t.Fatalf("after the timed pause: enabled %t version %d, want resumed at version 3", got.Enabled, got.Version)
+	}
+	page, err := svc.ListVersions(context.Background(), "p", catalog.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range page.Versions {
+		got = append(got, fmt.Sprintf("%d:%s:%s", v.Version, v.Op, v.Actor))
+	}
+	if want := "[3:resume:baton 2:pause:ops@example.com 1:create:ops@example.com]"; fmt.Sprint(got) != want {
+		t.Errorf("history = %v, want %s", got, want)
+	}
+	// A later edit copies the resume's change in too.
+	if _, err := svc.Update(ctx, "p", map[string]any{"description": "x"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := emutest.Raw(t, b.store).Collection(schedule.VersionsCollection).CountDocuments(context.Background(), bson.D{{Key: "scheduleId", Value: "p"}})
+	if err != nil || n != 4 {
+		t.Errorf("%d records stored after the edit, want 4 (%v)", n, err)
 	}
 }

@@ -63,6 +63,11 @@ func (e *Engine) endPauses(ctx context.Context, now time.Time, sum *Summary, c *
 	}
 	for i := range due {
 		s := &due[i]
+		if err := e.copyForward(ctx, s); err != nil { // retention.go
+			c.errors.Add(1)
+			e.log.Error("recording the last change before ending a timed pause failed; the next sweep tries again", "schedule", s.ID, "err", err)
+			continue
+		}
 		// From until, not now: the pause is [pausedAt, until), and this
 		// sweep runs after until (after the tick's decide, too), so a fire
 		// at until would otherwise be lost. A late sweep leaves the times
