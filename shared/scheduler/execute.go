@@ -502,7 +502,7 @@ func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, wh
 	var skipped runDoc
 	mark := func(reason string, ev schedule.Event) error {
 		n := e.notice(s, ev, now)
-		if err := e.runs.Skip(ctx, r.ID, reason, now, n); err != nil {
+		if err := e.runs.Skip(ctx, r.ID, reason, now, e.expireAt(s, now), n); err != nil {
 			return err
 		}
 		skipped = *r

@@ -148,7 +148,7 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 		// meanwhile moves it, and the run stays alive. The failed run
 		// keeps a sweepAt (an owed-retry mark) until retry below has
 		// recorded its retry, or found that none is owed.
-		err := e.runs.FailOver(ctx, r.ID, r.SweepAt, msg, now, now.Add(e.reservation()), n)
+		err := e.runs.FailOver(ctx, r.ID, r.SweepAt, msg, now, now.Add(e.reservation()), e.expireAt(s, now), n)
 		if err != nil {
 			if !errors.Is(err, store.ErrConflict) {
 				c.errors.Add(1)
@@ -390,7 +390,7 @@ func (e *Engine) deferRun(ctx context.Context, r *runDoc, reserved, until time.T
 func (e *Engine) abandon(ctx context.Context, r *runDoc, reason string, now time.Time, c *counters) {
 	// No notice: a run skipped because its schedule was paused or
 	// deleted is the operator's doing, not news to them.
-	err := e.runs.Skip(ctx, r.ID, reason, now, nil)
+	err := e.runs.Skip(ctx, r.ID, reason, now, e.expireAt(nil, now), nil)
 	if err == nil {
 		e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(schedule.RunSkipped), time.Time{}, now)
 	}

@@ -92,6 +92,32 @@ func (s *suite) versions(t *testing.T) {
 			t.Errorf("left %d records down to %d, want 10..7", len(page), page[len(page)-1].Version)
 		}
 	})
+	t.Run("OutcomesCarryExpireAt", func(t *testing.T) {
+		b := s.backend(t)
+		r := b.Runs()
+		exp := runT0.Add(24 * time.Hour)
+		insertRun(t, r, pendingRecord("skipped"))
+		if err := r.Skip(t.Context(), "skipped", "overlap skip", runT0, exp, nil); err != nil {
+			t.Fatal(err)
+		}
+		insertRun(t, r, pendingRecord("dead"))
+		if err := r.Claim(t.Context(), "dead", claimOf("h", 1)); err != nil {
+			t.Fatal(err)
+		}
+		swept := getRun(t, r, "dead").SweepAt
+		if err := r.FailOver(t.Context(), "dead", swept, "heartbeat stopped", runT0, time.Time{}, exp, nil); err != nil {
+			t.Fatal(err)
+		}
+		insertRun(t, r, pendingRecord("pending"))
+		for _, id := range []string{"skipped", "dead"} {
+			if got := getRun(t, r, id); !got.ExpireAt.Equal(exp) {
+				t.Errorf("%s: expireAt %s, want %s", id, got.ExpireAt, exp)
+			}
+		}
+		if got := getRun(t, r, "pending"); !got.ExpireAt.IsZero() {
+			t.Errorf("a pending run carries expireAt %s", got.ExpireAt)
+		}
+	})
 	t.Run("DeleteExpired", func(t *testing.T) {
 		b := s.backend(t)
 		r := b.Runs()
