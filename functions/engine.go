@@ -37,7 +37,9 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 		IDToken: config.Get(config.EnvTargetIDToken) == "true",
 		Tasks:   d.Tasks,
 		Metrics: d.Metrics,
-		Notify:  d.Notify, ConsoleURL: d.ConsoleURL, NotifyBackoff: d.NotifyBackoff, Publisher: d.Publisher,
+		// The retention of finished runs (history.keep's default).
+		HistoryKeep: d.HistoryKeep,
+		Notify:      d.Notify, ConsoleURL: d.ConsoleURL, NotifyBackoff: d.NotifyBackoff, Publisher: d.Publisher,
 	}
 	if d.GPUPool != "" {
 		dis, err := NewGPUDispatcher(d)

@@ -57,6 +57,10 @@ type Deps struct {
 	TickLeaseTTL time.Duration
 	// ClockSkew is added to every lease expiry (BATON_CLOCK_SKEW).
 	ClockSkew time.Duration
+	// HistoryKeep is how long finished runs and change records are kept
+	// for a schedule without history.keep (BATON_HISTORY_KEEP); 0 means
+	// schedule.DefaultKeep.
+	HistoryKeep time.Duration
 	// Tasks hands decided runs to the Run function through Cloud Tasks
 	// (BATON_TASKS_QUEUE). nil makes Tick execute them itself, waiting for
 	// the slowest target: FromEnv warns about it.
@@ -196,6 +200,9 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 	}
 	if d.ClockSkew, err = config.Duration(config.EnvClockSkew); err != nil {
 		return nil, err
+	}
+	if d.HistoryKeep, err = schedule.ParseKeep(config.Get(config.EnvHistoryKeep)); err != nil {
+		return nil, fmt.Errorf("functions: %s: %w", config.EnvHistoryKeep, err)
 	}
 	// A short secret is refused by every function, not only those that
 	// list: it is a typo wherever it is set.

@@ -28,6 +28,8 @@ func newSchedules(d *Deps) (http.Handler, error) {
 	opts := catalog.Options{
 		Validate: schedule.ValidateOptions{AllowedHosts: d.AllowedTargets, Builtins: scheduler.Builtins(), RefuseSubMinute: !d.SubMinute},
 		Clock:    d.Clock,
+		// The retention of change records (history.keep's default).
+		HistoryKeep: d.HistoryKeep,
 	}
 	// Trigger-now runs the schedule through the scheduler's Engine, which
 	// needs the lease bucket; without one, :trigger answers 503 and the

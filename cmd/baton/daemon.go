@@ -17,6 +17,7 @@ import (
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/notify"
+	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store/mongostore"
 )
@@ -108,8 +109,13 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 			if err != nil {
 				return usageError("daemon: %v", err)
 			}
+			keep, err := schedule.ParseKeep(config.Get(config.EnvHistoryKeep))
+			if err != nil {
+				return usageError("daemon: %s: %v", config.EnvHistoryKeep, err)
+			}
 			eng, err := scheduler.New(scheduler.Config{
-				Store: st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log, EpochFloor: scheduler.EpochFloor(st), Metrics: met}),
+				HistoryKeep: keep,
+				Store:       st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log, EpochFloor: scheduler.EpochFloor(st), Metrics: met}),
 				TickLeaseTTL: ttl, AllowedTargets: allowed, Logger: log,
 				IDToken: config.Get(config.EnvTargetIDToken) == "true",
 				GPU:     gpuPool,

@@ -66,6 +66,7 @@ $BATON_SCHEDULES_URL, or $BATON_URL/Schedules when that is unset, with
 		schedulesActionCmd(client, "resume", "Enable a schedule; its next run is computed from now"),
 		schedulesActionCmd(client, "trigger", "Run a schedule now (source manual), enabled or not"),
 		schedulesBackfillCmd(client, time.Now),
+		schedulesHistoryCmd(client),
 	)
 	return cmd
 }

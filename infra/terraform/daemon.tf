@@ -27,6 +27,7 @@ locals {
     BATON_GPU_POOL        = local.gpu_pool
     BATON_TICK_LEASE_TTL  = var.tick_lease_ttl
     BATON_CLOCK_SKEW      = var.clock_skew
+    BATON_HISTORY_KEEP    = var.history_keep
     BATON_TARGET_ID_TOKEN = "true"
     BATON_LOG_LEVEL       = var.log_level
   }

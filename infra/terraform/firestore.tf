@@ -60,6 +60,11 @@ locals {
     { collection = "runs", fields = [{ path = "notifyAt", order = "ASCENDING" }] },
     # catalog: the calendar list, keyset on _id alone (as the schedule list).
     { collection = "calendars", fields = [{ path = "_id", order = "ASCENDING" }] },
+    # retention: the local sweep's delete of expired runs and change records (the TTL policies below do it in the cloud).
+    { collection = "runs", fields = [{ path = "expireAt", order = "ASCENDING" }] },
+    { collection = "schedule_versions", fields = [{ path = "expireAt", order = "ASCENDING" }] },
+    # catalog: a schedule's history of changes, newest first, and its per-schedule bound.
+    { collection = "schedule_versions", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "_id", order = "DESCENDING" }] },
     # gpu: the queue, best job first (priority, then age).
     { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "priority", order = "DESCENDING" }, { path = "createdAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # gpu: expired job leases.
@@ -107,4 +112,31 @@ resource "google_firestore_change_stream" "schedules" {
   collection_group_scope {
     collection_group_id = "schedules"
   }
+}
+
+# Retention (history.keep, BATON_HISTORY_KEEP): every finished run and every
+# change record carries expireAt, computed when it is written, and
+# Firestore's TTL policy deletes the documents past it (within a day or so
+# of the time; the API never depends on the exact moment). Runs that are
+# not finished carry no expireAt and are never deleted.
+resource "google_firestore_field" "runs_expire" {
+  project    = var.project
+  database   = google_firestore_database.baton.name
+  collection = "runs"
+  field      = "expireAt"
+
+  ttl_config {}
+
+  depends_on = [terraform_data.apis_ready]
+}
+
+resource "google_firestore_field" "versions_expire" {
+  project    = var.project
+  database   = google_firestore_database.baton.name
+  collection = "schedule_versions"
+  field      = "expireAt"
+
+  ttl_config {}
+
+  depends_on = [terraform_data.apis_ready]
 }

@@ -67,6 +67,7 @@ locals {
         BATON_GPU_POOL              = local.gpu_pool
         BATON_TICK_LEASE_TTL        = var.tick_lease_ttl
         BATON_CLOCK_SKEW            = var.clock_skew
+        BATON_HISTORY_KEEP          = var.history_keep
         BATON_TARGET_ID_TOKEN       = "true"
         BATON_LOG_LEVEL             = var.log_level
         BATON_TASKS_QUEUE           = google_cloud_tasks_queue.runs.id
@@ -106,6 +107,7 @@ locals {
         BATON_ALLOWED_TARGETS       = join(",", var.allowed_targets)
         BATON_GPU_POOL              = local.gpu_pool
         BATON_CLOCK_SKEW            = var.clock_skew
+        BATON_HISTORY_KEEP          = var.history_keep
         BATON_TARGET_ID_TOKEN       = "true"
         BATON_LOG_LEVEL             = var.log_level
         BATON_TASKS_QUEUE           = google_cloud_tasks_queue.runs.id
@@ -136,6 +138,7 @@ locals {
         # hands it to Run the same way.
         BATON_GPU_POOL              = local.gpu_pool
         BATON_CLOCK_SKEW            = var.clock_skew
+        BATON_HISTORY_KEEP          = var.history_keep
         BATON_TARGET_ID_TOKEN       = "true"
         BATON_LOG_LEVEL             = var.log_level
         BATON_TASKS_QUEUE           = google_cloud_tasks_queue.runs.id

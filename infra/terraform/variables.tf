@@ -210,6 +210,17 @@ variable "clock_skew" {
   }
 }
 
+variable "history_keep" {
+  description = "How long finished runs and schedule change records are kept when a schedule sets no history.keep (BATON_HISTORY_KEEP): whole days (30d) or a Go duration, 1h to 3650d. Firestore's TTL policy on expireAt deletes them."
+  type        = string
+  default     = "90d"
+
+  validation {
+    condition     = can(regex("^([0-9]+d|([0-9]+(ms|s|m|h))+)$", var.history_keep))
+    error_message = "history_keep must be whole days such as 90d or a Go duration such as 36h (between 1h and 3650d)."
+  }
+}
+
 variable "log_level" {
   description = "Log level of every deployable (BATON_LOG_LEVEL)."
   type        = string

@@ -111,6 +111,9 @@ func (s *server) schedules(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "schedules", "Schedules", "schedules", data)
 }
 
+// historyPageSize is how many change records the schedule page shows.
+const historyPageSize = 10
+
 func (s *server) recentRuns(ctx context.Context, id string, n int, token string) (catalog.RunPage, error) {
 	var page catalog.RunPage
 	q := url.Values{"pageSize": {strconv.Itoa(n)}}
@@ -132,6 +135,10 @@ func (s *server) scheduleDetail(w http.ResponseWriter, r *http.Request) {
 		RunsErr error
 		More    string
 		Zone    string
+		// The history of changes (GET /schedules/{id}/versions).
+		Versions    []schedule.VersionRecord
+		VersionsErr error
+		OlderVers   string
 	}{}
 	if err := s.sched.do(ctx, http.MethodGet, "/schedules/"+url.PathEscape(id), nil, nil, &data.S); err != nil {
 		s.render(w, r, statusOf(err), "error", "Schedule "+id, "schedules", errorData{Err: err, Back: s.link("/", nil), BackText: "all schedules"})
@@ -144,6 +151,16 @@ func (s *server) scheduleDetail(w http.ResponseWriter, r *http.Request) {
 	data.Runs, data.RunsErr = runs.Runs, err
 	if runs.NextPageToken != "" {
 		data.More = s.link("/schedules/"+url.PathEscape(id), url.Values{"runsPageToken": {runs.NextPageToken}})
+	}
+	var vers catalog.VersionPage
+	vq := url.Values{"pageSize": {strconv.Itoa(historyPageSize)}}
+	if tok := r.URL.Query().Get("versionsPageToken"); tok != "" {
+		vq.Set("pageToken", tok)
+	}
+	data.VersionsErr = s.sched.do(ctx, http.MethodGet, "/schedules/"+url.PathEscape(id)+"/versions", vq, nil, &vers)
+	data.Versions = vers.Versions
+	if vers.NextPageToken != "" {
+		data.OlderVers = s.link("/schedules/"+url.PathEscape(id), url.Values{"versionsPageToken": {vers.NextPageToken}})
 	}
 	s.render(w, r, http.StatusOK, "schedule", "Schedule "+id, "schedules", data)
 }

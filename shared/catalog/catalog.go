@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -44,6 +45,13 @@ type Options struct {
 	// NewID makes the id of a schedule created without one; nil means a
 	// random "s-" + 16 hex digits. Ids must match schedule.IDPattern.
 	NewID func() string
+	// HistoryKeep is how long change records are kept for a schedule
+	// without history.keep (BATON_HISTORY_KEEP); 0 means
+	// schedule.DefaultKeep.
+	HistoryKeep time.Duration
+	// VersionsKept bounds the change records kept per schedule; 0 means
+	// DefaultVersionsKept.
+	VersionsKept int
 }
 
 // Service is the schedule catalog over a store. It is safe for concurrent
@@ -59,6 +67,12 @@ func New(st store.Backend, o Options) *Service {
 	o.Clock = clock.Or(o.Clock)
 	if o.NewID == nil {
 		o.NewID = randomID
+	}
+	if o.HistoryKeep <= 0 {
+		o.HistoryKeep = schedule.DefaultKeep
+	}
+	if o.VersionsKept <= 0 {
+		o.VersionsKept = DefaultVersionsKept
 	}
 	return &Service{store: st.Catalog(), cals: st.Calendars(), opts: o}
 }
@@ -165,15 +179,23 @@ func (s *Service) Create(ctx context.Context, sc *schedule.Schedule) (*schedule.
 		return nil, err
 	}
 	out.Version, out.CreatedAt, out.UpdatedAt, out.Misfire, out.Fence = 1, now, now, false, 0
+	// The create's change travels in the document it creates: the two
+	// cannot diverge.
+	ch, err := s.change(ctx, schedule.ChangeCreate, nil, &out, 1, now)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: create %s: %w", out.ID, err)
+	}
+	out.LastChange = ch
 	// The store tells a lost answer to this very insert from a taken id
 	// by reading the stored schedule back (store.Catalog.Create).
-	err := s.store.Create(ctx, &out)
+	err = s.store.Create(ctx, &out)
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		return nil, fmt.Errorf("catalog: create %s: %w", out.ID, ErrExists)
 	case err != nil:
 		return nil, fmt.Errorf("catalog: create %s: %w", out.ID, err)
 	}
+	s.recorded(ctx, &out)
 	return &out, nil
 }
 
@@ -340,6 +362,13 @@ const maxUpdateAttempts = 8
 // stored version is ErrVersionMismatch. When zero, a concurrent change makes
 // Update re-read and re-apply the patch. An id in the patch must equal id.
 func (s *Service) Update(ctx context.Context, id string, patch map[string]any, ifMatch int64) (*schedule.Schedule, error) {
+	return s.update(ctx, id, patch, ifMatch, schedule.ChangeUpdate)
+}
+
+// update is Update, recording the change as op. Before its conditional
+// write it copies the stored version's change into the history
+// (copyForward), and its own change goes in the document it writes.
+func (s *Service) update(ctx context.Context, id string, patch map[string]any, ifMatch int64, op string) (*schedule.Schedule, error) {
 	if v, ok := patch["id"]; ok && v != id {
 		return nil, &schedule.FieldError{Field: "id", Reason: "the id of a schedule cannot change; create a new schedule and delete this one"}
 	}
@@ -358,9 +387,16 @@ func (s *Service) Update(ctx context.Context, id string, patch map[string]any, i
 		if err := s.checkCalendars(ctx, cur, next); err != nil {
 			return nil, err
 		}
+		if next.LastChange, err = s.change(ctx, op, cur, next, next.Version, next.UpdatedAt); err != nil {
+			return nil, fmt.Errorf("catalog: update %s: %w", id, err)
+		}
+		if err := s.copyForward(ctx, cur); err != nil {
+			return nil, err
+		}
 		err = s.store.Update(ctx, cur, next)
 		switch {
 		case err == nil:
+			s.recorded(ctx, next)
 			return next, nil
 		case !errors.Is(err, store.ErrConflict):
 			return nil, fmt.Errorf("catalog: update %s: %w", id, err)
@@ -427,22 +463,57 @@ func toMap(v any) (map[string]any, error) {
 }
 
 // Delete removes a schedule. ifMatch, when non-zero, must equal the stored
-// version (else ErrVersionMismatch). Its runs stay, as history.
+// version (else ErrVersionMismatch). Its runs and its history of changes
+// stay.
+//
+// The delete is conditional on the version read. The document goes, so
+// its change cannot travel in it: the stored version's change is copied
+// into the history first (copyForward), then the delete's own record is
+// written, not final (it never overwrites a record known to have landed),
+// then the schedule is deleted. A delete record whose delete did not land
+// is not listed while the schedule is there, and the next write's copy
+// replaces it.
 func (s *Service) Delete(ctx context.Context, id string, ifMatch int64) error {
-	err := s.store.Delete(ctx, id, ifMatch)
-	if err == nil {
-		return nil
-	}
-	if !errors.Is(err, store.ErrConflict) {
-		return fmt.Errorf("catalog: delete %s: %w", id, err)
-	}
-	if ifMatch != 0 {
-		if _, gerr := s.Get(ctx, id); gerr != nil {
-			return gerr
+	for attempt := 0; attempt < maxUpdateAttempts; attempt++ {
+		cur, err := s.Get(ctx, id)
+		if err != nil {
+			return err
 		}
-		return fmt.Errorf("catalog: delete %s: %w", id, ErrVersionMismatch)
+		if ifMatch != 0 && cur.Version != ifMatch {
+			return fmt.Errorf("catalog: delete %s: stored version %d, If-Match %d: %w", id, cur.Version, ifMatch, ErrVersionMismatch)
+		}
+		if err := s.copyForward(ctx, cur); err != nil {
+			return err
+		}
+		now := s.now()
+		ch, err := s.change(ctx, schedule.ChangeDelete, cur, nil, cur.Version+1, now)
+		if err != nil {
+			return fmt.Errorf("catalog: delete %s: %w", id, err)
+		}
+		rec := ch.Record(id, cur.CreatedAt, s.keep(cur), false)
+		err = s.store.PutVersion(ctx, rec)
+		if err == nil {
+			err = s.store.Delete(ctx, id, cur.Version)
+		}
+		switch {
+		case err == nil:
+			rec.Final = true
+			if ferr := s.store.PutVersion(ctx, rec); ferr != nil {
+				slog.WarnContext(ctx, "marking a delete's record final failed; it is listed all the same", "schedule", id, "err", ferr)
+			}
+			return nil
+		case !errors.Is(err, store.ErrConflict):
+			return fmt.Errorf("catalog: delete %s: %w", id, err)
+		case ifMatch != 0:
+			if _, gerr := s.Get(ctx, id); gerr != nil {
+				return gerr
+			}
+			return fmt.Errorf("catalog: delete %s: %w", id, ErrVersionMismatch)
+		}
+		// Someone wrote (or deleted) between our read and our delete:
+		// read again.
 	}
-	return fmt.Errorf("catalog: delete %s: %w", id, ErrNotFound)
+	return fmt.Errorf("catalog: delete %s: %d attempts: %w", id, maxUpdateAttempts, ErrBusy)
 }
 
 // PauseRequest is the body of :pause, with the caller it came from.
@@ -514,7 +585,11 @@ func (s *Service) setEnabled(ctx context.Context, id string, enabled bool, p Pau
 			patch["pausedUntil"] = p.Until.UTC().Format(time.RFC3339Nano)
 		}
 	}
-	return s.Update(ctx, id, patch, ifMatch)
+	op := schedule.ChangeResume
+	if !enabled {
+		op = schedule.ChangePause
+	}
+	return s.update(ctx, id, patch, ifMatch, op)
 }
 
 // Backfill validates req and records the runs of the schedule's fire

@@ -24,6 +24,23 @@
 // re-reads and re-applies the patch, because a merge patch means "these
 // fields, on whatever is there now".
 //
+// # History of changes
+//
+// Every write (create, update, pause, resume, delete) records a
+// schedule.Change: actor (WithActor; the handler puts httpapi.Actor there),
+// time, version, field-level diff. The change travels in the document the
+// write writes (Schedule.LastChange), so a write cannot land without it.
+// Before its conditional write, the next write copies the stored version's
+// change into schedule_versions (copyForward), final, under the
+// deterministic id schedule.VersionID; every writer that read the version
+// copies the same record, so retries and losing racers rewrite it
+// identically, and a failed copy fails the write instead of losing the
+// change. A delete writes its record first, not final (it never overwrites
+// a final one, and ListVersions hides it while the schedule is there).
+// Records past VersionsKept are pruned in bounded batches by the writes;
+// each expires at At + history.keep (the sweep or Firestore's TTL deletes
+// it).
+//
 // # Lists
 //
 // Schedules are listed by _id, and runs newest first by (fireTime, _id),

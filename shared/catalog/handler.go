@@ -38,6 +38,7 @@ type handler struct {
 //	POST   /schedules/{id}:trigger       run now (source manual)
 //	POST   /schedules/{id}:backfill      runs of past fire times (source backfill)
 //	GET    /schedules/{id}/runs?pageSize=&pageToken=  run history, newest first
+//	GET    /schedules/{id}/versions?pageSize=&pageToken=  history of changes, newest first
 //	GET    /runs?status=&source=&schedule=&since=&pageSize=&pageToken=  runs across schedules, newest first
 //	GET    /runs/{id}                    one run
 //	GET    /calendars, PUT|GET|DELETE /calendars/{id}  calendars (calendars.go)
@@ -54,6 +55,8 @@ func NewHandler(svc *Service, o HandlerOptions) http.Handler {
 // ServeHTTP routes by hand: ServeMux wildcards cannot express "{id}:pause"
 // (a wildcard is a whole segment), so the last segment is split here.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every write records who made it (the change records).
+	r = r.WithContext(WithActor(r.Context(), httpapi.Actor(r)))
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	if len(parts) > 0 && parts[0] == "runs" && len(parts) <= 2 {
 		if err := h.allRuns(w, r, parts[1:]); err != nil {
@@ -84,6 +87,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case parts[2] == "runs":
 		err = h.runs(w, r, parts[1])
+	case parts[2] == "versions":
+		err = h.versions(w, r, parts[1])
 	default:
 		err = httpapi.NotFound("no route for %s", r.URL.Path)
 	}
@@ -266,6 +271,23 @@ func (h *handler) runs(w http.ResponseWriter, r *http.Request, id string) error 
 		return err
 	}
 	page, err := h.svc.ListRuns(r.Context(), id, o)
+	if err != nil {
+		return err
+	}
+	httpapi.WriteJSON(w, http.StatusOK, page)
+	return nil
+}
+
+// versions serves GET /schedules/{id}/versions.
+func (h *handler) versions(w http.ResponseWriter, r *http.Request, id string) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return notAllowed(w, r, http.MethodGet)
+	}
+	o, err := listOptions(r)
+	if err != nil {
+		return err
+	}
+	page, err := h.svc.ListVersions(r.Context(), id, o)
 	if err != nil {
 		return err
 	}

@@ -47,22 +47,25 @@ const (
 	EnvGPUPool        = "BATON_GPU_POOL"
 	EnvTickLeaseTTL   = "BATON_TICK_LEASE_TTL"
 	EnvClockSkew      = "BATON_CLOCK_SKEW"
-	EnvURL            = "BATON_URL"
-	EnvSchedulesURL   = "BATON_SCHEDULES_URL"
-	EnvGPUURL         = "BATON_GPU_URL"
-	EnvPort           = "PORT"
-	EnvControlURL     = "BATON_CONTROL_URL"
-	EnvWorkerCommand  = "BATON_WORKER_COMMAND"
-	EnvLogLevel       = "BATON_LOG_LEVEL"
-	EnvTargetIDToken  = "BATON_TARGET_ID_TOKEN" //nolint:gosec // the name of an env var, not a credential
-	EnvTasksQueue     = "BATON_TASKS_QUEUE"
-	EnvRunURL         = "BATON_RUN_URL"
-	EnvTasksAccount   = "BATON_TASKS_SERVICE_ACCOUNT"
-	EnvTasksEmu       = "CLOUD_TASKS_EMULATOR_HOST"
-	EnvSubMinute      = "BATON_SUBMINUTE"
-	EnvPageSecret     = "BATON_PAGE_TOKEN_SECRET"
-	EnvProject        = "BATON_PROJECT"
-	EnvRegion         = "BATON_REGION"
+	// EnvHistoryKeep is how long finished runs and change records are
+	// kept, for schedules without history.keep.
+	EnvHistoryKeep   = "BATON_HISTORY_KEEP"
+	EnvURL           = "BATON_URL"
+	EnvSchedulesURL  = "BATON_SCHEDULES_URL"
+	EnvGPUURL        = "BATON_GPU_URL"
+	EnvPort          = "PORT"
+	EnvControlURL    = "BATON_CONTROL_URL"
+	EnvWorkerCommand = "BATON_WORKER_COMMAND"
+	EnvLogLevel      = "BATON_LOG_LEVEL"
+	EnvTargetIDToken = "BATON_TARGET_ID_TOKEN" //nolint:gosec // the name of an env var, not a credential
+	EnvTasksQueue    = "BATON_TASKS_QUEUE"
+	EnvRunURL        = "BATON_RUN_URL"
+	EnvTasksAccount  = "BATON_TASKS_SERVICE_ACCOUNT"
+	EnvTasksEmu      = "CLOUD_TASKS_EMULATOR_HOST"
+	EnvSubMinute     = "BATON_SUBMINUTE"
+	EnvPageSecret    = "BATON_PAGE_TOKEN_SECRET"
+	EnvProject       = "BATON_PROJECT"
+	EnvRegion        = "BATON_REGION"
 	// EnvFirestoreLocation is the database's location when Terraform's
 	// firestore_location put it elsewhere than the region (nam5, say).
 	EnvFirestoreLocation = "BATON_FIRESTORE_LOCATION"
@@ -106,6 +109,7 @@ var Vars = []Var{
 	{EnvGPUPool, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU worker pool: comma-separated `URL=slots` entries."},
 	{EnvTickLeaseTTL, []string{FnTick}, "30s", "TTL of the tick lease."},
 	{EnvClockSkew, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "2s", "Clock-skew allowance added to every lease expiry."},
+	{EnvHistoryKeep, []string{FnTick, FnSchedules, FnRun, CLI}, "90d", "How long finished runs and schedule change records are kept (`30d`, `36h`; 1h to 3650d) when a schedule sets no `history.keep`. Each gets an `expireAt`; Firestore's TTL policy deletes them in the cloud, the sweep locally."},
 	{EnvURL, []string{CLI}, "http://127.0.0.1:8080", "Base URL of the functions for the CLI (`/Schedules`, `/GPU` are appended)."},
 	{EnvSchedulesURL, []string{CLI}, "", "URL of the Schedules function for the CLI, when each function has its own URL (the cloud). Empty means `$BATON_URL/Schedules`."},
 	{EnvGPUURL, []string{CLI}, "", "URL of the GPU function for the CLI, when each function has its own URL (the cloud). Empty means `$BATON_URL/GPU`."},

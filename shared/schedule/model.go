@@ -259,6 +259,12 @@ type Schedule struct {
 	UpdatedAt time.Time `bson:"updatedAt" json:"updatedAt"`
 	// Fence is the epoch of the last tick lease that advanced NextRunAt.
 	Fence int64 `bson:"fence" json:"-"`
+	// History, when set, bounds how long finished runs and change records
+	// are kept (history.go).
+	History *History `bson:"history,omitempty" json:"history,omitempty"`
+	// LastChange is the change that produced this version, written with it
+	// (history.go); served by GET /schedules/{id}/versions, not here.
+	LastChange *Change `bson:"lastChange,omitempty" json:"-"`
 }
 
 // Target is what a run calls. Exactly one of HTTP, GPU and Builtin is set,
@@ -327,6 +333,9 @@ type Run struct {
 	Error       string    `bson:"error,omitempty" json:"error,omitempty"`
 	// Output is a short summary (an HTTP status, a GPU job id).
 	Output string `bson:"output,omitempty" json:"output,omitempty"`
+	// ExpireAt is when a finished run may be deleted (history.go); only
+	// finished runs carry it.
+	ExpireAt time.Time `bson:"expireAt,omitempty" json:"expireAt,omitzero"`
 	// GPUJob is the id of the GPU job a gpu-target run hands its work to
 	// (GPUJobID of the run id), set by the claim. Such a run stays running
 	// while the job is queued or running, with nobody holding the job

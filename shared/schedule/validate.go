@@ -213,6 +213,9 @@ func (s *Schedule) validate(o ValidateOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := s.validateHistory(); err != nil {
+		return err
+	}
 	if s.DST != nil {
 		if err := s.DST.validate(); err != nil {
 			return err

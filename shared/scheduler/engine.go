@@ -121,6 +121,9 @@ type Config struct {
 	// (notify.PubSub); nil makes their deliveries fail, and retry, with an
 	// error saying so.
 	Publisher notify.Publisher
+	// HistoryKeep is how long a finished run is kept (its expireAt) when
+	// its schedule sets no history.keep; 0 means schedule.DefaultKeep.
+	HistoryKeep time.Duration
 	// Tasks hands decided runs to the execution plane (Cloud Tasks → the
 	// Run function). nil executes them in this process: after deciding in
 	// Tick (which then waits for its slowest target: only for tests and the
@@ -198,6 +201,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.NotifyTimeout <= 0 {
 		cfg.NotifyTimeout = DefaultNotifyTimeout
+	}
+	if cfg.HistoryKeep <= 0 {
+		cfg.HistoryKeep = schedule.DefaultKeep
 	}
 	if cfg.NotifyBackoff <= 0 {
 		cfg.NotifyBackoff = DefaultNotifyBackoff

@@ -330,6 +330,7 @@ func (e *Engine) recordRun(ctx context.Context, s *schedule.Schedule, r *runDoc,
 	// write whose answer was lost compares equal.
 	now := e.now().UTC().Truncate(time.Millisecond)
 	o := store.RunOutcome{Status: schedule.RunSucceeded, FinishedAt: now, Output: truncate(out, 1024)}
+	o.ExpireAt = e.expireAt(s, now) // retention.go
 	if runErr != nil {
 		o.Status = schedule.RunFailed
 		o.Error = truncate(runErr.Error(), 1024)
@@ -501,7 +502,7 @@ func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, wh
 	var skipped runDoc
 	mark := func(reason string, ev schedule.Event) error {
 		n := e.notice(s, ev, now)
-		if err := e.runs.Skip(ctx, r.ID, reason, now, n); err != nil {
+		if err := e.runs.Skip(ctx, r.ID, reason, now, e.expireAt(s, now), n); err != nil {
 			return err
 		}
 		skipped = *r

@@ -221,6 +221,7 @@ func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJo
 	if ev != "" {
 		o.Notice = e.notice(s, ev, now)
 	}
+	o.ExpireAt = e.expireAt(s, now) // retention.go
 	err := e.runs.FinishSwept(ctx, r.ID, r.SweepAt, o)
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) {

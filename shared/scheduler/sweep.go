@@ -36,6 +36,7 @@ func (e *Engine) sweep(ctx context.Context, c *counters, sum *Summary) []*schedu
 	work := e.recover(ctx, now, c)
 	work = append(work, e.strandedMisfires(ctx, c)...)
 	e.endPauses(ctx, now, sum, c)
+	e.expire(ctx, now, c) // retention.go
 	if e.cfg.GPU != nil {
 		requeued, dead, err := e.cfg.GPU.Sweep(ctx)
 		if err != nil {
@@ -62,6 +63,11 @@ func (e *Engine) endPauses(ctx context.Context, now time.Time, sum *Summary, c *
 	}
 	for i := range due {
 		s := &due[i]
+		if err := e.copyForward(ctx, s); err != nil { // retention.go
+			c.errors.Add(1)
+			e.log.Error("recording the last change before ending a timed pause failed; the next sweep tries again", "schedule", s.ID, "err", err)
+			continue
+		}
 		// From until, not now: the pause is [pausedAt, until), and this
 		// sweep runs after until (after the tick's decide, too), so a fire
 		// at until would otherwise be lost. A late sweep leaves the times
@@ -142,7 +148,7 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 		// meanwhile moves it, and the run stays alive. The failed run
 		// keeps a sweepAt (an owed-retry mark) until retry below has
 		// recorded its retry, or found that none is owed.
-		err := e.runs.FailOver(ctx, r.ID, r.SweepAt, msg, now, now.Add(e.reservation()), n)
+		err := e.runs.FailOver(ctx, r.ID, r.SweepAt, msg, now, now.Add(e.reservation()), e.expireAt(s, now), n)
 		if err != nil {
 			if !errors.Is(err, store.ErrConflict) {
 				c.errors.Add(1)
@@ -384,7 +390,7 @@ func (e *Engine) deferRun(ctx context.Context, r *runDoc, reserved, until time.T
 func (e *Engine) abandon(ctx context.Context, r *runDoc, reason string, now time.Time, c *counters) {
 	// No notice: a run skipped because its schedule was paused or
 	// deleted is the operator's doing, not news to them.
-	err := e.runs.Skip(ctx, r.ID, reason, now, nil)
+	err := e.runs.Skip(ctx, r.ID, reason, now, e.expireAt(nil, now), nil)
 	if err == nil {
 		e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(schedule.RunSkipped), time.Time{}, now)
 	}

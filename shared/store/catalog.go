@@ -104,4 +104,40 @@ type Catalog interface {
 	//
 	// Lost answer: ErrUnknownOutcome (wrapped).
 	Delete(ctx context.Context, id string, version int64) error
+
+	// PutVersion writes the change record v under its _id (v.ID), whole,
+	// replacing the document there: writing the same record again is
+	// harmless, so a lost answer is retried.
+	//
+	// Guard: when v is not Final, the stored record (if any) is not Final
+	// either: a record that may not have landed never overwrites one that
+	// did.
+	//
+	// Errors: ErrConflict (wrapped) when the guard fails.
+	//
+	// Lost answer: retried (the write is idempotent); ErrUnknownOutcome
+	// (wrapped) when the retries run out.
+	PutVersion(ctx context.Context, v *schedule.VersionRecord) error
+
+	// ListVersions reads one page of the change records of schedule
+	// scheduleID, newest first (_id descending: incarnation, then
+	// version), as ListSchedules pages: a page of n reads n documents. An
+	// id without records gives an empty page. It writes nothing.
+	ListVersions(ctx context.Context, scheduleID string, limit int, token string) (page []schedule.VersionRecord, next string, err error)
+
+	// PruneVersions deletes the oldest change records of schedule
+	// scheduleID whose _id is below belowID (the record a retention bound
+	// keeps last), at most limit (1..1000) of them, and returns how many
+	// it deleted: reads and writes are bounded by limit.
+	//
+	// Guard: none (every record it deletes is past the bound).
+	//
+	// Lost answer: ErrUnknownOutcome (wrapped); pruning again is harmless.
+	PruneVersions(ctx context.Context, scheduleID, belowID string, limit int) (int, error)
+
+	// DeleteExpiredVersions deletes at most limit (1..1000) change
+	// records whose expireAt is at or before now, oldest first, and
+	// returns how many: where the database has no TTL policy (FerretDB),
+	// the sweep calls it. Reads and writes are bounded by limit.
+	DeleteExpiredVersions(ctx context.Context, now time.Time, limit int) (int, error)
 }

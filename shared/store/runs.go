@@ -71,6 +71,9 @@ type RunClaim struct {
 type RunOutcome struct {
 	// Status is succeeded or failed.
 	Status schedule.RunStatus
+	// ExpireAt, when set, is when the finished run may be deleted
+	// (FinishedAt + the schedule's history.keep), written with the outcome.
+	ExpireAt time.Time
 	// FinishedAt is when the outcome was recorded, in milliseconds (as
 	// the database keeps it): a read-back compares it.
 	FinishedAt time.Time
@@ -119,9 +122,10 @@ type Runs interface {
 	// tickFence epoch (not adopted by a newer tick); otherwise ErrConflict.
 	UndoStale(ctx context.Context, id string, epoch int64, reason string, at time.Time) error
 	// Skip records a pending run skipped with reason, finished at at, and
-	// clears its sweepAt; n, when set, is queued by the same write. Guard:
-	// the run is pending; otherwise ErrConflict.
-	Skip(ctx context.Context, id, reason string, at time.Time, n *Notice) error
+	// clears its sweepAt; n, when set, is queued by the same write, and a
+	// non-zero expireAt is recorded as the run's (retention). Guard: the
+	// run is pending; otherwise ErrConflict.
+	Skip(ctx context.Context, id, reason string, at, expireAt time.Time, n *Notice) error
 	// PutBack returns a run that Skip recorded at skippedAt to pending,
 	// due for the sweep at sweepAt, clearing its reason and finishedAt.
 	// Guard: the run is skipped with that finishedAt; otherwise
@@ -168,10 +172,11 @@ type Runs interface {
 	FinishSwept(ctx context.Context, id string, sweptAt time.Time, o RunOutcome) error
 	// FailOver records failed, with reason, at at, a running run whose
 	// heartbeat stopped, and leaves the owed-retry mark retryOwedAt as its
-	// sweepAt; n, when set, is queued by the same write. Guard: the run is
+	// sweepAt; n, when set, is queued by the same write, and a non-zero
+	// expireAt is recorded as the run's (retention). Guard: the run is
 	// running with the sweepAt the sweep read (sweptAt): a heartbeat that
 	// landed meanwhile wins; otherwise ErrConflict.
-	FailOver(ctx context.Context, id string, sweptAt time.Time, reason string, at, retryOwedAt time.Time, n *Notice) error
+	FailOver(ctx context.Context, id string, sweptAt time.Time, reason string, at, retryOwedAt, expireAt time.Time, n *Notice) error
 	// RetryRecorded clears a failed run's owed-retry mark. Guard: the run
 	// is failed and carries the mark; otherwise ErrConflict.
 	RetryRecorded(ctx context.Context, id string) error
@@ -218,4 +223,16 @@ type Runs interface {
 	// any run of schedule scheduleID (0 when none): part of its job
 	// lease's epoch floor. One indexed read. It writes nothing.
 	HighestFence(ctx context.Context, scheduleID string) (int64, error)
+
+	// DeleteExpired deletes at most limit (1..1000) runs whose expireAt is
+	// at or before now, oldest first, and returns how many: the local
+	// stand-in for Firestore's TTL policy. Only finished runs carry
+	// expireAt, so a pending, running or waiting run is never deleted.
+	// Reads and writes are bounded by limit.
+	//
+	// Guard: each deletion is conditional on the run still carrying an
+	// expireAt at or before now.
+	//
+	// Lost answer: ErrUnknownOutcome (wrapped); deleting again is harmless.
+	DeleteExpired(ctx context.Context, now time.Time, limit int) (int, error)
 }

@@ -107,7 +107,9 @@ type Schedules interface {
 	// nextRunAt next, the version one up, updatedAt at, and the pause's
 	// reason, author, start and end removed. A zero next ends only the
 	// timer: the schedule stays paused, with its reason, author and start,
-	// and no pausedUntil (it has no fire time left to resume at).
+	// and no pausedUntil (it has no fire time left to resume at). The same
+	// write sets the schedule's lastChange to the change it makes (by
+	// "baton"); copying the previous one into the history is the caller's.
 	//
 	// Guard: the stored schedule is still paused at the version read (an
 	// operator's resume or edit since wins).

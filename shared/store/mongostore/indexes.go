@@ -71,6 +71,14 @@ var SchedulerIndexes = []Index{
 	// Firestore as the schedule list's. The tick reads calendars by _id
 	// ($in), which needs no index of its own.
 	{Collection: schedule.CalendarsCollection, Name: "list", Keys: bson.D{{Key: "_id", Value: 1}}},
+	// Retention: the local sweep's delete of expired runs and change
+	// records, oldest first (Firestore's TTL policy does it in the cloud).
+	// Only finished runs carry expireAt.
+	{Collection: schedule.RunsCollection, Name: "expire", Keys: bson.D{{Key: "expireAt", Value: 1}}},
+	{Collection: schedule.VersionsCollection, Name: "expire", Keys: bson.D{{Key: "expireAt", Value: 1}}},
+	// A schedule's history of changes, newest first (catalog.ListVersions),
+	// and the per-schedule bound (PruneVersions).
+	{Collection: schedule.VersionsCollection, Name: "history", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "_id", Value: -1}}},
 }
 
 // GPUIndexes are the indexes the GPU dispatcher's queries need.

@@ -36,12 +36,20 @@ func statusIs(s schedule.RunStatus) bson.E { return bson.E{Key: "status", Value:
 
 // skipUpdate records a run skipped with reason at at, clears its sweepAt
 // and queues n.
-func skipUpdate(reason string, at time.Time, n *store.Notice) bson.D {
-	set := withNotice(bson.D{{Key: "status", Value: schedule.RunSkipped}, {Key: "reason", Value: reason}, {Key: "finishedAt", Value: at}}, n)
+func skipUpdate(reason string, at, expireAt time.Time, n *store.Notice) bson.D {
+	set := withNotice(withExpiry(bson.D{{Key: "status", Value: schedule.RunSkipped}, {Key: "reason", Value: reason}, {Key: "finishedAt", Value: at}}, expireAt), n)
 	return bson.D{
 		{Key: "$set", Value: set},
 		{Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}},
 	}
+}
+
+// withExpiry adds to an outcome's $set the run's expireAt, when set.
+func withExpiry(set bson.D, expireAt time.Time) bson.D {
+	if expireAt.IsZero() {
+		return set
+	}
+	return append(set, bson.E{Key: "expireAt", Value: expireAt.UTC()})
 }
 
 // withNotice adds to an outcome's $set the notice n (the outbox), so that
@@ -56,7 +64,7 @@ func withNotice(set bson.D, n *store.Notice) bson.D {
 // outcomeUpdate sets the outcome fields set, queues o.Notice, and either
 // keeps the owed-retry mark at o.RetryOwedAt or clears sweepAt.
 func outcomeUpdate(set bson.D, o store.RunOutcome) bson.D {
-	set = withNotice(set, o.Notice)
+	set = withNotice(withExpiry(set, o.ExpireAt), o.Notice)
 	if !o.RetryOwedAt.IsZero() {
 		return bson.D{{Key: "$set", Value: append(set, bson.E{Key: "sweepAt", Value: o.RetryOwedAt})}}
 	}
@@ -92,11 +100,11 @@ func (r runs) Adopt(ctx context.Context, id string, epoch int64) error {
 func (r runs) UndoStale(ctx context.Context, id string, epoch int64, reason string, at time.Time) error {
 	return r.c().UpdateOne(ctx,
 		byRunID(id, statusIs(schedule.RunPending), bson.E{Key: "tickFence", Value: epoch}),
-		skipUpdate(reason, at, nil))
+		skipUpdate(reason, at, time.Time{}, nil))
 }
 
-func (r runs) Skip(ctx context.Context, id, reason string, at time.Time, n *store.Notice) error {
-	return r.c().UpdateOne(ctx, byRunID(id, statusIs(schedule.RunPending)), skipUpdate(reason, at, n))
+func (r runs) Skip(ctx context.Context, id, reason string, at, expireAt time.Time, n *store.Notice) error {
+	return r.c().UpdateOne(ctx, byRunID(id, statusIs(schedule.RunPending)), skipUpdate(reason, at, expireAt, n))
 }
 
 func (r runs) PutBack(ctx context.Context, id string, skippedAt, sweepAt time.Time) error {
@@ -196,12 +204,12 @@ func (r runs) FinishSwept(ctx context.Context, id string, sweptAt time.Time, o s
 	return r.c().UpdateOne(ctx, byRunID(id, statusIs(schedule.RunRunning), bson.E{Key: "sweepAt", Value: sweptAt}), outcomeUpdate(set, o))
 }
 
-func (r runs) FailOver(ctx context.Context, id string, sweptAt time.Time, reason string, at, retryOwedAt time.Time, n *store.Notice) error {
+func (r runs) FailOver(ctx context.Context, id string, sweptAt time.Time, reason string, at, retryOwedAt, expireAt time.Time, n *store.Notice) error {
 	return r.c().UpdateOne(ctx,
 		byRunID(id, statusIs(schedule.RunRunning), bson.E{Key: "sweepAt", Value: sweptAt}),
 		bson.D{
-			{Key: "$set", Value: withNotice(bson.D{statusIs(schedule.RunFailed), {Key: "error", Value: reason}, {Key: "finishedAt", Value: at},
-				{Key: "sweepAt", Value: retryOwedAt}}, n)},
+			{Key: "$set", Value: withNotice(withExpiry(bson.D{statusIs(schedule.RunFailed), {Key: "error", Value: reason}, {Key: "finishedAt", Value: at},
+				{Key: "sweepAt", Value: retryOwedAt}}, expireAt), n)},
 		})
 }
 

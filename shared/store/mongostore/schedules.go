@@ -195,7 +195,32 @@ func (v schedules) Unpause(ctx context.Context, read *schedule.Schedule, next, a
 			{Key: "$unset", Value: bson.D{{Key: "pausedUntil", Value: ""}}},
 		}
 	}
+	// The write's change travels with it (schedule.Change; the caller has
+	// copied the previous one into the history).
+	ch, err := unpauseChange(read, next, at)
+	if err != nil {
+		return fmt.Errorf("store: unpause %s: %w", read.ID, err)
+	}
+	update[0].Value = append(update[0].Value.(bson.D), bson.E{Key: "lastChange", Value: ch})
 	return v.c().UpdateOne(ctx, filter, update)
+}
+
+// unpauseChange is the change Unpause makes, by the scheduler ("baton"):
+// a resume, or (next zero) the removal of pausedUntil alone.
+func unpauseChange(read *schedule.Schedule, next, at time.Time) (*schedule.Change, error) {
+	after := *read
+	op := schedule.ChangeResume
+	if next.IsZero() {
+		after.PausedUntil, op = time.Time{}, schedule.ChangeUpdate
+	} else {
+		after.Enabled = true
+		after.PauseReason, after.PausedBy, after.PausedAt, after.PausedUntil = "", "", time.Time{}, time.Time{}
+	}
+	diff, err := schedule.Diff(read, &after)
+	if err != nil {
+		return nil, err
+	}
+	return &schedule.Change{Version: read.Version + 1, Op: op, Actor: "baton", At: at.UTC(), Diff: diff}, nil
 }
 
 // EditedAfter implements store.Schedules.

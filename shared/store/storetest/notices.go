@@ -67,14 +67,14 @@ func (s *suite) noticesOutcomeWritesQueue(t *testing.T) {
 
 		rid = fmt.Sprintf("%s-failover-%d", id, i)
 		running(rid)
-		if err := r.FailOver(ctx, rid, runT0.Add(time.Minute), "dead", runT0, runT0.Add(time.Hour), n); err != nil {
+		if err := r.FailOver(ctx, rid, runT0.Add(time.Minute), "dead", runT0, runT0.Add(time.Hour), time.Time{}, n); err != nil {
 			t.Fatalf("fail over: %v", err)
 		}
 		want(rid, n, schedule.RunFailed)
 
 		rid = fmt.Sprintf("%s-skip-%d", id, i)
 		insertRun(t, r, pendingRecord(rid))
-		if err := r.Skip(ctx, rid, "overlap skip", runT0, n); err != nil {
+		if err := r.Skip(ctx, rid, "overlap skip", runT0, time.Time{}, n); err != nil {
 			t.Fatalf("skip: %v", err)
 		}
 		want(rid, n, schedule.RunSkipped)
@@ -103,7 +103,7 @@ func (s *suite) noticesPendingPage(t *testing.T) {
 	for i, d := range []time.Duration{3 * time.Second, time.Second, 2 * time.Second, time.Hour} {
 		rid := fmt.Sprintf("%s-owes-%d", id, i)
 		insertRun(t, r, pendingRecord(rid))
-		if err := r.Skip(ctx, rid, "overlap skip", runT0, noticeAt(schedule.EventSkipped, d)); err != nil {
+		if err := r.Skip(ctx, rid, "overlap skip", runT0, time.Time{}, noticeAt(schedule.EventSkipped, d)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -144,7 +144,7 @@ func (s *suite) noticesConditionalClear(t *testing.T) {
 	ctx := t.Context()
 	insertRun(t, r, pendingRecord(id))
 	at := runT0.Add(time.Second)
-	if err := r.Skip(ctx, id, "overlap skip", runT0, &store.Notice{Event: schedule.EventSkipped, At: at}); err != nil {
+	if err := r.Skip(ctx, id, "overlap skip", runT0, time.Time{}, &store.Notice{Event: schedule.EventSkipped, At: at}); err != nil {
 		t.Fatal(err)
 	}
 	next := at.Add(30 * time.Second)
@@ -175,7 +175,7 @@ func (s *suite) noticesConditionalClear(t *testing.T) {
 	// Giving up clears the notice and keeps the reason.
 	gid := id + "-gaveup"
 	insertRun(t, r, pendingRecord(gid))
-	if err := r.Skip(ctx, gid, "overlap skip", runT0, &store.Notice{Event: schedule.EventSkipped, At: at}); err != nil {
+	if err := r.Skip(ctx, gid, "overlap skip", runT0, time.Time{}, &store.Notice{Event: schedule.EventSkipped, At: at}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.NoticeDone(ctx, gid, at, "gave up: 503"); err != nil {

@@ -213,13 +213,13 @@ func (s *suite) runsStatusGuardedWrites(t *testing.T) {
 	if err := r.Heartbeat(ctx, id, 0, runT0.Add(time.Second), runT0.Add(2*time.Minute)); err != nil {
 		t.Fatalf("heartbeat: %v", err)
 	}
-	onlyConflict(t, "fail over with a sweepAt a heartbeat moved", r.FailOver(ctx, id, swept, "dead", runT0.Add(3*time.Minute), runT0.Add(4*time.Minute), nil))
+	onlyConflict(t, "fail over with a sweepAt a heartbeat moved", r.FailOver(ctx, id, swept, "dead", runT0.Add(3*time.Minute), runT0.Add(4*time.Minute), time.Time{}, nil))
 	onlyConflict(t, "finish swept with a sweepAt a heartbeat moved", r.FinishSwept(ctx, id, swept, store.RunOutcome{Status: schedule.RunSucceeded, FinishedAt: runT0.Add(3 * time.Minute)}))
 	if got := getRun(t, r, id); got.Status != schedule.RunRunning {
 		t.Fatalf("after refused sweeps: status %s; want running", got.Status)
 	}
 	failed := runT0.Add(5 * time.Minute)
-	if err := r.FailOver(ctx, id, runT0.Add(2*time.Minute), "dead", failed, failed.Add(time.Minute), nil); err != nil {
+	if err := r.FailOver(ctx, id, runT0.Add(2*time.Minute), "dead", failed, failed.Add(time.Minute), time.Time{}, nil); err != nil {
 		t.Fatalf("fail over with the sweepAt read: %v", err)
 	}
 	late := failed.Add(time.Second)
@@ -348,7 +348,7 @@ func (s *suite) runsConditionalLostAnswer(t *testing.T) {
 		t.Errorf("heartbeatAt %s; want the heartbeat that landed, %s", got.HeartbeatAt, hb)
 	}
 	f.LoseAnswer(t, s.viewColl(t, schedule.RunsCollection), 1, CodeDeadlineExceeded, "update")
-	unknown("fail over", r.FailOver(ctx, id, hb.Add(time.Minute), "dead", hb.Add(2*time.Minute), hb.Add(3*time.Minute), nil))
+	unknown("fail over", r.FailOver(ctx, id, hb.Add(time.Minute), "dead", hb.Add(2*time.Minute), hb.Add(3*time.Minute), time.Time{}, nil))
 	if got := getRun(t, r, id); got.Status != schedule.RunFailed {
 		t.Errorf("status %s; want the failover that landed", got.Status)
 	}

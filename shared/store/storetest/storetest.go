@@ -105,6 +105,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Schedules", s.schedules)
 	t.Run("Catalog", s.catalog)
 	t.Run("Calendars", s.calendars)
+	t.Run("Versions", s.versions)
 	t.Run("Runs", s.runs)
 	t.Run("Notices", s.notices)
 	t.Run("GPU", s.gpu)
