@@ -213,7 +213,13 @@ type Schedule struct {
 	// decided, in the same guarded write, and at 0 disables the schedule.
 	// Manual, backfill, retry and misfire runs do not count.
 	RemainingRuns *int64 `bson:"remainingRuns,omitempty" json:"remainingRuns,omitempty"`
-	Target        Target `bson:"target" json:"target"`
+	// Shards, when set (1 to MaxShards), fans every fire out into that
+	// many runs, <run>#<i>, each under its own job lease and told its
+	// shard; remainingRuns still counts fires. ShardParams, when set, has
+	// one string per shard, handed to shard i as its parameter (shard.go).
+	Shards      int      `bson:"shards,omitempty" json:"shards,omitempty"`
+	ShardParams []string `bson:"shardParams,omitempty" json:"shardParams,omitempty"`
+	Target      Target   `bson:"target" json:"target"`
 	// Overlap is one of skip, buffer_one (default), allow.
 	Overlap Overlap `bson:"overlap" json:"overlap"`
 	// Catchup is one of latest (default), all, none.
@@ -339,6 +345,16 @@ type Run struct {
 	// that batch, and the batch's later runs wait behind it rather than
 	// count it as an earlier run overlapping them.
 	BatchAt time.Time `bson:"batchAt,omitempty" json:"-"`
+	// Shard, on a run of a sharded schedule, is its shard (from 0) of
+	// Shards, with ShardParam its parameter; nil on other runs. A
+	// pointer, so that shard 0 is stored and shown.
+	Shard      *int   `bson:"shard,omitempty" json:"shard,omitempty"`
+	Shards     int    `bson:"shards,omitempty" json:"shards,omitempty"`
+	ShardParam string `bson:"shardParam,omitempty" json:"shardParam,omitempty"`
+	// ShardRuns is set only on the aggregate of a sharded fire that GET
+	// /runs/{fireId} answers (FireOf): each shard's latest attempt. It is
+	// never stored.
+	ShardRuns []ShardRun `bson:"-" json:"shardRuns,omitempty"`
 }
 
 // Delivery is one delivery of a Cloud Task to the Run function, as its
