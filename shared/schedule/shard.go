@@ -142,3 +142,20 @@ func AggregateFire(fireID string, shards int, latest []*Run) Run {
 	agg.Reason = fmt.Sprintf("%d/%d shard(s) succeeded, %d failed, %d running, %d pending", succeeded, shards, failed, running, pending)
 	return agg
 }
+
+// LatestShards picks, of runs, each shard's latest attempt of fire fireID
+// (the one with the highest attempt), for AggregateFire: index i is shard
+// i's, nil when runs hold none of it.
+func LatestShards(runs []Run, fireID string, shards int) []*Run {
+	latest := make([]*Run, shards)
+	for k := range runs {
+		r := &runs[k]
+		if r.Shard == nil || *r.Shard < 0 || *r.Shard >= shards || FireID(r.ID) != fireID {
+			continue
+		}
+		if cur := latest[*r.Shard]; cur == nil || r.Attempt > cur.Attempt {
+			latest[*r.Shard] = r
+		}
+	}
+	return latest
+}
