@@ -248,3 +248,25 @@ func TestShardInsertFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestShardLeaseEpochFloor: a shard's job lease (job-<id>-<i>) has an epoch
+// floor at least as high as the fences its runs carry, so a lease store
+// that forgot it does not hand out an epoch the runs would refuse.
+func TestShardLeaseEpochFloor(t *testing.T) {
+	st := newShardTarget(t)
+	b := st.setup(t)
+	b.addSchedule(t, schedule.Schedule{ID: "job", Cron: "* * * * *", Shards: 2, Target: st.target()})
+	b.clock.Set(t0.Add(time.Minute + time.Second))
+	b.tick(t)
+	var top int64
+	for _, r := range b.runs(t, "job") {
+		top = max(top, r.Epoch)
+	}
+	if top == 0 {
+		t.Fatal("no run carries a job lease epoch")
+	}
+	floor, err := scheduler.EpochFloor(b.store)(context.Background(), scheduler.ShardJobLease("job", 1))
+	if err != nil || floor < top {
+		t.Fatalf("floor of %s: %d, %v; want at least %d", scheduler.ShardJobLease("job", 1), floor, err, top)
+	}
+}
