@@ -270,3 +270,44 @@ func TestShardLeaseEpochFloor(t *testing.T) {
 		t.Fatalf("floor of %s: %d, %v; want at least %d", scheduler.ShardJobLease("job", 1), floor, err, top)
 	}
 }
+
+// TestShardBackfillAndRemainingRuns: a backfill of a sharded schedule
+// creates one run per shard of each fire, and a repeat creates none;
+// remainingRuns counts fires, not shards.
+func TestShardBackfillAndRemainingRuns(t *testing.T) {
+	st := newShardTarget(t)
+	b := st.setup(t)
+	one := int64(1)
+	b.addSchedule(t, schedule.Schedule{ID: "job", Cron: "* * * * *", Shards: 3, RemainingRuns: &one, Target: st.target()})
+	b.clock.Set(t0.Add(3*time.Minute + time.Second))
+	b.tick(t)
+	if s := b.getSchedule(t, "job"); s.Enabled || s.RemainingRuns == nil || *s.RemainingRuns != 0 {
+		t.Fatalf("after one fire of 3 shards: enabled %v remainingRuns %v; want disabled at 0", s.Enabled, s.RemainingRuns)
+	}
+	if n := len(b.runs(t, "job")); n != 3 {
+		t.Fatalf("%d runs after the one fire remainingRuns allowed; want 3", n)
+	}
+	req := schedule.BackfillRequest{Start: t0.Add(-2 * time.Minute), End: t0}
+	res, err := b.eng.Backfill(context.Background(), "job", req, req.Start)
+	if err != nil || res.Created != 2 || res.Existing != 0 || len(res.Fires) != 2 || res.Fires[0].Run != "job@20260302T085800Z" {
+		t.Fatalf("backfill: %+v, %v; want 2 fires created, run ids the fire ids", res, err)
+	}
+	b.eng.Wait()
+	res, err = b.eng.Backfill(context.Background(), "job", req, req.Start)
+	if err != nil || res.Created != 0 || res.Existing != 2 || res.Fires[0].Status != schedule.RunSucceeded {
+		t.Fatalf("repeat: %+v, %v; want 0 created, 2 existing and succeeded", res, err)
+	}
+	b.eng.Wait()
+	var backfilled int
+	for _, r := range b.runs(t, "job") {
+		if r.Source == schedule.SourceBackfill {
+			backfilled++
+			if r.Status != schedule.RunSucceeded || len(st.snapshot()[r.ID]) != 1 {
+				t.Errorf("backfilled run %s: %s, called %d times; want succeeded, once", r.ID, r.Status, len(st.snapshot()[r.ID]))
+			}
+		}
+	}
+	if backfilled != 6 {
+		t.Errorf("%d backfilled runs; want 2 fires × 3 shards", backfilled)
+	}
+}
