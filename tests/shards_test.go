@@ -3,9 +3,11 @@ package tests
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,6 +144,19 @@ func TestShards(t *testing.T) {
 	}
 	if len(calls) != len(runs) {
 		t.Errorf("%d runs, but the target saw %d run ids: %v", len(runs), len(calls), calls)
+	}
+	// The console's schedule page shows each fire's aggregate.
+	res, err := http.Get(s.URL + "/console/schedules/sharded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	page, _ := io.ReadAll(res.Body)
+	for fire := range byFire {
+		if !strings.Contains(string(page), "Recent fires") || !strings.Contains(string(page), fire+"</a></th><td>") ||
+			!strings.Contains(string(page), "3/3 shard(s) succeeded") {
+			t.Errorf("console schedule page lacks fire %s's aggregate; page:\n%s", fire, page)
+		}
 	}
 	t.Logf("%d fire(s), %d runs", len(byFire), len(runs))
 }
