@@ -3,6 +3,7 @@ package schedule
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -376,7 +377,10 @@ type Delivery struct {
 // whatever happens to the enqueue's answer: a retry of the enqueue, by the
 // executor or the sweep, finds the job already there. A retry of the run
 // (a new attempt, a new run id) makes a new job.
-func GPUJobID(runID string) string { return "run-" + runID }
+//
+// A shard run's "#" (ShardSep), which GPU job ids do not allow, becomes "+",
+// which no other run id holds, so the mapping stays one to one.
+func GPUJobID(runID string) string { return "run-" + strings.ReplaceAll(runID, ShardSep, "+") }
 
 // ErrInvalidGPUTarget means the GPU pool refuses a run's gpu target as it is
 // (a limit it breaks); enqueueing it again cannot succeed.

@@ -69,3 +69,12 @@ func TestAggregateFire(t *testing.T) {
 		t.Errorf("FireID: %q", got)
 	}
 }
+
+// TestGPUJobIDOfAShard: a shard run's GPU job id is one the GPU pool
+// accepts (no "#"), and stays distinct per shard.
+func TestGPUJobIDOfAShard(t *testing.T) {
+	a, b := GPUJobID(ShardRunID("job@20260302T090100Z", 0)), GPUJobID(ShardRunID("job@20260302T090100Z", 1))
+	if strings.Contains(a, ShardSep) || a == b || a != "run-job@20260302T090100Z+0" {
+		t.Fatalf("GPU job ids %q, %q", a, b)
+	}
+}
