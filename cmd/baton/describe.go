@@ -31,6 +31,10 @@ type describeDoc struct {
 	// SkippedFireTimes are those of NextFireTimes that the schedule's
 	// calendars skip, with the reason.
 	SkippedFireTimes []schedule.MarkedTime `json:"skippedFireTimes,omitempty"`
+	// Fires is, for a sharded schedule, the aggregate of each fire among
+	// the recent runs (GET /runs/{fireId}): succeeded only when all its
+	// shards are.
+	Fires []schedule.Run `json:"fires,omitempty"`
 }
 
 // schedulesDescribeCmd builds `baton schedules describe ID`: the schedule's
@@ -63,6 +67,21 @@ of UTC offset between two fire times (DST) is marked.`, describeRuns, describeFi
 				return apiFailure("schedules describe "+args[0]+": runs", err)
 			}
 			doc.RecentRuns = nonNil(page.Runs)
+			if doc.Schedule.Shards > 0 {
+				seen := map[string]bool{}
+				for _, r := range doc.RecentRuns {
+					fire := schedule.FireID(r.ID)
+					if seen[fire] || r.Shard == nil {
+						continue
+					}
+					seen[fire] = true
+					var agg schedule.Run
+					if _, err := c.do(cmd.Context(), http.MethodGet, "/runs/"+url.PathEscape(fire), nil, nil, nil, &agg); err != nil {
+						return apiFailure("schedules describe "+args[0]+": fire "+fire, err)
+					}
+					doc.Fires = append(doc.Fires, agg)
+				}
+			}
 			doc.NextFireTimes = []time.Time{}
 			spec, err := doc.Schedule.Spec()
 			if err != nil {
@@ -105,6 +124,17 @@ func describeTable(w io.Writer, doc *describeDoc) error {
 		fmt.Fprintln(tw, "  RUN\tFIRE TIME\tSOURCE\tSTATUS\tATTEMPT\tFINISHED\tDETAIL")
 		for _, r := range doc.RecentRuns {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.FireTime.UTC().Format(time.RFC3339), r.Source, r.Status, r.Attempt, orDash(r.FinishedAt), runDetail(r))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(doc.Fires) > 0 {
+		fmt.Fprintf(w, "\nFires (%d shards each; succeeded only when every shard is):\n", doc.Schedule.Shards)
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  FIRE\tFIRE TIME\tSTATUS\tSHARDS")
+		for _, f := range doc.Fires {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", f.ID, f.FireTime.UTC().Format(time.RFC3339), f.Status, f.Reason)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -235,6 +235,13 @@ func scheduleCard(w io.Writer, sc *schedule.Schedule) error {
 	}
 	row("Next run", nextRun(sc))
 	row("Overlap", string(sc.Overlap))
+	if sc.Shards > 0 {
+		shards := strconv.Itoa(sc.Shards)
+		if len(sc.ShardParams) > 0 {
+			shards += " (params " + strings.Join(sc.ShardParams, ", ") + ")"
+		}
+		row("Shards", shards)
+	}
 	catchup := fmt.Sprintf("%s (window %s", sc.Catchup, sc.CatchupWindow)
 	if sc.Catchup == schedule.CatchupAll {
 		catchup += fmt.Sprintf(", at most %d", sc.MaxCatchup)

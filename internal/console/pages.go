@@ -139,6 +139,10 @@ func (s *server) scheduleDetail(w http.ResponseWriter, r *http.Request) {
 		Versions    []schedule.VersionRecord
 		VersionsErr error
 		OlderVers   string
+		// Fires is, for a sharded schedule, the aggregate of each fire
+		// among Runs: succeeded only when all its shards are.
+		Fires    []schedule.Run
+		FiresErr error
 	}{}
 	if err := s.sched.do(ctx, http.MethodGet, "/schedules/"+url.PathEscape(id), nil, nil, &data.S); err != nil {
 		s.render(w, r, statusOf(err), "error", "Schedule "+id, "schedules", errorData{Err: err, Back: s.link("/", nil), BackText: "all schedules"})
@@ -149,6 +153,9 @@ func (s *server) scheduleDetail(w http.ResponseWriter, r *http.Request) {
 	s.markCalendars(ctx, &data.S, data.Next)
 	runs, err := s.recentRuns(ctx, id, listPageSize, r.URL.Query().Get("runsPageToken"))
 	data.Runs, data.RunsErr = runs.Runs, err
+	if data.S.Shards > 0 {
+		data.Fires, data.FiresErr = s.fires(ctx, runs.Runs)
+	}
 	if runs.NextPageToken != "" {
 		data.More = s.link("/schedules/"+url.PathEscape(id), url.Values{"runsPageToken": {runs.NextPageToken}})
 	}
@@ -547,4 +554,24 @@ func zoneName(tz string) string {
 		return "UTC"
 	}
 	return tz
+}
+
+// fires reads the aggregate of each fire among runs (GET /runs/{fireId}),
+// newest first as runs are: one read per fire shown.
+func (s *server) fires(ctx context.Context, runs []schedule.Run) ([]schedule.Run, error) {
+	var out []schedule.Run
+	seen := map[string]bool{}
+	for _, r := range runs {
+		fire := schedule.FireID(r.ID)
+		if r.Shard == nil || seen[fire] {
+			continue
+		}
+		seen[fire] = true
+		var agg schedule.Run
+		if err := s.sched.do(ctx, http.MethodGet, "/runs/"+url.PathEscape(fire), nil, nil, &agg); err != nil {
+			return out, err
+		}
+		out = append(out, agg)
+	}
+	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/baton-cron/baton/shared/clock"
@@ -337,6 +338,9 @@ func (s *Service) GetRun(ctx context.Context, id string) (*schedule.Run, error) 
 	r, err := s.store.GetRun(ctx, id)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
+			if agg, aerr := s.fireAggregate(ctx, id); aerr != nil || agg != nil {
+				return agg, aerr
+			}
 			return nil, fmt.Errorf("catalog: get run %s: %w", id, ErrRunNotFound)
 		}
 		return nil, fmt.Errorf("catalog: get run %s: %w", id, err)
@@ -646,4 +650,45 @@ func (s *Service) Trigger(ctx context.Context, id string) (*schedule.Run, error)
 		return nil, fmt.Errorf("catalog: trigger %s: %w", id, err)
 	}
 	return run, nil
+}
+
+// fireAggregate answers GET /runs/{id} for the id of a fire of a sharded
+// schedule, which no run has (its runs are <id>#<i>): the fire's aggregate
+// (schedule.AggregateFire), nil when id is no such fire. It reads each
+// shard's first attempt, then its retries while they are failed: one read
+// per shard and attempt, at most schedule.MaxShards shards.
+func (s *Service) fireAggregate(ctx context.Context, id string) (*schedule.Run, error) {
+	scheduleID, _, ok := strings.Cut(id, "@")
+	if !ok || strings.Contains(id, schedule.ShardSep) {
+		return nil, nil
+	}
+	sc, err := s.store.Get(ctx, scheduleID)
+	if err != nil || sc.Shards <= 0 {
+		return nil, nil //nolint:nilerr // not a sharded schedule's fire: the caller answers "no such run"
+	}
+	latest := make([]*schedule.Run, sc.Shards)
+	found := false
+	for i := range sc.Shards {
+		base := schedule.ShardRunID(id, i)
+		rid := base
+		for attempt := 1; attempt <= schedule.MaxRetryAttempts; attempt++ {
+			r, err := s.store.GetRun(ctx, rid)
+			if errors.Is(err, store.ErrNotFound) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("catalog: get fire %s: shard %d: %w", id, i, err)
+			}
+			latest[i], found = &r, true
+			if r.Status != schedule.RunFailed {
+				break
+			}
+			rid = fmt.Sprintf("%s-a%d", base, attempt+1)
+		}
+	}
+	if !found {
+		return nil, nil
+	}
+	agg := schedule.AggregateFire(id, sc.Shards, latest)
+	return &agg, nil
 }

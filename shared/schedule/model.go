@@ -3,6 +3,7 @@ package schedule
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -213,7 +214,13 @@ type Schedule struct {
 	// decided, in the same guarded write, and at 0 disables the schedule.
 	// Manual, backfill, retry and misfire runs do not count.
 	RemainingRuns *int64 `bson:"remainingRuns,omitempty" json:"remainingRuns,omitempty"`
-	Target        Target `bson:"target" json:"target"`
+	// Shards, when set (1 to MaxShards), fans every fire out into that
+	// many runs, <run>#<i>, each under its own job lease and told its
+	// shard; remainingRuns still counts fires. ShardParams, when set, has
+	// one string per shard, handed to shard i as its parameter (shard.go).
+	Shards      int      `bson:"shards,omitempty" json:"shards,omitempty"`
+	ShardParams []string `bson:"shardParams,omitempty" json:"shardParams,omitempty"`
+	Target      Target   `bson:"target" json:"target"`
 	// ExcludeCalendars name calendars (calendar.go) on whose days the
 	// schedule does not fire: such a fire time is recorded skipped, the
 	// calendar as its reason. OnlyCalendars, when set, name the
@@ -354,6 +361,16 @@ type Run struct {
 	// that batch, and the batch's later runs wait behind it rather than
 	// count it as an earlier run overlapping them.
 	BatchAt time.Time `bson:"batchAt,omitempty" json:"-"`
+	// Shard, on a run of a sharded schedule, is its shard (from 0) of
+	// Shards, with ShardParam its parameter; nil on other runs. A
+	// pointer, so that shard 0 is stored and shown.
+	Shard      *int   `bson:"shard,omitempty" json:"shard,omitempty"`
+	Shards     int    `bson:"shards,omitempty" json:"shards,omitempty"`
+	ShardParam string `bson:"shardParam,omitempty" json:"shardParam,omitempty"`
+	// ShardRuns is set only on the aggregate of a sharded fire that GET
+	// /runs/{fireId} answers (FireOf): each shard's latest attempt. It is
+	// never stored.
+	ShardRuns []ShardRun `bson:"-" json:"shardRuns,omitempty"`
 }
 
 // Delivery is one delivery of a Cloud Task to the Run function, as its
@@ -375,7 +392,10 @@ type Delivery struct {
 // whatever happens to the enqueue's answer: a retry of the enqueue, by the
 // executor or the sweep, finds the job already there. A retry of the run
 // (a new attempt, a new run id) makes a new job.
-func GPUJobID(runID string) string { return "run-" + runID }
+//
+// A shard run's "#" (ShardSep), which GPU job ids do not allow, becomes "+",
+// which no other run id holds, so the mapping stays one to one.
+func GPUJobID(runID string) string { return "run-" + strings.ReplaceAll(runID, ShardSep, "+") }
 
 // ErrInvalidGPUTarget means the GPU pool refuses a run's gpu target as it is
 // (a limit it breaks); enqueueing it again cannot succeed.

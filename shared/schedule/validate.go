@@ -152,6 +152,11 @@ func (s *Schedule) fillDefaults() {
 	}
 	if s.Overlap == "" {
 		s.Overlap = OverlapBufferOne
+		if s.Shards > 0 {
+			// buffer_one's misfire flag is one per schedule, not per
+			// shard: a sharded schedule skips an overlapping shard.
+			s.Overlap = OverlapSkip
+		}
 	}
 	if s.Catchup == "" {
 		s.Catchup = CatchupLatest
@@ -229,6 +234,9 @@ func (s *Schedule) validate(o ValidateOptions) error {
 	}
 	if s.RemainingRuns != nil && (*s.RemainingRuns < 0 || *s.RemainingRuns > MaxRemainingRuns) {
 		return fieldErr("remainingRuns", "is %d; want 0 to %d (leave it out for no limit)", *s.RemainingRuns, MaxRemainingRuns)
+	}
+	if err := s.validateShards(); err != nil {
+		return err
 	}
 	if j := s.Jitter.D(); j < 0 || j > MaxJitter || j%time.Second != 0 {
 		return fieldErr("jitter", "is %s; want whole seconds from 0 to %s", j, MaxJitter)
@@ -647,6 +655,31 @@ func (b *BuiltinTarget) validate(known []string) error {
 		if v := b.Args[k]; len(v) > MaxArgValueLen {
 			return fieldErr(field, "value is %d bytes; at most %d", len(v), MaxArgValueLen)
 		}
+	}
+	return nil
+}
+
+// validateShards checks shards and shardParams, and the overlap policies a
+// sharded schedule can have.
+func (s *Schedule) validateShards() error {
+	if s.Shards < 0 || s.Shards > MaxShards {
+		return fieldErr("shards", "is %d; want 1 to %d (leave it out for an unsharded schedule)", s.Shards, MaxShards)
+	}
+	if s.ShardParams != nil {
+		if s.Shards == 0 {
+			return fieldErr("shardParams", "is given without shards; set shards to its length (%d)", len(s.ShardParams))
+		}
+		if len(s.ShardParams) != s.Shards {
+			return fieldErr("shardParams", "has %d entries; want one per shard (shards is %d)", len(s.ShardParams), s.Shards)
+		}
+		for i, p := range s.ShardParams {
+			if len(p) > MaxShardParamLen || !utf8.ValidString(p) || !httpguts.ValidHeaderFieldValue(p) {
+				return fieldErr(fmt.Sprintf("shardParams[%d]", i), "must be valid UTF-8 of at most %d bytes and a valid header value: it is sent as X-Baton-Shard-Param", MaxShardParamLen)
+			}
+		}
+	}
+	if s.Shards > 0 && s.Overlap == OverlapBufferOne {
+		return fieldErr("overlap", "buffer_one is not supported with shards (its misfire flag is one per schedule); use skip (the default for sharded schedules) or allow")
 	}
 	return nil
 }

@@ -56,6 +56,9 @@ func (e *Engine) Backfill(ctx context.Context, scheduleID string, req schedule.B
 	found := make([]*runDoc, len(times))
 	sem := make(chan struct{}, backfillConcurrency)
 	var wg sync.WaitGroup
+	if s.Shards > 0 {
+		return e.backfillShards(ctx, &s, req, times, res, now)
+	}
 	for i, ft := range times {
 		rd := e.pendingRun(s.ID, ft.UTC(), schedule.SourceBackfill, now)
 		docs[i] = rd
@@ -128,5 +131,89 @@ func (e *Engine) Backfill(ctx context.Context, scheduleID string, req schedule.B
 		e.startOrHandOff(context.WithoutCancel(ctx), []*scheduleWork{{s: s, runs: fresh}}, &counters{})
 	}
 	e.log.Info("backfill", "schedule", s.ID, "dry_run", req.DryRun, "fires", len(times), "created", res.Created, "existing", res.Existing, "more", res.NextPageToken != "")
+	return res, nil
+}
+
+// backfillShards is Backfill for a sharded schedule: each fire time is one
+// run per shard (deterministic ids, so a repeat inserts nothing), and a
+// fire counts as created when any of its shard runs was created by this
+// call, as existing otherwise; its status is the fire's aggregate
+// (schedule.AggregateFire). The fire's Run is the fire id, which GET
+// /runs/{id} aggregates.
+func (e *Engine) backfillShards(ctx context.Context, s *schedule.Schedule, req schedule.BackfillRequest, times []time.Time, res *schedule.BackfillResult, now time.Time) (*schedule.BackfillResult, error) {
+	res.Fires = res.Fires[:len(times)]
+	errs := make([]error, len(times))
+	fresh := make([][]*runDoc, len(times))
+	created := make([]bool, len(times))
+	sem := make(chan struct{}, backfillConcurrency)
+	var wg sync.WaitGroup
+	for i, ft := range times {
+		rd := e.pendingRun(s.ID, ft.UTC(), schedule.SourceBackfill, now)
+		res.Fires[i] = schedule.BackfillFire{FireTime: ft.UTC(), Run: rd.ID}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			latest := make([]*schedule.Run, s.Shards)
+			existed := false
+			for j, x := range fanOut(s, rd) {
+				if !req.DryRun {
+					ok, err := e.runs.Insert(ctx, x)
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					if ok {
+						created[i] = true
+						latest[j] = &x.Run
+						fresh[i] = append(fresh[i], x)
+						continue
+					}
+				}
+				cur, err := e.runs.Get(ctx, x.ID)
+				switch {
+				case errors.Is(err, store.ErrNotFound):
+				case err != nil:
+					errs[i] = err
+					return
+				default:
+					latest[j] = &cur.Run
+					if !req.DryRun && cur.Status == schedule.RunPending && cur.Source == schedule.SourceBackfill && cur.TickFence == 0 {
+						// This call's insert whose answer was lost, or an
+						// earlier call's whose hand-off failed: hand it off.
+						fresh[i] = append(fresh[i], cur)
+						if cur.CreatedAt.Equal(now) {
+							created[i] = true
+							continue
+						}
+					}
+					existed = true
+				}
+			}
+			res.Fires[i].Existed = existed && !created[i]
+			if existed || created[i] {
+				res.Fires[i].Status = schedule.AggregateFire(rd.ID, s.Shards, latest).Status
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("scheduler: backfill %s: %w", s.ID, err)
+	}
+	var all []*runDoc
+	for i := range times {
+		switch {
+		case created[i]:
+			res.Created++
+		case res.Fires[i].Existed:
+			res.Existing++
+		}
+		all = append(all, fresh[i]...)
+	}
+	if len(all) > 0 {
+		// One chain per shard, oldest fire first.
+		e.startOrHandOff(context.WithoutCancel(ctx), splitShards([]*scheduleWork{{s: *s, runs: all}}), &counters{})
+	}
+	e.log.Info("backfill", "schedule", s.ID, "shards", s.Shards, "dry_run", req.DryRun, "fires", len(times), "created", res.Created, "existing", res.Existing, "more", res.NextPageToken != "")
 	return res, nil
 }

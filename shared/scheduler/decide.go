@@ -110,7 +110,8 @@ func (e *Engine) decide(ctx context.Context, l *lease.Lease, now time.Time, c *c
 					return
 				}
 				if w != nil {
-					work = append(work, w)
+					// One work per shard: each goes on apart.
+					work = append(work, splitShards([]*scheduleWork{w})...)
 				}
 			}()
 		}
@@ -328,7 +329,22 @@ func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Sche
 	}
 	var inserted []string
 	for i, t := range p.times {
-		rd := e.pendingRun(s.ID, t, p.sources[i], now)
+		// One run per fire, or one per shard of a sharded schedule: their
+		// ids are deterministic either way (<run>#<i>).
+		for _, rd := range fanOut(s, e.pendingRun(s.ID, t, p.sources[i], now)) {
+			if err := e.decideRun(ctx, s, rd, f, c, w, &inserted); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return e.decideRest(ctx, s, spec, loc, p, excluded, left, now, f, c, w, inserted)
+}
+
+// decideRun records one run rd of a due schedule's decision under the tick
+// lease fence f, adopting it when an earlier tick recorded it, and adds it
+// to w and (when this tick must undo it on a refused advance) to inserted.
+func (e *Engine) decideRun(ctx context.Context, s *schedule.Schedule, rd *runDoc, f store.Fence, c *counters, w *scheduleWork, inserted *[]string) error {
+	{
 		rd.TickFence = f.Epoch
 		// The reservation counts from the insert, not from now: a tick
 		// that paused in between would otherwise write runs the sweep may
@@ -336,29 +352,36 @@ func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Sche
 		rd.SweepAt = e.now().UTC().Add(e.reservation())
 		ok, err := e.runs.Insert(ctx, rd)
 		if err != nil {
-			return nil, fmt.Errorf("schedule %s: record run %s: %w", s.ID, rd.ID, err)
+			return fmt.Errorf("schedule %s: record run %s: %w", s.ID, rd.ID, err)
 		}
 		if ok {
-			inserted = append(inserted, rd.ID)
+			*inserted = append(*inserted, rd.ID)
 			c.decided.Add(1)
 			if rd.Source == schedule.SourceCatchup {
 				c.caughtUp.Add(1)
 			}
 		} else if err := e.adopt(ctx, rd.ID, f.Epoch); err != nil {
-			return nil, fmt.Errorf("schedule %s: adopt run %s: %w", s.ID, rd.ID, err)
+			return fmt.Errorf("schedule %s: adopt run %s: %w", s.ID, rd.ID, err)
 		} else {
 			// Found there: an earlier tick's run, now adopted, or this
 			// tick's own insert whose answer was lost (the store cannot
 			// tell them apart). Either now carries this epoch, so a
 			// refused advance must undo it like an insert; the undo
 			// matches only runs still pending at this epoch.
-			inserted = append(inserted, rd.ID)
+			*inserted = append(*inserted, rd.ID)
 		}
 		// A duplicate was decided by an earlier tick that may have died
 		// before executing it; executing it again is safe, because only
 		// the claim (pending → running) executes.
 		w.runs = append(w.runs, rd)
 	}
+	return nil
+}
+
+// decideRest finishes decideOne once its runs are recorded: the missed
+// window's record (fire times a calendar excluded are recorded, not
+// missed), the advance, and the work to execute.
+func (e *Engine) decideRest(ctx context.Context, s *schedule.Schedule, spec schedule.Spec, loc *time.Location, p plan, excluded []excludedFire, left *int64, now time.Time, f store.Fence, c *counters, w *scheduleWork, inserted []string) (*scheduleWork, error) {
 	// Fire times that came and went with nothing deciding them, and that
 	// the catch-up policy does not run: one skipped record per window, so
 	// the operator is told (metric, missed event) instead of the runs
@@ -382,7 +405,7 @@ func (e *Engine) decideOne(ctx context.Context, l *lease.Lease, s *schedule.Sche
 	if left != nil && *left == 0 {
 		next = time.Time{} // no fires left: disabled, as an expression that ended
 	}
-	err = e.schedules.Advance(ctx, s, next, left, f)
+	err := e.schedules.Advance(ctx, s, next, left, f)
 	switch {
 	case errors.Is(err, store.ErrStaleFence):
 		// A newer tick advanced the schedule: it holds the tick lease, and

@@ -28,17 +28,35 @@ func EpochFloor(b store.Backend) func(ctx context.Context, name string) (int64, 
 			}
 			return f, nil
 		case strings.HasPrefix(name, "job-"):
-			id := strings.TrimPrefix(name, "job-")
-			f, err := runs.HighestFence(ctx, id)
-			if err != nil {
-				return 0, fmt.Errorf("scheduler: epoch floor of %s: %w", name, err)
+			// A shard's lease, job-<id>-<i>, cannot be told from the lease
+			// of a schedule whose id ends in -<i>: take the floor of both.
+			// The schedule's highest fence covers every shard's, and a
+			// floor too high only skips epochs.
+			var floor int64
+			for _, id := range jobLeaseOwners(strings.TrimPrefix(name, "job-")) {
+				f, err := runs.HighestFence(ctx, id)
+				if err != nil {
+					return 0, fmt.Errorf("scheduler: epoch floor of %s: %w", name, err)
+				}
+				g, err := schedules.JobFence(ctx, id)
+				if err != nil {
+					return 0, fmt.Errorf("scheduler: epoch floor of %s: %w", name, err)
+				}
+				floor = max(floor, f, g)
 			}
-			g, err := schedules.JobFence(ctx, id)
-			if err != nil {
-				return 0, fmt.Errorf("scheduler: epoch floor of %s: %w", name, err)
-			}
-			return max(f, g), nil
+			return floor, nil
 		}
 		return 0, nil
 	}
+}
+
+// jobLeaseOwners is the schedule ids whose runs a job lease named job-<rest>
+// may fence: rest itself, and, when rest ends in -<digits>, the sharded
+// schedule whose shard lease it may be (ShardJobLease).
+func jobLeaseOwners(rest string) []string {
+	i := strings.LastIndexByte(rest, '-')
+	if i <= 0 || i == len(rest)-1 || strings.Trim(rest[i+1:], "0123456789") != "" {
+		return []string{rest}
+	}
+	return []string{rest, rest[:i]}
 }

@@ -42,6 +42,7 @@ func (e *Engine) execute(ctx context.Context, work []*scheduleWork, c *counters)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			ctx := withLane(ctx, w) // a shard's runs: its own job lease
 			for i, r := range w.runs {
 				if ctx.Err() != nil {
 					return
@@ -136,7 +137,7 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 	wait := 50 * time.Millisecond
 	for try := 1; ; try++ {
 		var err error
-		l, err = e.cfg.Leases.Acquire(ctx, JobLease(s.ID), leaseTTL(s))
+		l, err = e.cfg.Leases.Acquire(ctx, jobLeaseFor(ctx, s.ID), leaseTTL(s))
 		if err == nil {
 			break
 		}
@@ -231,7 +232,7 @@ func (e *Engine) drainWaiting(ctx context.Context, s *schedule.Schedule, l *leas
 		if ctx.Err() != nil || l.Context().Err() != nil || !fits(ctx, s) {
 			return
 		}
-		rd, err := e.runs.NextWaiting(ctx, s.ID)
+		rd, err := e.runs.NextWaiting(ctx, s.ID, laneOf(ctx))
 		if err != nil {
 			if !errors.Is(err, store.ErrNotFound) {
 				e.log.Warn("look for runs waiting for the job lease failed; they are delivered again", "schedule", s.ID, "err", err)
@@ -439,6 +440,9 @@ func (e *Engine) retry(ctx context.Context, s *schedule.Schedule, r *schedule.Ru
 		CreatedAt:   now,
 		HeartbeatAt: now,
 		BatchAt:     batchOf(r),
+		Shard:       r.Shard, // a shard retries as itself
+		Shards:      r.Shards,
+		ShardParam:  r.ShardParam,
 	}, SweepAt: now.Add(backoff)}
 	if e.cfg.Tasks != nil {
 		// Its task is delivered at the backoff; the sweep keeps off it
@@ -563,7 +567,7 @@ func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, wh
 		// we set it. Try to take the lease: if we get it, the misfire is
 		// ours to run; if it is still held, its holder checks the flag
 		// again after releasing.
-		l, err := e.cfg.Leases.Acquire(ctx, JobLease(s.ID), leaseTTL(s))
+		l, err := e.cfg.Leases.Acquire(ctx, jobLeaseFor(ctx, s.ID), leaseTTL(s))
 		if err != nil {
 			return
 		}
@@ -592,7 +596,7 @@ const (
 // holderOf tells what the holder of the lease r met is doing, from the run
 // that is running under its epoch. One read, on the held path only.
 func (e *Engine) holderOf(ctx context.Context, r *runDoc, held *lease.HeldError) holderState {
-	x, err := e.runs.RunningAt(ctx, r.ScheduleID, held.Epoch)
+	x, err := e.runs.RunningAt(ctx, r.ScheduleID, r.Shard, held.Epoch)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return holderIdle
@@ -771,7 +775,7 @@ func (e *Engine) releaseJob(ctx context.Context, s *schedule.Schedule, l *lease.
 			return // the GPU job's end brings the misfire (strandedMisfires)
 		}
 		var err error
-		l, err = e.cfg.Leases.Acquire(ctx, JobLease(s.ID), leaseTTL(s))
+		l, err = e.cfg.Leases.Acquire(ctx, jobLeaseFor(ctx, s.ID), leaseTTL(s))
 		if err != nil {
 			return
 		}

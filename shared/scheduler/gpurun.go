@@ -88,7 +88,7 @@ func (e *Engine) gpuBusy(ctx context.Context, s *schedule.Schedule, exceptID str
 	if !e.gpuHandOff(s) || s.Overlap == schedule.OverlapAllow {
 		return nil, nil
 	}
-	x, err := e.runs.RunningGPU(ctx, s.ID, exceptID)
+	x, err := e.runs.RunningGPU(ctx, s.ID, laneOf(ctx), exceptID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}

@@ -213,7 +213,7 @@ func (e *Engine) jobAlive(ctx context.Context, r *runDoc) (left time.Duration, a
 	if r.Epoch == 0 {
 		return 0, false
 	}
-	info, err := e.cfg.Leases.Status(ctx, JobLease(r.ScheduleID))
+	info, err := e.cfg.Leases.Status(ctx, runJobLease(&r.Run))
 	if errors.Is(err, lease.ErrNotFound) {
 		return 0, false // free or gone: nobody holds it
 	}
@@ -255,6 +255,7 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 	bySchedule := map[string]*scheduleWork{}
 	type batch struct {
 		scheduleID string
+		shard      int // -1: unsharded
 		decided    time.Time
 	}
 	busyUntil := map[batch]time.Time{} // a live running sibling's sweepAt, or zero
@@ -294,7 +295,10 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 			continue
 		}
 		if w.s.Overlap != schedule.OverlapAllow && r.Source != schedule.SourceRetry && r.Source != schedule.SourceMisfire {
-			key := batch{r.ScheduleID, r.CreatedAt}
+			key := batch{r.ScheduleID, -1, r.CreatedAt}
+			if r.Shard != nil {
+				key.shard = *r.Shard // a shard's siblings are its own lane's
+			}
 			until, seen := busyUntil[key]
 			if !seen {
 				until = e.liveSiblingUntil(ctx, r, now)
@@ -318,7 +322,7 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 		c.recovered.Add(1)
 		w.runs = append(w.runs, r)
 	}
-	return work
+	return splitShards(work)
 }
 
 // strandedMisfires gives each buffer_one schedule whose misfire flag is set
@@ -361,7 +365,7 @@ func (e *Engine) strandedMisfires(ctx context.Context, c *counters) []*scheduleW
 // sibling defers r: the deferral ends with that tick's own batch, so a
 // schedule that always has some run going cannot hold r back forever.
 func (e *Engine) liveSiblingUntil(ctx context.Context, r *runDoc, now time.Time) time.Time {
-	running, err := e.runs.LiveSibling(ctx, r.ScheduleID, r.CreatedAt, now)
+	running, err := e.runs.LiveSibling(ctx, r.ScheduleID, r.Shard, r.CreatedAt, now)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
 			e.log.Warn("look for a running sibling failed; executing the pending run", "run", r.ID, "err", err)
@@ -413,6 +417,9 @@ func (e *Engine) Trigger(ctx context.Context, scheduleID string) (*schedule.Run,
 	now := e.now().UTC()
 	at := now.Truncate(time.Second)
 	rd := e.pendingRun(s.ID, at, schedule.SourceManual, now)
+	if s.Shards > 0 {
+		return e.triggerShards(ctx, &s, rd)
+	}
 	inserted, err := e.runs.Insert(ctx, rd)
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: trigger %s: %w", scheduleID, err)
@@ -431,4 +438,37 @@ func (e *Engine) Trigger(ctx context.Context, scheduleID string) (*schedule.Run,
 	// background. A failed hand-off leaves the run pending for the sweep.
 	e.startOrHandOff(context.WithoutCancel(ctx), []*scheduleWork{{s: s, runs: []*runDoc{rd}}}, &counters{})
 	return &run, nil
+}
+
+// triggerShards records the manual fire rd of sharded schedule s as one
+// run per shard and starts them, each shard apart. It returns the fire's
+// aggregate (schedule.AggregateFire) as recorded. Two triggers in the same
+// second are one fire: the shard runs' ids are deterministic.
+func (e *Engine) triggerShards(ctx context.Context, s *schedule.Schedule, rd *runDoc) (*schedule.Run, error) {
+	var fresh []*runDoc
+	latest := make([]*schedule.Run, s.Shards)
+	for i, x := range fanOut(s, rd) {
+		inserted, err := e.runs.Insert(ctx, x)
+		if err != nil {
+			// The shards inserted so far stay pending: the sweep runs
+			// them, and a repeat within the second inserts the rest.
+			return nil, fmt.Errorf("scheduler: trigger %s: shard %d: %w", s.ID, i, err)
+		}
+		if !inserted {
+			cur, err := e.runs.Get(ctx, x.ID)
+			if err != nil {
+				return nil, fmt.Errorf("scheduler: trigger %s: %w", s.ID, err)
+			}
+			latest[i] = &cur.Run
+			continue
+		}
+		run := x.Run
+		latest[i] = &run
+		fresh = append(fresh, x)
+	}
+	agg := schedule.AggregateFire(rd.ID, s.Shards, latest)
+	if len(fresh) > 0 {
+		e.startOrHandOff(context.WithoutCancel(ctx), splitShards([]*scheduleWork{{s: *s, runs: fresh}}), &counters{})
+	}
+	return &agg, nil
 }

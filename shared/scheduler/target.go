@@ -101,10 +101,17 @@ func (e *Engine) callHTTP(ctx context.Context, r *schedule.Run, h *schedule.HTTP
 	}
 	req.Header.Set(HeaderRunID, r.ID)
 	req.Header.Set(HeaderFireTime, r.FireTime.UTC().Format(time.RFC3339))
+	if v := schedule.ShardValue(r); v != "" {
+		// Which shard of its fire this request is, and its parameter.
+		req.Header.Set(schedule.ShardHeader, v)
+		if r.ShardParam != "" {
+			req.Header.Set(schedule.ShardParamHeader, r.ShardParam)
+		}
+	}
 	if r.Epoch > 0 {
 		// The job lease's fencing token, so that the target can refuse a
 		// holder that lost its lease (shared/fence). allow runs hold none.
-		req.Header.Set(fence.Header, fence.Token{Lease: JobLease(r.ScheduleID), Epoch: r.Epoch}.String())
+		req.Header.Set(fence.Header, fence.Token{Lease: runJobLease(r), Epoch: r.Epoch}.String())
 	}
 	client, err := e.clientFor(ctx, h.URL)
 	if err != nil {

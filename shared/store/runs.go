@@ -136,8 +136,10 @@ type Runs interface {
 	// is pending; otherwise ErrConflict.
 	MarkWaiting(ctx context.Context, id string) error
 	// NextWaiting returns the pending run of scheduleID marked waiting
-	// with the oldest fire time, or an error wrapping ErrNotFound.
-	NextWaiting(ctx context.Context, scheduleID string) (*RunRecord, error)
+	// with the oldest fire time, or an error wrapping ErrNotFound. A
+	// non-nil shard keeps to that shard's runs (its own job lease); nil
+	// looks at every run of the schedule.
+	NextWaiting(ctx context.Context, scheduleID string, shard *int) (*RunRecord, error)
 
 	// Claim moves the run id from pending to running, recording c. Guard:
 	// the run is pending, and, when c.Epoch is non-zero, no newer job
@@ -192,16 +194,19 @@ type Runs interface {
 	Stale(ctx context.Context, status schedule.RunStatus, now time.Time, limit int) ([]RunRecord, error)
 	// RunningAt returns a running run of scheduleID claimed under job
 	// lease epoch, or an error wrapping ErrNotFound: what the holder that
-	// a run met is doing.
-	RunningAt(ctx context.Context, scheduleID string, epoch int64) (*RunRecord, error)
-	// RunningGPU returns a running run of scheduleID, other than exceptID
-	// (empty for none), that handed its work to a GPU job, or an error
-	// wrapping ErrNotFound.
-	RunningGPU(ctx context.Context, scheduleID, exceptID string) (*RunRecord, error)
-	// LiveSibling returns, of the running runs of scheduleID decided at
-	// createdAt (by the same tick) whose sweepAt is after now, the one
-	// with the latest sweepAt, or an error wrapping ErrNotFound.
-	LiveSibling(ctx context.Context, scheduleID string, createdAt, now time.Time) (*RunRecord, error)
+	// a run met is doing. Shards have a job lease each, whose epochs
+	// count apart: a non-nil shard keeps to that shard's runs; nil looks
+	// at every run of the schedule (as do the shard arguments below).
+	RunningAt(ctx context.Context, scheduleID string, shard *int, epoch int64) (*RunRecord, error)
+	// RunningGPU returns a running run of scheduleID (of shard, when
+	// non-nil), other than exceptID (empty for none), that handed its
+	// work to a GPU job, or an error wrapping ErrNotFound.
+	RunningGPU(ctx context.Context, scheduleID string, shard *int, exceptID string) (*RunRecord, error)
+	// LiveSibling returns, of the running runs of scheduleID (of shard,
+	// when non-nil) decided at createdAt (by the same tick) whose sweepAt
+	// is after now, the one with the latest sweepAt, or an error wrapping
+	// ErrNotFound.
+	LiveSibling(ctx context.Context, scheduleID string, shard *int, createdAt, now time.Time) (*RunRecord, error)
 
 	// PendingNotices returns up to limit runs whose notice is due (notifyAt
 	// at or before now), the oldest first: the notification sweep. One

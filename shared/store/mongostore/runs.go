@@ -119,8 +119,8 @@ func (r runs) MarkWaiting(ctx context.Context, id string) error {
 		bson.D{{Key: "$set", Value: bson.D{{Key: "waiting", Value: true}}}})
 }
 
-func (r runs) NextWaiting(ctx context.Context, scheduleID string) (*store.RunRecord, error) {
-	return r.findOne(ctx, bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunPending), {Key: "waiting", Value: true}},
+func (r runs) NextWaiting(ctx context.Context, scheduleID string, shard *int) (*store.RunRecord, error) {
+	return r.findOne(ctx, inShard(bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunPending), {Key: "waiting", Value: true}}, shard),
 		options.FindOne().SetSort(bson.D{{Key: "fireTime", Value: 1}}))
 }
 
@@ -234,23 +234,33 @@ func (r runs) Stale(ctx context.Context, status schedule.RunStatus, now time.Tim
 	return out, nil
 }
 
-func (r runs) RunningAt(ctx context.Context, scheduleID string, epoch int64) (*store.RunRecord, error) {
-	return r.findOne(ctx, bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunRunning), {Key: "epoch", Value: epoch}})
+func (r runs) RunningAt(ctx context.Context, scheduleID string, shard *int, epoch int64) (*store.RunRecord, error) {
+	return r.findOne(ctx, inShard(bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunRunning), {Key: "epoch", Value: epoch}}, shard))
 }
 
-func (r runs) RunningGPU(ctx context.Context, scheduleID, exceptID string) (*store.RunRecord, error) {
-	filter := bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunRunning), {Key: "gpuJob", Value: bson.D{{Key: "$exists", Value: true}}}}
+func (r runs) RunningGPU(ctx context.Context, scheduleID string, shard *int, exceptID string) (*store.RunRecord, error) {
+	filter := inShard(bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunRunning), {Key: "gpuJob", Value: bson.D{{Key: "$exists", Value: true}}}}, shard)
 	if exceptID != "" {
 		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$ne", Value: exceptID}}})
 	}
 	return r.findOne(ctx, filter)
 }
 
-func (r runs) LiveSibling(ctx context.Context, scheduleID string, createdAt, now time.Time) (*store.RunRecord, error) {
+func (r runs) LiveSibling(ctx context.Context, scheduleID string, shard *int, createdAt, now time.Time) (*store.RunRecord, error) {
 	return r.findOne(ctx,
-		bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunRunning), {Key: "createdAt", Value: createdAt},
-			{Key: "sweepAt", Value: bson.D{{Key: "$gt", Value: now}}}},
+		inShard(bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunRunning), {Key: "createdAt", Value: createdAt},
+			{Key: "sweepAt", Value: bson.D{{Key: "$gt", Value: now}}}}, shard),
 		options.FindOne().SetSort(bson.D{{Key: "sweepAt", Value: -1}}))
+}
+
+// inShard narrows a filter on one schedule's runs to shard's, when shard is
+// set. The runs of one schedule are few at a time in these statuses, so
+// the schedule's index serves and the shard is a residual filter.
+func inShard(filter bson.D, shard *int) bson.D {
+	if shard == nil {
+		return filter
+	}
+	return append(filter, bson.E{Key: "shard", Value: *shard})
 }
 
 func (r runs) PendingNotices(ctx context.Context, now time.Time, limit int) ([]store.RunRecord, error) {

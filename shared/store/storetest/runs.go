@@ -27,6 +27,61 @@ func (s *suite) runs(t *testing.T) {
 	t.Run("InsertTwins", s.runsInsertTwins)
 	t.Run("InsertLostAnswer", s.runsInsertLostAnswer)
 	t.Run("ConditionalLostAnswer", s.runsConditionalLostAnswer)
+	t.Run("ShardFilters", s.runsShardFilters)
+}
+
+// runsShardFilters: RunningAt, NextWaiting, RunningGPU and LiveSibling keep
+// to one shard's runs when given a shard (its job lease's epochs count
+// apart from the other shards'), and look at every run of the schedule
+// when given none.
+func (s *suite) runsShardFilters(t *testing.T) {
+	_, r, id := s.runsRig(t)
+	ctx := t.Context()
+	zero, one, two := 0, 1, 2
+	sched := "s-" + id
+	for i, sh := range []*int{&zero, &one} {
+		rd := pendingRecord(fmt.Sprintf("%s#%d", id, i))
+		rd.ScheduleID, rd.Shard, rd.Shards = sched, sh, 2
+		insertRun(t, r, rd)
+		c := claimOf(fmt.Sprintf("t%d", i), 7) // the same epoch on both shards' leases
+		c.GPUJob = "job-" + rd.ID
+		if err := r.Claim(ctx, rd.ID, c); err != nil {
+			t.Fatalf("claim %s: %v", rd.ID, err)
+		}
+	}
+	w := pendingRecord(id + "#1-a2")
+	w.ScheduleID, w.Shard, w.Shards = sched, &one, 2
+	insertRun(t, r, w)
+	if err := r.MarkWaiting(ctx, w.ID); err != nil {
+		t.Fatal(err)
+	}
+	if x, err := r.RunningAt(ctx, sched, &one, 7); err != nil || x.ID != id+"#1" {
+		t.Errorf("RunningAt shard 1 = %v, %v; want %s#1", x, err, id)
+	}
+	if _, err := r.RunningAt(ctx, sched, &two, 7); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RunningAt shard 2: %v; want ErrNotFound", err)
+	}
+	if _, err := r.RunningAt(ctx, sched, nil, 7); err != nil {
+		t.Errorf("RunningAt any shard: %v", err)
+	}
+	if _, err := r.NextWaiting(ctx, sched, &zero); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("NextWaiting shard 0: %v; want ErrNotFound (the waiting run is shard 1's)", err)
+	}
+	if x, err := r.NextWaiting(ctx, sched, &one); err != nil || x.ID != w.ID {
+		t.Errorf("NextWaiting shard 1 = %v, %v; want %s", x, err, w.ID)
+	}
+	if x, err := r.RunningGPU(ctx, sched, &zero, ""); err != nil || x.ID != id+"#0" {
+		t.Errorf("RunningGPU shard 0 = %v, %v; want %s#0", x, err, id)
+	}
+	if _, err := r.RunningGPU(ctx, sched, &zero, id+"#0"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("RunningGPU shard 0 except its run: %v; want ErrNotFound", err)
+	}
+	if x, err := r.LiveSibling(ctx, sched, &one, runT0, runT0); err != nil || x.ID != id+"#1" {
+		t.Errorf("LiveSibling shard 1 = %v, %v; want %s#1", x, err, id)
+	}
+	if _, err := r.LiveSibling(ctx, sched, &two, runT0, runT0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("LiveSibling shard 2: %v; want ErrNotFound", err)
+	}
 }
 
 // runsRig opens a store for the case and returns its Runs view, with a
