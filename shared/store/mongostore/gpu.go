@@ -46,7 +46,7 @@ func gpuHeldBy(id string, h gpumodel.Hold) bson.D {
 // previous holder, and the previous dispatch's secret goes with its epoch.
 func gpuSlotClaim(leaseUntil time.Time) bson.D {
 	return bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: leaseUntil}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}},
-		{Key: "$unset", Value: bson.D{{Key: "secretHash", Value: ""}}}}
+		{Key: "$unset", Value: bson.D{{Key: "secretHash", Value: ""}, {Key: "tenant", Value: ""}}}}
 }
 
 // gpuTakeBack takes a job back from its holder, using one attempt: queued
@@ -105,10 +105,15 @@ func (g gpuQueue) Get(ctx context.Context, id string) (gpumodel.Job, error) {
 	return job, nil
 }
 
-func (g gpuQueue) List(ctx context.Context, status gpumodel.JobStatus, pageToken string, pageSize int) ([]gpumodel.Job, string, error) {
+func (g gpuQueue) List(ctx context.Context, status gpumodel.JobStatus, tenant string, pageToken string, pageSize int) ([]gpumodel.Job, string, error) {
+	// Each combination has its index: list, list_status, list_tenant,
+	// list_status_tenant.
 	filter := bson.D{}
 	if status != "" {
-		filter = bson.D{{Key: "status", Value: status}}
+		filter = append(filter, bson.E{Key: "status", Value: status})
+	}
+	if tenant != "" {
+		filter = append(filter, bson.E{Key: "tenant", Value: tenant})
 	}
 	var jobs []gpumodel.Job
 	p, err := g.jobs().Page(ctx, PageQuery{Filter: filter, SortField: "createdAt", SortType: bson.TypeDateTime, IDType: bson.TypeString, Desc: true, Limit: pageSize, Token: pageToken}, &jobs)
@@ -132,6 +137,90 @@ func (g gpuQueue) AnyQueued(ctx context.Context) (bool, error) {
 
 func (g gpuQueue) CountQueued(ctx context.Context, limit int64) (int64, error) {
 	return g.jobs().CountLimit(ctx, bson.D{{Key: "status", Value: gpumodel.StatusQueued}}, limit)
+}
+
+func (g gpuQueue) CountQueuedTenant(ctx context.Context, tenant string, limit int64) (int64, error) {
+	return g.jobs().CountLimit(ctx, bson.D{{Key: "status", Value: gpumodel.StatusQueued}, {Key: "tenant", Value: tenant}}, limit)
+}
+
+// gpuQueueOrder is the order within one tenant's queue.
+var gpuQueueOrder = bson.D{{Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}
+
+func (g gpuQueue) QueueHeads(ctx context.Context, gpuTypes []string, maxTenants int) ([]gpumodel.Job, error) {
+	// A skip scan over the queue_tenant index (status, gpuType, tenant,
+	// priority desc, createdAt, _id): each probe asks for the first job
+	// of the next tenant after the last one seen, which in that order is
+	// that tenant's head. So one probe reads one index entry and one job
+	// per tenant, and the last probe finds nothing; the jobs queued
+	// behind each head are never read.
+	sort := append(bson.D{{Key: "tenant", Value: 1}}, gpuQueueOrder...)
+	best := map[string]gpumodel.Job{}
+	var order []string
+	for _, typ := range gpuTypes {
+		var after *string
+		for n := 0; n < maxTenants; n++ {
+			filter := bson.D{{Key: "status", Value: gpumodel.StatusQueued}, {Key: "gpuType", Value: typ}}
+			if after != nil {
+				filter = append(filter, bson.E{Key: "tenant", Value: bson.D{{Key: "$gt", Value: *after}}})
+			}
+			var job gpumodel.Job
+			err := g.jobs().FindOne(ctx, filter, &job, options.FindOne().SetSort(sort).SetProjection(bson.D{{Key: "payload", Value: 0}}))
+			if errors.Is(err, store.ErrNotFound) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("queue heads of type %q: %w", typ, err)
+			}
+			t := job.Tenant
+			after = &t
+			key := job.TenantOf()
+			cur, seen := best[key]
+			if !seen {
+				order = append(order, key)
+			}
+			if !seen || gpuBefore(job, cur) {
+				best[key] = job
+			}
+		}
+	}
+	heads := make([]gpumodel.Job, 0, len(order))
+	for _, t := range order {
+		heads = append(heads, best[t])
+	}
+	return heads, nil
+}
+
+// gpuBefore is gpuQueueOrder in Go, to merge one tenant's heads of
+// different types.
+func gpuBefore(a, b gpumodel.Job) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.Before(b.CreatedAt)
+	}
+	return a.ID < b.ID
+}
+
+func (g gpuQueue) ClaimJob(ctx context.Context, id string, slot gpumodel.Slot, secretHash string, now, leaseUntil time.Time) (gpumodel.Job, error) {
+	var job gpumodel.Job
+	err := g.jobs().FindOneAndUpdate(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "status", Value: gpumodel.StatusQueued}},
+		gpuDispatch(slot, secretHash, now, leaseUntil), &job)
+	if err != nil {
+		return gpumodel.Job{}, err
+	}
+	return job, nil
+}
+
+// gpuDispatch is the update that dispatches a queued job to slot: the
+// fence and the secret's hash in one write, so no reader sees a fence
+// without the hash that guards it.
+func gpuDispatch(slot gpumodel.Slot, secretHash string, now, leaseUntil time.Time) bson.D {
+	return bson.D{{Key: "$set", Value: bson.D{
+		{Key: "status", Value: gpumodel.StatusDispatched}, {Key: "slot", Value: slot.ID}, {Key: "worker", Value: slot.Worker},
+		{Key: "epoch", Value: slot.Epoch}, {Key: "secretHash", Value: secretHash}, {Key: "leaseUntil", Value: leaseUntil}, {Key: "dispatchedAt", Value: now},
+	}}}
 }
 
 func (g gpuQueue) Slots(ctx context.Context, ids []string) ([]gpumodel.Slot, error) {
@@ -188,19 +277,16 @@ func (g gpuQueue) ClaimBestJob(ctx context.Context, slot gpumodel.Slot, secretHa
 	var job gpumodel.Job
 	err := g.jobs().FindOneAndUpdate(ctx,
 		bson.D{{Key: "status", Value: gpumodel.StatusQueued}},
-		bson.D{{Key: "$set", Value: bson.D{
-			{Key: "status", Value: gpumodel.StatusDispatched}, {Key: "slot", Value: slot.ID}, {Key: "worker", Value: slot.Worker},
-			{Key: "epoch", Value: slot.Epoch}, {Key: "secretHash", Value: secretHash}, {Key: "leaseUntil", Value: leaseUntil}, {Key: "dispatchedAt", Value: now},
-		}}},
-		&job, options.FindOneAndUpdate().SetSort(bson.D{{Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}))
+		gpuDispatch(slot, secretHash, now, leaseUntil),
+		&job, options.FindOneAndUpdate().SetSort(gpuQueueOrder))
 	if err != nil {
 		return gpumodel.Job{}, err
 	}
 	return job, nil
 }
 
-func (g gpuQueue) LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, secretHash string, leaseUntil time.Time) error {
-	return g.updateSlot(ctx, slotID, epoch, bson.D{{Key: "jobId", Value: jobID}, {Key: "secretHash", Value: secretHash}, {Key: "leaseUntil", Value: leaseUntil}})
+func (g gpuQueue) LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, tenant, secretHash string, leaseUntil time.Time) error {
+	return g.updateSlot(ctx, slotID, epoch, bson.D{{Key: "jobId", Value: jobID}, {Key: "tenant", Value: tenant}, {Key: "secretHash", Value: secretHash}, {Key: "leaseUntil", Value: leaseUntil}})
 }
 
 func (g gpuQueue) ExtendSlot(ctx context.Context, slotID string, epoch int64, jobID string, leaseUntil time.Time) error {
@@ -208,7 +294,7 @@ func (g gpuQueue) ExtendSlot(ctx context.Context, slotID string, epoch int64, jo
 }
 
 func (g gpuQueue) Release(ctx context.Context, slotID string, epoch int64, claimableAt time.Time) error {
-	return g.updateSlot(ctx, slotID, epoch, bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: claimableAt}})
+	return g.updateSlot(ctx, slotID, epoch, bson.D{{Key: "jobId", Value: ""}, {Key: "tenant", Value: ""}, {Key: "leaseUntil", Value: claimableAt}})
 }
 
 func (g gpuQueue) Heartbeat(ctx context.Context, id string, h gpumodel.Hold, now, leaseUntil time.Time) (gpumodel.Job, error) {
