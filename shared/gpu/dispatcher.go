@@ -136,9 +136,9 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	cfg.Metrics = metrics.Or(cfg.Metrics)
 	d := &Dispatcher{
-		cfg:  cfg,
-		q:    cfg.Store.GPU(),
-		ids:  cfg.Pool.slotIDs(),
+		cfg:   cfg,
+		q:     cfg.Store.GPU(),
+		ids:   cfg.Pool.slotIDs(),
 		urls:  map[string]string{},
 		types: map[string]string{},
 	}
@@ -459,7 +459,7 @@ func (d *Dispatcher) best(ctx context.Context, slotID string) (Job, bool, error)
 	var running map[string]int
 	if len(heads) > 1 || len(d.cfg.Quotas) > 0 {
 		// One tenant with no quota needs no count: its head is the job.
-		if running, err = d.running(ctx); err != nil {
+		if running, err = d.running(ctx, slotID); err != nil {
 			return Job{}, false, err
 		}
 	}
@@ -467,17 +467,23 @@ func (d *Dispatcher) best(ctx context.Context, slotID string) (Job, bool, error)
 	return head, ok, nil
 }
 
-// running counts each tenant's slots from the pool's slot documents (one
-// read of len(pool) documents): a slot linked to a job holds it until the
-// job's completion hands the slot on, or the sweep frees it.
-func (d *Dispatcher) running(ctx context.Context) (map[string]int, error) {
+// running counts each tenant's slots, but for slot except (the one being
+// filled), from the pool's slot documents (one read of len(pool)
+// documents). A slot linked to a job counts for the job's tenant until the
+// slot is released or linked to the next job; so does a slot in the middle
+// of a hand-off (re-claimed, not linked yet), for the tenant it last held,
+// because its job only just ended and the slot is about to be filled.
+// Without that, completions arriving together would each see the others'
+// slots as nobody's and give them all to the same tenant.
+func (d *Dispatcher) running(ctx context.Context, except string) (map[string]int, error) {
 	slots, err := d.q.Slots(ctx, d.ids)
 	if err != nil {
 		return nil, fmt.Errorf("read slots: %w", err)
 	}
+	now := d.cfg.Clock.Now()
 	running := map[string]int{}
 	for _, s := range slots {
-		if s.JobID == "" {
+		if s.ID == except || (s.JobID == "" && (s.Tenant == "" || !s.LeaseUntil.After(now))) {
 			continue
 		}
 		t := s.Tenant

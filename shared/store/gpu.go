@@ -97,7 +97,7 @@ type GPU interface {
 
 	// ReclaimSlot re-claims the slot h names for its holder's next job,
 	// in one write: a new epoch, leased until leaseUntil, no job and no
-	// secret hash. Guard: the slot is at h.Epoch, holds jobID or no job
+	// secret hash (the tenant stays, as for ClaimSlot). Guard: the slot is at h.Epoch, holds jobID or no job
 	// (freed under this epoch), and carries h.SecretHash; else an error
 	// wrapping ErrConflict. A lost answer wraps ErrUnknownOutcome; the
 	// slot, if reclaimed, is claimable again once leaseUntil passes.
@@ -127,7 +127,8 @@ type GPU interface {
 	ExtendSlot(ctx context.Context, slotID string, epoch int64, jobID string, leaseUntil time.Time) error
 
 	// Release frees the slot held at epoch, making it claimable at
-	// claimableAt (the zero lease for at once). Guard: the slot is still
+	// claimableAt (the zero lease for at once), and clears its job and
+	// tenant. Guard: the slot is still
 	// at epoch; a newer holder is left alone and the error wraps
 	// ErrConflict. A lost answer wraps ErrUnknownOutcome; the slot's own
 	// lease frees it then.

@@ -44,9 +44,10 @@ func gpuHeldBy(id string, h gpumodel.Hold) bson.D {
 
 // gpuSlotClaim is the update of a slot claim: a new epoch fences out the
 // previous holder, and the previous dispatch's secret goes with its epoch.
+// The tenant stays until the slot is linked or released (store.GPU).
 func gpuSlotClaim(leaseUntil time.Time) bson.D {
 	return bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: leaseUntil}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}},
-		{Key: "$unset", Value: bson.D{{Key: "secretHash", Value: ""}, {Key: "tenant", Value: ""}}}}
+		{Key: "$unset", Value: bson.D{{Key: "secretHash", Value: ""}}}}
 }
 
 // gpuTakeBack takes a job back from its holder, using one attempt: queued
