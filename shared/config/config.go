@@ -45,6 +45,10 @@ const (
 	EnvToken          = "BATON_TOKEN"
 	EnvAllowedTargets = "BATON_ALLOWED_TARGETS"
 	EnvGPUPool        = "BATON_GPU_POOL"
+	// EnvGPUWeights and EnvGPUQuotas are the GPU tenants' weights for
+	// fair share and caps on running slots ("a=3,b=1").
+	EnvGPUWeights = "BATON_GPU_WEIGHTS"
+	EnvGPUQuotas  = "BATON_GPU_QUOTAS"
 	EnvTickLeaseTTL   = "BATON_TICK_LEASE_TTL"
 	EnvClockSkew      = "BATON_CLOCK_SKEW"
 	EnvURL            = "BATON_URL"
@@ -103,7 +107,9 @@ var Vars = []Var{
 	{EnvStorageEmu, nil, "", "host:port of a GCS emulator (set by `baton local`); unset in the cloud."},
 	{EnvToken, append(functions, SvcWorker, CLI), "", "Bearer token required by the API when set (local use). In the cloud, IAM invoker checks authenticate callers."},
 	{EnvAllowedTargets, []string{FnTick, FnSchedules, FnRun}, "", "Comma-separated host allowlist for `http` targets (`host`, `host:port`, `*.example.com`). Empty refuses every http target."},
-	{EnvGPUPool, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU worker pool: comma-separated `URL=slots` entries."},
+	{EnvGPUPool, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU worker pool: comma-separated `URL=slots` entries, each optionally typed `URL=slots@nvidia-l4` (a job's `gpuType` must match one)."},
+	{EnvGPUWeights, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU tenants' weights for fair share of the slots, `tenant=N,...` (`a=3,b=1`); a tenant not named weighs 1."},
+	{EnvGPUQuotas, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU tenants' caps on concurrently running slots, `tenant=N,...` (`batch=2`); a tenant not named has no cap."},
 	{EnvTickLeaseTTL, []string{FnTick}, "30s", "TTL of the tick lease."},
 	{EnvClockSkew, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "2s", "Clock-skew allowance added to every lease expiry."},
 	{EnvURL, []string{CLI}, "http://127.0.0.1:8080", "Base URL of the functions for the CLI (`/Schedules`, `/GPU` are appended)."},
