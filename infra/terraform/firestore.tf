@@ -62,6 +62,8 @@ locals {
     { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "priority", order = "DESCENDING" }, { path = "createdAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # gpu: the per-tenant head of the queue, per GPU type (a skip scan).
     { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "gpuType", order = "ASCENDING" }, { path = "tenant", order = "ASCENDING" }, { path = "priority", order = "DESCENDING" }, { path = "createdAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
+    # gpu: the last tenant with a queued job of a type, where that scan stops.
+    { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "gpuType", order = "ASCENDING" }, { path = "tenant", order = "DESCENDING" }] },
     # gpu: expired job leases.
     { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "leaseUntil", order = "ASCENDING" }] },
     # gpu: job listing, newest first, with and without a status filter.

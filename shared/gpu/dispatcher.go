@@ -94,10 +94,11 @@ type Dispatcher struct {
 	types map[string]string
 
 	// fillMu makes choosing a job and linking it to its slot one step per
-	// process, so this process's concurrent fills (hand-offs from
-	// completions answered in parallel) count each other's running slots
-	// and cannot together overrun a tenant's quota. Dispatchers in other
-	// processes can still race: docs/gpu.md has the bound.
+	// process when quotas are configured, so this process's concurrent
+	// fills (hand-offs from completions answered in parallel) count each
+	// other's running slots and cannot together overrun a tenant's quota.
+	// Dispatchers in other processes can still race: docs/gpu.md has the
+	// bound.
 	fillMu sync.Mutex
 
 	initMu sync.Mutex
@@ -349,8 +350,14 @@ func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot,
 // dispatch's secret, which exists nowhere else: the job and the slot keep
 // only its hash, and send puts it in POST /run.
 func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error) {
-	d.fillMu.Lock()
-	defer d.fillMu.Unlock()
+	if len(d.cfg.Quotas) > 0 {
+		// Only quotas need it: without them a concurrent fill that counts
+		// a slot for its previous tenant (see running) is fair enough,
+		// and serialising fills would cap how many slots one process can
+		// fill per second.
+		d.fillMu.Lock()
+		defer d.fillMu.Unlock()
+	}
 	now := d.cfg.Clock.Now().UTC()
 	lease := now.Add(d.cfg.LeaseTTL)
 	secret, hash := newSecret()

@@ -50,6 +50,37 @@ func (l *startLog) snapshot() (started []string, maxRunning map[string]int) {
 	return append([]string(nil), l.started...), m
 }
 
+// sampleView polls the pool view every 10 ms until stop is closed, and
+// then sends the most slots it ever saw linked to a job, per tenant and in
+// all ("" key). It is the dispatcher's own account of who holds the slots:
+// a worker's command may be short beside the hand-off around it, so the
+// workers' start and finish events alone understate how full the pool is.
+func sampleView(b *bundle, stop <-chan struct{}) <-chan map[string]int {
+	out := make(chan map[string]int, 1)
+	go func() {
+		most := map[string]int{}
+		defer func() { out <- most }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			v, err := b.d.View(b.ctx)
+			if err != nil {
+				continue
+			}
+			total := 0
+			for _, tv := range v.Tenants {
+				most[tv.Tenant] = max(most[tv.Tenant], tv.Running)
+				total += tv.Running
+			}
+			most[""] = max(most[""], total)
+		}
+	}()
+	return out
+}
+
 // queueOnly returns a dispatcher on b's database with no pool, so its
 // Enqueue queues without dispatching: the test fills the queue first and
 // then lets b's dispatcher choose.
@@ -63,7 +94,7 @@ func queueOnly(t *testing.T, b *bundle) *gpu.Dispatcher {
 }
 
 // TestFairShareWeights: tenants a and b, weights 3:1, both with a long
-// queue, share 4 one-slot workers. Among the first 40 jobs started the
+// queue (40 and 20 jobs), share 4 one-slot workers. Among the first 40 jobs started the
 // split is 30:10 ± 4 (the rule: the next slot goes to the tenant furthest
 // below its weighted share of the running slots), and the pool stays
 // full: 4 jobs ran at once. Before that, b alone is queued and gets all 4
@@ -96,17 +127,24 @@ func TestFairShareWeights(t *testing.T) {
 		return false
 	})
 
-	// Both queued: 60 jobs each of the same length, interleaved in age
-	// so that age alone would split them evenly.
-	const each = 60
+	// Both queued: jobs of the same length, interleaved in age so that
+	// age alone would split them evenly, and more of each than the first
+	// 40 starts take (30 and 10). Half a second each, so the pool is
+	// full even on a loaded machine, where a hand-off can take 100 ms.
+	const each = 40
 	for i := range each {
 		for _, ten := range []string{"a", "b"} {
-			req := gpu.EnqueueRequest{ID: fmt.Sprintf("%s-%02d", ten, i), Tenant: ten, Payload: "sleep 0.1"}
+			if ten == "b" && i >= each/2 {
+				continue
+			}
+			req := gpu.EnqueueRequest{ID: fmt.Sprintf("%s-%02d", ten, i), Tenant: ten, Payload: "sleep 0.5"}
 			if _, _, err := q.Enqueue(b.ctx, req); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
+	stop := make(chan struct{})
+	views := sampleView(b, stop)
 	b.release("lend")
 	b.waitFor("40 queued jobs to start", func() bool {
 		started, _ := log.snapshot()
@@ -118,6 +156,8 @@ func TestFairShareWeights(t *testing.T) {
 		}
 		return n >= 40
 	})
+	close(stop)
+	held := <-views
 	started, maxRunning := log.snapshot()
 	split := map[string]int{}
 	n := 0
@@ -128,17 +168,18 @@ func TestFairShareWeights(t *testing.T) {
 		split[tenantOf(id)]++
 		n++
 	}
-	t.Logf("first 40 starts: a=%d b=%d; most running at once: %v", split["a"], split["b"], maxRunning)
+	t.Logf("first 40 starts: a=%d b=%d; most commands running at once: %v; most slots held (pool view): %v", split["a"], split["b"], maxRunning, held)
 	if split["a"] < 26 || split["a"] > 34 || split["a"]+split["b"] != 40 {
 		t.Errorf("first 40 starts split a=%d b=%d; want 30:10 ± 4 for weights 3:1", split["a"], split["b"])
 	}
-	if maxRunning["a"]+maxRunning["b"] < 4 || maxRunning["a"] < 3 {
-		t.Errorf("most running at once %v; want the pool full (a reaching its 3 slots)", maxRunning)
+	if held[""] < 4 || held["a"] < 3 || held["b"] < 1 {
+		t.Errorf("the pool view held at most %v; want the pool full (4), a reaching its 3 slots and b its 1", held)
 	}
 	// Let the rest drain, so the workers' commands end before cleanup.
 	for i := range each {
-		for _, ten := range []string{"a", "b"} {
-			b.waitStatus(fmt.Sprintf("%s-%02d", ten, i), gpu.StatusSucceeded)
+		b.waitStatus(fmt.Sprintf("a-%02d", i), gpu.StatusSucceeded)
+		if i < each/2 {
+			b.waitStatus(fmt.Sprintf("b-%02d", i), gpu.StatusSucceeded)
 		}
 	}
 }
@@ -163,28 +204,7 @@ func TestQuotaNeverExceeded(t *testing.T) {
 		}
 	}
 	stop := make(chan struct{})
-	views := make(chan int, 1)
-	go func() {
-		// The most slots the dispatcher's view ever counted for c.
-		most := 0
-		defer func() { views <- most }()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(10 * time.Millisecond):
-			}
-			v, err := b.d.View(b.ctx)
-			if err != nil {
-				continue
-			}
-			for _, tv := range v.Tenants {
-				if tv.Tenant == "c" {
-					most = max(most, tv.Running)
-				}
-			}
-		}
-	}()
+	views := sampleView(b, stop)
 	if _, err := b.d.Dispatch(b.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +228,7 @@ func TestQuotaNeverExceeded(t *testing.T) {
 	// job is dispatched before the previous one's finishedAt, on the slot
 	// it freed. The dispatcher's own count must never pass the quota
 	// either: sampled while the queue drained (see sampleView).
-	if v := <-views; v > 1 {
+	if v := (<-views)["c"]; v > 1 {
 		t.Errorf("the pool view showed tenant c on %d slots at once; its quota is 1", v)
 	}
 	_ = cJobs
@@ -281,4 +301,56 @@ func TestGPUTypes(t *testing.T) {
 	if err != nil || len(jobs) != 3 {
 		t.Errorf("after the refused enqueues there are %d jobs (%v); want the 3 accepted", len(jobs), err)
 	}
+}
+
+// TestQuotaLiftedTakesFreeSlot: a job held back by its tenant's quota runs
+// on a free slot as soon as the tenant's running job ends, even when that
+// job's own slot goes to another tenant. Two slots; c (quota 1) has c1
+// running and c2 queued, so the other slot is left free; e1, older than
+// c2, is queued without being dispatched. c1's completion hands its slot
+// to e1 (the older head, both tenants at 0), and c2 must then take the
+// free slot while e1 still runs, not wait for e1 or the next sweep.
+func TestQuotaLiftedTakesFreeSlot(t *testing.T) {
+	b := setup(t, setupOpts{workers: 2, lease: 30 * time.Second, quotas: map[string]int{"c": 1}})
+	q := queueOnly(t, b)
+	for _, id := range []string{"c-1", "c-2"} {
+		payload := "true"
+		if id == "c-1" {
+			payload = b.gate("c1")
+		}
+		if _, _, err := q.Enqueue(b.ctx, gpu.EnqueueRequest{ID: id, Tenant: "c", Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.d.Dispatch(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	c1 := b.waitStatus("c-1", gpu.StatusRunning)
+	if got := b.job("c-2"); got.Status != gpu.StatusQueued {
+		t.Fatalf("c-2 is %s with c-1 running; want queued (quota 1)", got.Status)
+	}
+	// e1, an hour older than c-2, queued without a dispatch.
+	past := &clock{}
+	past.Advance(-time.Hour)
+	old, err := gpu.New(gpu.Config{Store: b.st, Clock: past, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := old.Enqueue(b.ctx, gpu.EnqueueRequest{ID: "e-1", Tenant: "e", Payload: b.gate("e1")}); err != nil {
+		t.Fatal(err)
+	}
+	b.release("c1")
+	e1 := b.waitStatus("e-1", gpu.StatusRunning)
+	if e1.Worker != c1.Worker {
+		t.Logf("e-1 went to %s, not c-1's slot %s", e1.Worker, c1.Worker)
+	}
+	c2 := b.waitStatus("c-2", gpu.StatusSucceeded)
+	if got := b.job("e-1"); got.Status != gpu.StatusRunning {
+		t.Errorf("e-1 is %s; c-2 should have run beside it", got.Status)
+	}
+	if c2.Worker == e1.Worker {
+		t.Errorf("c-2 ran on e-1's worker %s; want the free one", c2.Worker)
+	}
+	b.release("e1")
+	b.waitStatus("e-1", gpu.StatusSucceeded)
 }

@@ -54,8 +54,9 @@ type GPU interface {
 	// jobs whose gpuType is one of gpuTypes: per tenant, its best job
 	// (highest priority, then oldest createdAt, then smallest id), at
 	// most one job per tenant, without its payload. It reads one indexed
-	// job per tenant and type, plus one empty probe per type (a skip scan
-	// over the tenants), never the queue behind the heads; maxTenants
+	// job per tenant and type, plus the last tenant's name per type (a
+	// skip scan over the tenants that knows where to stop), never the
+	// queue behind the heads; maxTenants
 	// bounds the tenants read per type. A job stored without a tenant
 	// reports Tenant "" (gpumodel.Job.TenantOf).
 	QueueHeads(ctx context.Context, gpuTypes []string, maxTenants int) ([]gpumodel.Job, error)

@@ -148,32 +148,14 @@ func (g gpuQueue) CountQueuedTenant(ctx context.Context, tenant string, limit in
 var gpuQueueOrder = bson.D{{Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}
 
 func (g gpuQueue) QueueHeads(ctx context.Context, gpuTypes []string, maxTenants int) ([]gpumodel.Job, error) {
-	// A skip scan over the queue_tenant index (status, gpuType, tenant,
-	// priority desc, createdAt, _id): each probe asks for the first job
-	// of the next tenant after the last one seen, which in that order is
-	// that tenant's head. So one probe reads one index entry and one job
-	// per tenant, and the last probe finds nothing; the jobs queued
-	// behind each head are never read.
-	sort := append(bson.D{{Key: "tenant", Value: 1}}, gpuQueueOrder...)
 	best := map[string]gpumodel.Job{}
 	var order []string
 	for _, typ := range gpuTypes {
-		var after *string
-		for n := 0; n < maxTenants; n++ {
-			filter := bson.D{{Key: "status", Value: gpumodel.StatusQueued}, {Key: "gpuType", Value: typ}}
-			if after != nil {
-				filter = append(filter, bson.E{Key: "tenant", Value: bson.D{{Key: "$gt", Value: *after}}})
-			}
-			var job gpumodel.Job
-			err := g.jobs().FindOne(ctx, filter, &job, options.FindOne().SetSort(sort).SetProjection(bson.D{{Key: "payload", Value: 0}}))
-			if errors.Is(err, store.ErrNotFound) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("queue heads of type %q: %w", typ, err)
-			}
-			t := job.Tenant
-			after = &t
+		heads, err := g.typeHeads(ctx, typ, maxTenants)
+		if err != nil {
+			return nil, fmt.Errorf("queue heads of type %q: %w", typ, err)
+		}
+		for _, job := range heads {
 			key := job.TenantOf()
 			cur, seen := best[key]
 			if !seen {
@@ -187,6 +169,62 @@ func (g gpuQueue) QueueHeads(ctx context.Context, gpuTypes []string, maxTenants 
 	heads := make([]gpumodel.Job, 0, len(order))
 	for _, t := range order {
 		heads = append(heads, best[t])
+	}
+	return heads, nil
+}
+
+// typeHeads is QueueHeads for one type: a skip scan over the queue_tenant
+// index (status, gpuType, tenant, priority desc, createdAt, _id). Each
+// probe asks for the first job of the next tenant after the last one seen,
+// which in that order is that tenant's head, so it reads one job per
+// tenant and never the jobs behind a head. Beside the first probe, and at
+// the same time, one more reads the last tenant's name (queue_tenant_last),
+// so the scan knows where to stop: with one tenant queued, the common
+// case, the heads cost one round trip, and no probe comes back empty.
+func (g gpuQueue) typeHeads(ctx context.Context, typ string, maxTenants int) ([]gpumodel.Job, error) {
+	base := bson.D{{Key: "status", Value: gpumodel.StatusQueued}, {Key: "gpuType", Value: typ}}
+	sort := append(bson.D{{Key: "tenant", Value: 1}}, gpuQueueOrder...)
+	var (
+		last    gpumodel.Job
+		lastErr error
+		done    = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		lastErr = g.jobs().FindOne(ctx, base, &last, options.FindOne().
+			SetSort(bson.D{{Key: "tenant", Value: -1}}).SetProjection(bson.D{{Key: "tenant", Value: 1}}))
+	}()
+	var heads []gpumodel.Job
+	var after *string
+	var err error
+	for len(heads) < maxTenants {
+		filter := base
+		if after != nil {
+			filter = append(append(bson.D{}, base...), bson.E{Key: "tenant", Value: bson.D{{Key: "$gt", Value: *after}}})
+		}
+		var job gpumodel.Job
+		err = g.jobs().FindOne(ctx, filter, &job, options.FindOne().SetSort(sort).SetProjection(bson.D{{Key: "payload", Value: 0}}))
+		if err != nil {
+			break
+		}
+		heads = append(heads, job)
+		if len(heads) == 1 {
+			<-done
+			if lastErr != nil && !errors.Is(lastErr, store.ErrNotFound) {
+				return nil, lastErr
+			}
+		}
+		if lastErr == nil && job.Tenant >= last.Tenant {
+			return heads, nil // that was the last tenant
+		}
+		t := job.Tenant
+		after = &t
+	}
+	if len(heads) == 0 {
+		<-done
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
 	}
 	return heads, nil
 }

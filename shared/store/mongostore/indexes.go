@@ -74,6 +74,8 @@ var GPUIndexes = []Index{
 	{Collection: GPUJobsCollection, Name: "queue", Keys: bson.D{{Key: "status", Value: 1}, {Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}},
 	// The per-tenant head-of-queue skip scan (QueueHeads).
 	{Collection: GPUJobsCollection, Name: "queue_tenant", Keys: bson.D{{Key: "status", Value: 1}, {Key: "gpuType", Value: 1}, {Key: "tenant", Value: 1}, {Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}},
+	// The last tenant with a queued job of a type, where that scan stops.
+	{Collection: GPUJobsCollection, Name: "queue_tenant_last", Keys: bson.D{{Key: "status", Value: 1}, {Key: "gpuType", Value: 1}, {Key: "tenant", Value: -1}}},
 	{Collection: GPUJobsCollection, Name: "leases", Keys: bson.D{{Key: "status", Value: 1}, {Key: "leaseUntil", Value: 1}}},
 	{Collection: GPUJobsCollection, Name: "list", Keys: bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: GPUJobsCollection, Name: "list_status", Keys: bson.D{{Key: "status", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
