@@ -419,8 +419,9 @@ const maxTenantsPerDispatch = 200
 const maxHeadRaces = 3
 
 // claimFair claims for slot the job weighted fair share picks (pickHead)
-// among the heads of the tenants' queues that the slot's type can run,
-// conditionally on the job being still queued. With nothing to run it
+// among the heads of the tenants' queues that the slot's type can run:
+// the chosen tenant's best job that is still queued, in one conditional
+// write. With nothing to run it
 // returns an error wrapping store.ErrConflict, as ClaimBestJob would.
 //
 // Its reads: the heads (one indexed job per tenant with queued work, per
@@ -435,11 +436,15 @@ func (d *Dispatcher) claimFair(ctx context.Context, slot Slot, hash string, now,
 		if !ok {
 			return Job{}, fmt.Errorf("no queued job fits slot %s: %w", slot.ID, store.ErrConflict)
 		}
-		job, err := d.q.ClaimJob(ctx, head.ID, slot, hash, now, lease)
+		// The tenant's best job now, not the head by id: dispatchers
+		// racing on one tenant then each take the next of its jobs
+		// instead of all but one losing the head.
+		job, err := d.q.ClaimTenantJob(ctx, head.Tenant, d.slotTypes(slot.ID), slot, hash, now, lease)
 		if !errors.Is(err, store.ErrConflict) {
 			return job, err
 		}
-		// Another dispatcher took it, or it was cancelled: choose again.
+		// Another dispatcher took its last fitting job, or it was
+		// cancelled: choose again.
 	}
 	return Job{}, fmt.Errorf("slot %s: the chosen job was taken %d times: %w", slot.ID, maxHeadRaces, store.ErrConflict)
 }

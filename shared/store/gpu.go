@@ -69,6 +69,16 @@ type GPU interface {
 	// so is requeued by the sweep once its lease runs out.
 	ClaimJob(ctx context.Context, id string, slot gpumodel.Slot, secretHash string, now, leaseUntil time.Time) (gpumodel.Job, error)
 
+	// ClaimTenantJob dispatches tenant's best queued job (highest
+	// priority, then oldest, then smallest id) among those whose gpuType
+	// is one of gpuTypes, as ClaimBestJob does, in one write. A dispatcher
+	// that chose the tenant by fair share (QueueHeads) claims so rather
+	// than by the head's id, so that racing dispatchers each take the next
+	// job instead of all fighting for one. tenant is as stored ("" for a
+	// job stored without one). Guard: such a job is queued; else an error
+	// wrapping ErrConflict. Errors as ClaimBestJob's.
+	ClaimTenantJob(ctx context.Context, tenant string, gpuTypes []string, slot gpumodel.Slot, secretHash string, now, leaseUntil time.Time) (gpumodel.Job, error)
+
 	// CountQueuedTenant counts tenant's queued jobs, up to limit (as
 	// CountQueued).
 	CountQueuedTenant(ctx context.Context, tenant string, limit int64) (int64, error)

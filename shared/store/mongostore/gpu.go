@@ -252,6 +252,24 @@ func (g gpuQueue) ClaimJob(ctx context.Context, id string, slot gpumodel.Slot, s
 	return job, nil
 }
 
+func (g gpuQueue) ClaimTenantJob(ctx context.Context, tenant string, gpuTypes []string, slot gpumodel.Slot, secretHash string, now, leaseUntil time.Time) (gpumodel.Job, error) {
+	types := make(bson.A, len(gpuTypes))
+	for i, t := range gpuTypes {
+		types[i] = t
+	}
+	// The queue_tenant index: equality on status and tenant, gpuType in a
+	// short list, then the queue order.
+	var job gpumodel.Job
+	err := g.jobs().FindOneAndUpdate(ctx,
+		bson.D{{Key: "status", Value: gpumodel.StatusQueued}, {Key: "gpuType", Value: bson.D{{Key: "$in", Value: types}}}, {Key: "tenant", Value: tenant}},
+		gpuDispatch(slot, secretHash, now, leaseUntil),
+		&job, options.FindOneAndUpdate().SetSort(gpuQueueOrder))
+	if err != nil {
+		return gpumodel.Job{}, err
+	}
+	return job, nil
+}
+
 // gpuDispatch is the update that dispatches a queued job to slot: the
 // fence and the secret's hash in one write, so no reader sees a fence
 // without the hash that guards it.

@@ -107,6 +107,29 @@ func (s *suite) gpuClaimJob(t *testing.T) {
 		_, err = q.ClaimJob(ctx, "nope", slot, "h", gpuT0, gpuT0.Add(gpuLease))
 		onlyConflict(t, "claim of a job that does not exist", err)
 	})
+	t.Run("Tenant", func(t *testing.T) {
+		_, q := s.gpuRig(t)
+		ctx := t.Context()
+		for _, j := range []gpumodel.Job{
+			tenantJob("a-low", "a", "", 0, gpuT0),
+			tenantJob("a-high", "a", "", 5, gpuT0.Add(time.Hour)),
+			tenantJob("a-h100", "a", "nvidia-h100", 9, gpuT0),
+			tenantJob("b-top", "b", "", 9, gpuT0),
+		} {
+			enqueue(t, q, j)
+		}
+		for _, want := range []string{"a-high", "a-low"} {
+			job, err := q.ClaimTenantJob(ctx, "a", []string{"", "nvidia-l4"}, gpumodel.Slot{ID: "s0", Worker: "w", Epoch: 1}, "h", gpuT0, gpuT0.Add(gpuLease))
+			if err != nil || job.ID != want || job.Status != gpumodel.StatusDispatched {
+				t.Errorf("claim for a = %s %s, %v; want %s dispatched (a's best of the types asked)", job.ID, job.Status, err, want)
+			}
+		}
+		_, err := q.ClaimTenantJob(ctx, "a", []string{"", "nvidia-l4"}, gpumodel.Slot{ID: "s0", Worker: "w", Epoch: 1}, "h", gpuT0, gpuT0.Add(gpuLease))
+		onlyConflict(t, "claim for a with only another type left", err)
+		if got := getJob(t, q, "b-top"); got.Status != gpumodel.StatusQueued {
+			t.Errorf("b's job is %s; a's claims must not touch it", got.Status)
+		}
+	})
 	t.Run("Race", func(t *testing.T) {
 		_, q := s.gpuRig(t)
 		ctx := t.Context()
