@@ -53,6 +53,9 @@ type Deps struct {
 	AllowedTargets []string
 	// GPUPool is the raw pool configuration, `URL=slots,...` (BATON_GPU_POOL).
 	GPUPool string
+	// GPUWeights and GPUQuotas are the tenants' weights and slot caps,
+	// `tenant=N,...` (BATON_GPU_WEIGHTS, BATON_GPU_QUOTAS).
+	GPUWeights, GPUQuotas string
 	// TickLeaseTTL is the TTL of the tick lease (BATON_TICK_LEASE_TTL).
 	TickLeaseTTL time.Duration
 	// ClockSkew is added to every lease expiry (BATON_CLOCK_SKEW).
@@ -183,6 +186,8 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 
 		AllowedTargets: config.List(config.EnvAllowedTargets),
 		GPUPool:        config.Get(config.EnvGPUPool),
+		GPUWeights:     config.Get(config.EnvGPUWeights),
+		GPUQuotas:      config.Get(config.EnvGPUQuotas),
 	}
 	// A typo in the allowlist would silently refuse that target forever;
 	// refuse to start instead, naming the entry.

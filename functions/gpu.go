@@ -73,12 +73,20 @@ func NewGPUDispatcher(d *Deps) (*gpu.Dispatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", config.EnvGPUPool, err)
 	}
+	weights, err := gpu.ParseShares(config.EnvGPUWeights, d.GPUWeights, gpu.MaxWeight)
+	if err != nil {
+		return nil, err
+	}
+	quotas, err := gpu.ParseShares(config.EnvGPUQuotas, d.GPUQuotas, gpu.MaxSlotsPerWorker)
+	if err != nil {
+		return nil, err
+	}
 	auth := gpu.IDTokenAuthorizer(context.Background())
 	if d.Token != "" {
 		auth = gpu.BearerAuthorizer(d.Token)
 	}
 	cfg := gpu.Config{Store: d.Store, Pool: pool, HTTPClient: d.HTTPClient, Authorize: auth,
-		Clock: d.Clock, ClockSkew: d.ClockSkew, Logger: d.Logger, Metrics: d.Metrics}
+		Clock: d.Clock, ClockSkew: d.ClockSkew, Logger: d.Logger, Metrics: d.Metrics, Weights: weights, Quotas: quotas}
 	if d.Storage != nil && d.Bucket != "" {
 		cfg.Outputs = bucketOutputs{d.Storage.Bucket(d.Bucket)}
 	}

@@ -1467,7 +1467,8 @@ func TestTerraformRules(t *testing.T) {
 func TestTerraformRulesFail(t *testing.T) {
 	checkMutations(t, []tfMutation{
 		{"env missing", "env", "main.tf",
-			"        BATON_GPU_POOL              = local.gpu_pool\n        BATON_TICK_LEASE_TTL", "        BATON_TICK_LEASE_TTL",
+			"        BATON_GPU_POOL              = local.gpu_pool\n        BATON_GPU_WEIGHTS           = local.gpu_weights\n        BATON_GPU_QUOTAS            = local.gpu_quotas\n        BATON_TICK_LEASE_TTL",
+			"        BATON_GPU_WEIGHTS           = local.gpu_weights\n        BATON_GPU_QUOTAS            = local.gpu_quotas\n        BATON_TICK_LEASE_TTL",
 			"Tick: BATON_GPU_POOL is read by Tick (config.Vars) but not set"},
 		{"env default-only var still required", "env", "main.tf",
 			"    BATON_WORKER_COMMAND = jsonencode(var.worker_command)\n", "",

@@ -92,7 +92,9 @@ func gpuEnqueueCmd(client clientFunc) *cobra.Command {
 	f.StringVar(&req.ID, "id", "", "idempotency key: enqueueing the same id again returns the first job")
 	f.StringVar(&req.Payload, "payload", "", "the job's input, given to the worker's command on stdin")
 	f.StringVar(&payloadFile, "payload-file", "", "read the payload from a file (- for stdin)")
-	f.IntVar(&req.Priority, "priority", 0, "0 to 1000; higher runs first")
+	f.IntVar(&req.Priority, "priority", 0, "0 to 1000; higher runs first (within the job's tenant)")
+	f.StringVar(&req.Tenant, "tenant", "", "whose job it is, for fair share and quotas (default \"default\")")
+	f.StringVar(&req.GPUType, "gpu-type", "", "run only on a slot of this GPU type (a BATON_GPU_POOL entry's @type); default any slot")
 	f.IntVar(&req.MaxAttempts, "max-attempts", 0, "lease expiries before the job is dead (default 3)")
 	f.DurationVar(&timeout, "timeout", 0, "kill the command after this long (default 1h)")
 	cmd.MarkFlagsMutuallyExclusive("payload", "payload-file")
@@ -150,6 +152,7 @@ func gpuCancelCmd(client clientFunc) *cobra.Command {
 func gpuListCmd(client clientFunc) *cobra.Command {
 	var (
 		status, token string
+		tenant        string
 		pageSize      int
 		all           bool
 		output        *outputFormat
@@ -170,6 +173,9 @@ func gpuListCmd(client clientFunc) *cobra.Command {
 			q := url.Values{}
 			if status != "" {
 				q.Set("status", status)
+			}
+			if tenant != "" {
+				q.Set("tenant", tenant)
 			}
 			if watch.on {
 				return runWatch(cmd.Context(), cmd, watch, output, watchSpec[gpu.Job]{
@@ -216,6 +222,7 @@ func gpuListCmd(client clientFunc) *cobra.Command {
 		statuses = append(statuses, string(s))
 	}
 	f.StringVar(&status, "status", "", "only jobs in this status: "+strings.Join(statuses, ", "))
+	f.StringVar(&tenant, "tenant", "", "only this tenant's jobs")
 	f.StringVar(&token, "page-token", "", "continue from a previous page")
 	f.IntVar(&pageSize, "page-size", 0, fmt.Sprintf("jobs per page, 1 to %d (default 50)", catalog.MaxPageSize))
 	f.BoolVar(&all, "all", false, "follow every page")
@@ -227,14 +234,14 @@ func gpuListCmd(client clientFunc) *cobra.Command {
 
 // gpuListHeader and gpuListRow are the table of gpu list (and of its
 // --watch).
-const gpuListHeader = "ID\tSTATUS\tPRIO\tATTEMPTS\tEXIT\tCREATED\tWORKER"
+const gpuListHeader = "ID\tSTATUS\tTENANT\tPRIO\tATTEMPTS\tEXIT\tCREATED\tWORKER"
 
 func gpuListRow(j gpu.Job) string {
 	exit := "-"
 	if j.ExitCode != nil {
 		exit = fmt.Sprint(*j.ExitCode)
 	}
-	return fmt.Sprintf("%s\t%s\t%d\t%d/%d\t%s\t%s\t%s", j.ID, j.Status, j.Priority, j.Attempts, j.MaxAttempts, exit, j.CreatedAt.Format(time.RFC3339), j.Worker)
+	return fmt.Sprintf("%s\t%s\t%s\t%d\t%d/%d\t%s\t%s\t%s", j.ID, j.Status, j.TenantOf(), j.Priority, j.Attempts, j.MaxAttempts, exit, j.CreatedAt.Format(time.RFC3339), j.Worker)
 }
 
 func gpuPoolCmd(client clientFunc) *cobra.Command {
@@ -244,7 +251,7 @@ func gpuPoolCmd(client clientFunc) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "pool",
-		Short: "Show each GPU slot: worker, state, job, fence epoch and lease time left",
+		Short: "Show each GPU slot (type, state, job, tenant, fence epoch, lease left), each tenant (queued, running, weight, quota, share) and the heads of the queues in dispatch order",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := client()
@@ -273,21 +280,14 @@ func gpuPoolCmd(client clientFunc) *cobra.Command {
 			if !out.table() {
 				return out.print(cmd.OutOrStdout(), raw, nil)
 			}
-			var pool struct {
-				Slots []gpu.SlotView `json:"slots"`
-			}
+			var pool gpu.PoolView
 			if err := json.Unmarshal(raw, &pool); err != nil {
 				return fmt.Errorf("gpu pool: decode: %w", err)
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, gpuPoolHeader)
-			for _, s := range pool.Slots {
-				fmt.Fprintln(tw, gpuPoolRow(s))
-			}
-			return tw.Flush()
+			return printPool(cmd.OutOrStdout(), pool)
 		},
 	}
-	out = addOutput(cmd, "the API's {\"slots\":[…]}")
+	out = addOutput(cmd, "the API's {\"slots\":[…],\"tenants\":[…],\"next\":[…]}")
 	watch = addWatch(cmd, "Each poll reads GET /gpu/pool once: one row per configured slot.")
 	flagUsage(cmd)
 	return cmd
@@ -295,10 +295,40 @@ func gpuPoolCmd(client clientFunc) *cobra.Command {
 
 // gpuPoolHeader and gpuPoolRow are the table of gpu pool (and of its
 // --watch).
-const gpuPoolHeader = "SLOT\tSTATE\tJOB\tEPOCH\tLEASE LEFT"
+const gpuPoolHeader = "SLOT\tTYPE\tSTATE\tJOB\tTENANT\tEPOCH\tLEASE LEFT"
 
 func gpuPoolRow(s gpu.SlotView) string {
-	return fmt.Sprintf("%s\t%s\t%s\t%d\t%.1fs", s.ID, s.State, orDashStr(s.JobID), s.Epoch, s.LeaseLeft)
+	tenant := ""
+	if s.JobID != "" {
+		tenant = s.Tenant
+	}
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d\t%.1fs", s.ID, orDashStr(s.GPUType), s.State, orDashStr(s.JobID), orDashStr(tenant), s.Epoch, s.LeaseLeft)
+}
+
+// printPool prints gpu pool's three tables: the slots, the tenants, and
+// the heads of the tenants' queues in the order fair share would dispatch
+// them.
+func printPool(w io.Writer, pool gpu.PoolView) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, gpuPoolHeader)
+	for _, s := range pool.Slots {
+		fmt.Fprintln(tw, gpuPoolRow(s))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "TENANT\tQUEUED\tRUNNING\tWEIGHT\tQUOTA\tSHARE")
+	for _, t := range pool.Tenants {
+		quota := "-"
+		if t.Quota > 0 {
+			quota = fmt.Sprint(t.Quota)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%.1f\n", t.Tenant, t.Queued, t.Running, t.Weight, quota, t.Share)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "NEXT\tJOB\tTENANT\tPRIO\tTYPE")
+	for _, n := range pool.Next {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\n", n.Position, n.JobID, n.Tenant, n.Priority, orDashStr(n.GPUType))
+	}
+	return tw.Flush()
 }
 
 // printJob prints one job: as the API has it for -o json or yaml, else as

@@ -99,3 +99,66 @@ func TestGPUCLI(t *testing.T) {
 		t.Errorf("get without an id: exit %d, want 2", exitCode(err))
 	}
 }
+
+// TestGPUCLITenants: jobs enqueued with --tenant and --gpu-type show in
+// gpu pool's tenants table (weight, quota) and queue heads, with the slot's
+// type; gpu list --tenant lists that tenant's alone; a bad tenant or a type
+// no pool entry has exits 1 naming the field.
+func TestGPUCLITenants(t *testing.T) {
+	pool, err := gpu.ParsePool("http://127.0.0.1:1=1@nvidia-l4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := gpu.New(gpu.Config{Store: emutest.Store(t), Pool: pool, Weights: map[string]int{"research": 3}, Quotas: map[string]int{"batch": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(httpapi.RequireToken(cliToken, gpu.NewHandler(d)))
+	t.Cleanup(srv.Close)
+	client := func() (*apiClient, error) { return &apiClient{base: srv.URL, token: cliToken, http: srv.Client()}, nil }
+
+	for _, args := range [][]string{
+		{"enqueue", "--id", "r1", "--payload", "x", "--tenant", "research"},
+		{"enqueue", "--id", "b1", "--payload", "x", "--tenant", "batch", "--gpu-type", "nvidia-l4"},
+		{"enqueue", "--id", "b2", "--payload", "x", "--tenant", "batch"},
+	} {
+		if out, err := runGPU(t, client, args...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	out, err := runGPU(t, client, "list", "--tenant", "batch")
+	if err != nil || !strings.Contains(out, "b1") || !strings.Contains(out, "b2") || strings.Contains(out, "r1") || !lineHasFields(out, "b1", "batch") {
+		t.Errorf("list --tenant batch: %v\n%s", err, out)
+	}
+	if _, err := runGPU(t, client, "list", "--tenant", "no spaces"); exitCode(err) != 1 || !strings.Contains(err.Error(), "tenant") {
+		t.Errorf("list --tenant 'no spaces': exit %d, %v; want 1 naming tenant", exitCode(err), err)
+	}
+	if _, err := runGPU(t, client, "enqueue", "--payload", "x", "--gpu-type", "nvidia-h100"); exitCode(err) != 1 || !strings.Contains(err.Error(), "gpuType") {
+		t.Errorf("enqueue --gpu-type nvidia-h100: exit %d, %v; want 1 naming gpuType", exitCode(err), err)
+	}
+	out, err = runGPU(t, client, "pool")
+	if err != nil {
+		t.Fatalf("pool: %v\n%s", err, out)
+	}
+	for _, fields := range [][]string{
+		{"SLOT", "TYPE", "STATE", "JOB", "TENANT"},
+		{"http://127.0.0.1:1#0", "nvidia-l4"},
+		{"TENANT", "QUEUED", "RUNNING", "WEIGHT", "QUOTA", "SHARE"},
+		{"batch", "2", "0", "1", "1"},
+		{"research", "1", "0", "3", "-"},
+		{"NEXT", "JOB", "TENANT", "PRIO", "TYPE"},
+	} {
+		if !lineHasFields(out, fields...) {
+			t.Errorf("pool lacks a line with %v:\n%s", fields, out)
+		}
+	}
+	var view gpu.PoolView
+	if out, err = runGPU(t, client, "pool", "-o", "json"); err != nil || json.Unmarshal([]byte(out), &view) != nil {
+		t.Fatalf("pool -o json: %v\n%s", err, out)
+	}
+	// Neither runs: research (weight 3) and batch (1) have nothing
+	// running, so the older head (r1) goes first, then batch's best.
+	if len(view.Next) != 2 || view.Next[0].JobID != "r1" || view.Next[0].Position != 1 || view.Next[1].Tenant != "batch" {
+		t.Errorf("queue heads %+v; want r1 first, then batch's head", view.Next)
+	}
+}

@@ -251,6 +251,8 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		// Local targets live on this machine; nothing else is allowed.
 		AllowedTargets: []string{"127.0.0.1", "localhost", "::1"},
 		GPUPool:        pool,
+		GPUWeights:     config.Get(config.EnvGPUWeights),
+		GPUQuotas:      config.Get(config.EnvGPUQuotas),
 		// The local stack ticks at --tick, which may be a second.
 		SubMinute:     true,
 		NotifyBackoff: cfg.NotifyBackoff,

@@ -25,6 +25,8 @@ locals {
     BATON_BUCKET          = google_storage_bucket.baton.name
     BATON_ALLOWED_TARGETS = join(",", var.allowed_targets)
     BATON_GPU_POOL        = local.gpu_pool
+    BATON_GPU_WEIGHTS     = local.gpu_weights
+    BATON_GPU_QUOTAS      = local.gpu_quotas
     BATON_TICK_LEASE_TTL  = var.tick_lease_ttl
     BATON_CLOCK_SKEW      = var.clock_skew
     BATON_HISTORY_KEEP    = var.history_keep

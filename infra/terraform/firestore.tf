@@ -67,11 +67,18 @@ locals {
     { collection = "schedule_versions", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "_id", order = "DESCENDING" }] },
     # gpu: the queue, best job first (priority, then age).
     { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "priority", order = "DESCENDING" }, { path = "createdAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
+    # gpu: the per-tenant head of the queue, per GPU type (a skip scan).
+    { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "gpuType", order = "ASCENDING" }, { path = "tenant", order = "ASCENDING" }, { path = "priority", order = "DESCENDING" }, { path = "createdAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
+    # gpu: the last tenant with a queued job of a type, where that scan stops.
+    { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "gpuType", order = "ASCENDING" }, { path = "tenant", order = "DESCENDING" }] },
     # gpu: expired job leases.
     { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "leaseUntil", order = "ASCENDING" }] },
     # gpu: job listing, newest first, with and without a status filter.
     { collection = "gpu_jobs", fields = [{ path = "createdAt", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
     { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "createdAt", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
+    # gpu: job listing by tenant, with and without a status filter.
+    { collection = "gpu_jobs", fields = [{ path = "tenant", order = "ASCENDING" }, { path = "createdAt", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
+    { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "tenant", order = "ASCENDING" }, { path = "createdAt", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
     # gpu: claiming a free or expired slot.
     { collection = "gpu_slots", fields = [{ path = "leaseUntil", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
   ]

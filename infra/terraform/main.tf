@@ -11,7 +11,12 @@ locals {
   # (BATON_CONTROL_URL); computing this one breaks the cycle.
   worker_name = "baton-gpu-worker"
   worker_url  = "https://${local.worker_name}-${data.google_project.this.number}.${var.region}.run.app"
-  gpu_pool    = "${local.worker_url}=${var.gpu_slots}"
+  # The pool entry declares its GPU type, so a job may ask for it (gpuType).
+  gpu_pool = "${local.worker_url}=${var.gpu_slots}@${var.gpu_accelerator}"
+  # Tenants' weights and quotas, in BATON_GPU_WEIGHTS' and
+  # BATON_GPU_QUOTAS' "tenant=N,..." form (docs/gpu.md, "Tenants").
+  gpu_weights = join(",", [for t in sort(keys(var.gpu_weights)) : "${t}=${var.gpu_weights[t]}"])
+  gpu_quotas  = join(",", [for t in sort(keys(var.gpu_quotas)) : "${t}=${var.gpu_quotas[t]}"])
 
   # The same for the Run function (a gen2 function is a Cloud Run service of
   # the same name): Run enqueues its own retries with BATON_RUN_URL as target
@@ -65,6 +70,8 @@ locals {
         BATON_BUCKET                = google_storage_bucket.baton.name
         BATON_ALLOWED_TARGETS       = join(",", var.allowed_targets)
         BATON_GPU_POOL              = local.gpu_pool
+        BATON_GPU_WEIGHTS           = local.gpu_weights
+        BATON_GPU_QUOTAS            = local.gpu_quotas
         BATON_TICK_LEASE_TTL        = var.tick_lease_ttl
         BATON_CLOCK_SKEW            = var.clock_skew
         BATON_HISTORY_KEEP          = var.history_keep
@@ -106,6 +113,8 @@ locals {
         BATON_BUCKET                = google_storage_bucket.baton.name
         BATON_ALLOWED_TARGETS       = join(",", var.allowed_targets)
         BATON_GPU_POOL              = local.gpu_pool
+        BATON_GPU_WEIGHTS           = local.gpu_weights
+        BATON_GPU_QUOTAS            = local.gpu_quotas
         BATON_CLOCK_SKEW            = var.clock_skew
         BATON_HISTORY_KEEP          = var.history_keep
         BATON_TARGET_ID_TOKEN       = "true"
@@ -137,6 +146,8 @@ locals {
         # Trigger-now decides a run through the same engine as Tick and
         # hands it to Run the same way.
         BATON_GPU_POOL              = local.gpu_pool
+        BATON_GPU_WEIGHTS           = local.gpu_weights
+        BATON_GPU_QUOTAS            = local.gpu_quotas
         BATON_CLOCK_SKEW            = var.clock_skew
         BATON_HISTORY_KEEP          = var.history_keep
         BATON_TARGET_ID_TOKEN       = "true"
@@ -165,11 +176,13 @@ locals {
       memory        = "256Mi"
       max_instances = 10
       env = {
-        BATON_MONGO_URI  = local.mongo_uri
-        BATON_DATABASE   = var.database_name
-        BATON_GPU_POOL   = local.gpu_pool
-        BATON_CLOCK_SKEW = var.clock_skew
-        BATON_LOG_LEVEL  = var.log_level
+        BATON_MONGO_URI   = local.mongo_uri
+        BATON_DATABASE    = var.database_name
+        BATON_GPU_POOL    = local.gpu_pool
+        BATON_GPU_WEIGHTS = local.gpu_weights
+        BATON_GPU_QUOTAS  = local.gpu_quotas
+        BATON_CLOCK_SKEW  = var.clock_skew
+        BATON_LOG_LEVEL   = var.log_level
         # GET /gpu/jobs/{id}/logs reads the workers' outputs/ objects; its
         # grant is read-only and on outputs/ alone (iam.tf, output_readers).
         BATON_BUCKET = google_storage_bucket.baton.name
@@ -187,11 +200,13 @@ locals {
       memory        = "256Mi"
       max_instances = 10
       env = {
-        BATON_MONGO_URI  = local.mongo_uri
-        BATON_DATABASE   = var.database_name
-        BATON_GPU_POOL   = local.gpu_pool
-        BATON_CLOCK_SKEW = var.clock_skew
-        BATON_LOG_LEVEL  = var.log_level
+        BATON_MONGO_URI   = local.mongo_uri
+        BATON_DATABASE    = var.database_name
+        BATON_GPU_POOL    = local.gpu_pool
+        BATON_GPU_WEIGHTS = local.gpu_weights
+        BATON_GPU_QUOTAS  = local.gpu_quotas
+        BATON_CLOCK_SKEW  = var.clock_skew
+        BATON_LOG_LEVEL   = var.log_level
       }
     }
     Rent = {

@@ -95,6 +95,30 @@ variable "gpu_slots" {
   }
 }
 
+variable "gpu_weights" {
+  description = "GPU tenants' weights for fair share of the slots, e.g. { research = 3, batch = 1 } (BATON_GPU_WEIGHTS); a tenant not named weighs 1. See docs/gpu.md, \"Tenants\"."
+  type        = map(number)
+  default     = {}
+
+  validation {
+    condition = length(var.gpu_weights) <= 100 && alltrue([for t, w in var.gpu_weights :
+    can(regex("^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$", t)) && w >= 1 && w <= 1000 && floor(w) == w])
+    error_message = "gpu_weights: at most 100 tenants, each named by 1-63 letters, digits and ._- (starting with a letter or digit), with a whole weight from 1 to 1000."
+  }
+}
+
+variable "gpu_quotas" {
+  description = "GPU tenants' caps on concurrently running slots, e.g. { batch = 2 } (BATON_GPU_QUOTAS); a tenant not named has no cap."
+  type        = map(number)
+  default     = {}
+
+  validation {
+    condition = length(var.gpu_quotas) <= 100 && alltrue([for t, q in var.gpu_quotas :
+    can(regex("^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$", t)) && q >= 1 && q <= 1000 && floor(q) == q])
+    error_message = "gpu_quotas: at most 100 tenants, each named by 1-63 letters, digits and ._- (starting with a letter or digit), with a whole number of slots from 1 to 1000."
+  }
+}
+
 variable "gpu_zonal_redundancy_disabled" {
   description = "Turn GPU zonal redundancy off: cheaper and uses the non-redundant GPU quota, but an instance may not restart in another zone during a zonal outage."
   type        = bool

@@ -386,6 +386,26 @@ type slotView struct {
 	gpumodel.Slot
 	State     string  `json:"state"`
 	LeaseLeft float64 `json:"leaseLeftSeconds"`
+	GPUType   string  `json:"gpuType"`
+}
+
+// tenantView is a tenant as GET /gpu/pool shows it (gpu.TenantView).
+type tenantView struct {
+	Tenant  string  `json:"tenant"`
+	Queued  int64   `json:"queued"`
+	Running int     `json:"running"`
+	Weight  int     `json:"weight"`
+	Quota   int     `json:"quota"`
+	Share   float64 `json:"share"`
+}
+
+// queuedView is a tenant's head job in dispatch order (gpu.QueuedView).
+type queuedView struct {
+	Position int    `json:"position"`
+	JobID    string `json:"jobId"`
+	Tenant   string `json:"tenant"`
+	Priority int    `json:"priority"`
+	GPUType  string `json:"gpuType"`
 }
 
 // jobPage is one page of GET /gpu/jobs.
@@ -399,7 +419,10 @@ func (s *server) gpuPage(w http.ResponseWriter, r *http.Request) {
 	in := r.URL.Query()
 	data := struct {
 		Slots      []slotView
+		Tenants    []tenantView
+		Heads      []queuedView
 		SlotsErr   error
+		Tenant     string
 		Queued     int
 		QueuedMore bool
 		QueueErr   error
@@ -409,18 +432,25 @@ func (s *server) gpuPage(w http.ResponseWriter, r *http.Request) {
 		JobsErr    error
 		Next       string
 		QueueLimit int
-	}{Status: in.Get("status"), Statuses: gpumodel.AllJobStatuses(), QueueLimit: queueCountLimit}
+	}{Status: in.Get("status"), Tenant: in.Get("tenant"), Statuses: gpumodel.AllJobStatuses(), QueueLimit: queueCountLimit}
 	var pool struct {
-		Slots []slotView `json:"slots"`
+		Slots   []slotView   `json:"slots"`
+		Tenants []tenantView `json:"tenants"`
+		Next    []queuedView `json:"next"`
 	}
 	data.SlotsErr = s.gpu.do(ctx, http.MethodGet, "/gpu/pool", nil, nil, &pool)
-	data.Slots = pool.Slots
+	data.Slots, data.Tenants, data.Heads = pool.Slots, pool.Tenants, pool.Next
 	var queued jobPage
 	data.QueueErr = s.gpu.do(ctx, http.MethodGet, "/gpu/jobs", url.Values{"status": {string(gpumodel.StatusQueued)}, "pageSize": {strconv.Itoa(queueCountLimit)}}, nil, &queued)
 	data.Queued, data.QueuedMore = len(queued.Jobs), queued.NextPageToken != ""
 	q := url.Values{"pageSize": {strconv.Itoa(listPageSize)}}
 	if data.Status != "" {
 		q.Set("status", data.Status)
+	}
+	if data.Tenant != "" {
+		// The API validates it: a bad name is its 400, shown as the
+		// listing's error.
+		q.Set("tenant", data.Tenant)
 	}
 	if tok := in.Get("pageToken"); tok != "" {
 		q.Set("pageToken", tok)
@@ -432,6 +462,9 @@ func (s *server) gpuPage(w http.ResponseWriter, r *http.Request) {
 		nq := url.Values{"pageToken": {jobs.NextPageToken}}
 		if data.Status != "" {
 			nq.Set("status", data.Status)
+		}
+		if data.Tenant != "" {
+			nq.Set("tenant", data.Tenant)
 		}
 		data.Next = s.link("/gpu", nq)
 	}

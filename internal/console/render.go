@@ -22,6 +22,7 @@ func (s *server) parse() error {
 	funcs := template.FuncMap{
 		"u":    func(path string) string { return s.cfg.Prefix + path },
 		"pe":   url.PathEscape,
+		"qe":   url.QueryEscape,
 		"ts":   fmtTime,
 		"ago":  func(t time.Time) string { return ago(s.cfg.Clock(), t) },
 		"zone": zoneName,

@@ -59,13 +59,13 @@ const (
 // NewHandler serves the GPU REST API (the GPU function):
 //
 //	POST /gpu/jobs                      enqueue (201; 200 when the id existed)
-//	GET  /gpu/jobs?status=&pageToken=&pageSize=   list, newest first
+//	GET  /gpu/jobs?status=&tenant=&pageToken=&pageSize=   list, newest first
 //	GET  /gpu/jobs/{id}                 read
 //	POST /gpu/jobs/{id}:cancel          cancel a queued or running job
 //	POST /gpu/jobs/{id}:heartbeat       worker: {slot, epoch}; 409 when stale or cancelled
 //	POST /gpu/jobs/{id}:complete        worker: {slot, epoch, exitCode, …}; 409 when stale
 //	GET  /gpu/jobs/{id}/logs?stream=stdout|stderr&attempt=N   the worker's output object, text/plain
-//	GET  /gpu/pool                      each slot with its job, epoch and lease left
+//	GET  /gpu/pool                      each slot (job, epoch, lease left, type), each tenant, the queue heads
 //
 // Authentication is the caller's job (httpapi.RequireToken locally, IAM in
 // the cloud). Authorisation of the two worker callbacks is this handler's:
@@ -135,11 +135,11 @@ func route(d *Dispatcher, w http.ResponseWriter, r *http.Request) error {
 		if err := only(w, r, http.MethodGet); err != nil {
 			return err
 		}
-		slots, err := d.Slots(ctx)
+		view, err := d.View(ctx)
 		if err != nil {
 			return err
 		}
-		httpapi.WriteJSON(w, http.StatusOK, map[string]any{"slots": slots})
+		httpapi.WriteJSON(w, http.StatusOK, view)
 	case parts[1] == "jobs" && len(parts) == 2 && r.Method == http.MethodPost:
 		var req EnqueueRequest
 		if err := httpapi.DecodeJSON(w, r, maxBody, &req); err != nil {
@@ -166,7 +166,7 @@ func route(d *Dispatcher, w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		q := r.URL.Query()
-		lq := ListQuery{Status: JobStatus(q.Get("status")), PageToken: q.Get("pageToken")}
+		lq := ListQuery{Status: JobStatus(q.Get("status")), Tenant: q.Get("tenant"), PageToken: q.Get("pageToken")}
 		if s := q.Get("pageSize"); s != "" {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < 1 {

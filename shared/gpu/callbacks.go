@@ -102,8 +102,11 @@ func (d *Dispatcher) Complete(ctx context.Context, id string, c CompleteRequest)
 	}
 	job, err := d.finish(ctx, id, c)
 	// Wait for the POST: in Cloud Functions an instance may lose its CPU
-	// once it has answered.
-	if serr := <-sent; !ok || serr != nil {
+	// once it has answered. With quotas, dispatch once more even after a
+	// clean hand-off: this job's tenant may have been held back by its
+	// quota while another slot sat free, and this slot may have gone to
+	// someone else.
+	if serr := <-sent; !ok || serr != nil || len(d.cfg.Quotas) > 0 {
 		d.dispatchLogged(ctx, c.Slot)
 	}
 	return job, err

@@ -358,7 +358,8 @@ func TestEnqueueRunIdempotent(t *testing.T) {
 	}
 	j := b.job(id1)
 	want := gpu.Job{ID: id1, Status: gpu.StatusQueued, Priority: 2, MaxAttempts: gpu.DefaultMaxAttempts,
-		Timeout: schedule.Duration(gpu.DefaultTimeout), Payload: "true", Source: "run:nightly@20260101T000000Z", CreatedAt: j.CreatedAt}
+		Timeout: schedule.Duration(gpu.DefaultTimeout), Payload: "true", Source: "run:nightly@20260101T000000Z", CreatedAt: j.CreatedAt,
+		Tenant: gpu.DefaultTenant}
 	if diff := cmp.Diff(want, j); diff != "" {
 		t.Errorf("job (-want,+got):\n%s", diff)
 	}

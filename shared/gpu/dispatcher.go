@@ -20,6 +20,7 @@ import (
 
 	"github.com/baton-cron/baton/shared/clock"
 	"github.com/baton-cron/baton/shared/gpu/gpumodel"
+	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/metrics"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
@@ -71,6 +72,12 @@ type Config struct {
 	Outputs Outputs
 	// Metrics records queue waits; nil records into metrics.Default().
 	Metrics *metrics.Set
+	// Weights are the tenants' weights for fair share (BATON_GPU_WEIGHTS,
+	// see ParseShares); a tenant not named weighs 1.
+	Weights map[string]int
+	// Quotas cap each named tenant's running slots (BATON_GPU_QUOTAS); a
+	// tenant not named has no cap.
+	Quotas map[string]int
 }
 
 // Dispatcher is the busy-aware GPU dispatcher. It is safe for concurrent
@@ -81,6 +88,18 @@ type Dispatcher struct {
 	q    store.GPU
 	ids  []string
 	urls map[string]string // slot id → worker URL
+	// types is each slot's GPU type ("" untyped), from the configured
+	// pool rather than the slot documents, so retyping a worker takes
+	// effect at the next deploy.
+	types map[string]string
+
+	// fillMu makes choosing a job and linking it to its slot one step per
+	// process when quotas are configured, so this process's concurrent
+	// fills (hand-offs from completions answered in parallel) count each
+	// other's running slots and cannot together overrun a tenant's quota.
+	// Dispatchers in other processes can still race: docs/gpu.md has the
+	// bound.
+	fillMu sync.Mutex
 
 	initMu sync.Mutex
 	inited bool
@@ -118,14 +137,16 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	cfg.Metrics = metrics.Or(cfg.Metrics)
 	d := &Dispatcher{
-		cfg:  cfg,
-		q:    cfg.Store.GPU(),
-		ids:  cfg.Pool.slotIDs(),
-		urls: map[string]string{},
+		cfg:   cfg,
+		q:     cfg.Store.GPU(),
+		ids:   cfg.Pool.slotIDs(),
+		urls:  map[string]string{},
+		types: map[string]string{},
 	}
 	for _, w := range cfg.Pool {
 		for i := 0; i < w.Slots; i++ {
 			d.urls[SlotID(w.URL, i)] = w.URL
+			d.types[SlotID(w.URL, i)] = w.Type
 		}
 	}
 	return d, nil
@@ -164,6 +185,9 @@ func (d *Dispatcher) Enqueue(ctx context.Context, req EnqueueRequest) (job Job, 
 	if err := req.normalize(); err != nil {
 		return Job{}, false, err
 	}
+	if err := d.checkType(req.GPUType); err != nil {
+		return Job{}, false, err
+	}
 	id := req.ID
 	if id == "" {
 		id = newJobID(d.cfg.Clock.Now())
@@ -195,6 +219,7 @@ func (d *Dispatcher) insert(ctx context.Context, id, source string, req EnqueueR
 	job := Job{
 		ID: id, Status: StatusQueued, Priority: req.Priority, MaxAttempts: req.MaxAttempts,
 		Timeout: req.Timeout, Payload: req.Payload, Source: source, CreatedAt: d.cfg.Clock.Now().UTC(),
+		Tenant: req.Tenant, GPUType: req.GPUType,
 	}
 	created, err := d.q.Enqueue(ctx, job)
 	if err != nil {
@@ -214,6 +239,19 @@ func (d *Dispatcher) insert(ctx context.Context, id, source string, req EnqueueR
 		job = got
 	}
 	return job, true, nil
+}
+
+// checkType refuses a gpuType that no pool entry has: no slot could ever
+// run the job.
+func (d *Dispatcher) checkType(t string) error {
+	if t == "" || d.cfg.Pool.HasType(t) {
+		return nil
+	}
+	have := d.cfg.Pool.Types()
+	if len(have) == 0 {
+		return httpapi.BadRequest("gpuType", "%q: no worker in the pool (BATON_GPU_POOL) declares a GPU type; omit gpuType", t)
+	}
+	return httpapi.BadRequest("gpuType", "%q: no worker in the pool (BATON_GPU_POOL) has that type; the pool has %s", t, strings.Join(have, ", "))
 }
 
 // newJobID is time-ordered (for humans reading a list) and random enough
@@ -248,8 +286,19 @@ func (d *Dispatcher) Dispatch(ctx context.Context) (int, error) {
 		if errors.Is(err, errLateJob) {
 			return n, nil // still queued: the next completion or sweep takes it
 		}
-		if err != nil || job == nil {
+		if err != nil || slot == nil {
 			return n, err
+		}
+		if job == nil {
+			// Nothing this slot's type can run (or only tenants at
+			// their quota): its like are no use either for the rest of
+			// the call, but a slot of another type may be.
+			for id, t := range d.types {
+				if t == d.types[slot.ID] {
+					refused[id] = true
+				}
+			}
+			continue
 		}
 		if err := d.send(ctx, slot, job, secret); err != nil {
 			if !errors.Is(err, ErrRefused) && !errors.Is(err, ErrUnanswered) {
@@ -263,8 +312,9 @@ func (d *Dispatcher) Dispatch(ctx context.Context) (int, error) {
 }
 
 // claim takes a claimable slot and then the best queued job, with the
-// dispatch's secret (see fill). It returns a nil job when there is no free
-// slot or no queued job.
+// dispatch's secret (see fill). It returns a nil slot when there is no free
+// slot, and the slot (freed again) with a nil job when no queued job fits
+// it.
 func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot, *Job, string, error) {
 	ids := make([]string, 0, len(d.ids))
 	for _, id := range d.ids {
@@ -289,7 +339,7 @@ func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot,
 		return nil, nil, "", fmt.Errorf("gpu: claim slot: %w", err)
 	}
 	job, secret, err := d.fill(ctx, &slot)
-	if err != nil || job == nil {
+	if err != nil {
 		return nil, nil, "", err
 	}
 	return &slot, job, secret, nil
@@ -300,6 +350,14 @@ func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot,
 // dispatch's secret, which exists nowhere else: the job and the slot keep
 // only its hash, and send puts it in POST /run.
 func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error) {
+	if len(d.cfg.Quotas) > 0 {
+		// Only quotas need it: without them a concurrent fill that counts
+		// a slot for its previous tenant (see running) is fair enough,
+		// and serialising fills would cap how many slots one process can
+		// fill per second.
+		d.fillMu.Lock()
+		defer d.fillMu.Unlock()
+	}
 	now := d.cfg.Clock.Now().UTC()
 	lease := now.Add(d.cfg.LeaseTTL)
 	secret, hash := newSecret()
@@ -307,7 +365,7 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error)
 	// in one write, so no reader sees a fence without the hash that
 	// guards it, and every write that clears the fence clears the hash. If
 	// we die here, the job's own lease runs out and Sweep requeues it.
-	job, err := d.q.ClaimBestJob(ctx, *slot, hash, now, lease)
+	job, err := d.claimFair(ctx, *slot, hash, now, lease)
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) && d.testHookEmptyFill != nil {
 			d.testHookEmptyFill()
@@ -319,7 +377,7 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error)
 		// A job enqueued between the query above and the free found
 		// the slot still held, so its own Dispatch gave up: look once
 		// more now that the slot is free, or it waits for the next sweep.
-		if d.queued(ctx) {
+		if d.fits(ctx, slot.ID) {
 			return nil, "", errLateJob
 		}
 		return nil, "", nil
@@ -329,7 +387,7 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error)
 	// (see Complete), and that write must be the worker's alone. The same
 	// write gives the slot its lease for the whole run, so heartbeats
 	// write the job alone.
-	err = d.q.LinkSlot(ctx, slot.ID, slot.Epoch, job.ID, hash, d.runLease(now, job))
+	err = d.q.LinkSlot(ctx, slot.ID, slot.Epoch, job.ID, job.TenantOf(), hash, d.runLease(now, job))
 	if err != nil {
 		// We were too slow and lost the slot: give the job back unharmed.
 		d.requeueUnharmed(ctx, &job)
@@ -345,8 +403,116 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error)
 		d.cfg.Metrics.GPUDispatched(ctx, job.CreatedAt, now)
 	}
 	slot.JobID = job.ID
+	slot.Tenant = job.TenantOf()
 	slot.SecretHash = hash
 	return &job, secret, nil
+}
+
+// maxTenantsPerDispatch bounds the tenants one dispatch reads heads for,
+// per GPU type, so a flood of tenant names cannot make a dispatch
+// unbounded; tenants past it (in name order) wait until those before them
+// drain.
+const maxTenantsPerDispatch = 200
+
+// maxHeadRaces bounds how often claimFair picks again after another
+// dispatcher took the head it chose.
+const maxHeadRaces = 3
+
+// claimFair claims for slot the job weighted fair share picks (pickHead)
+// among the heads of the tenants' queues that the slot's type can run:
+// the chosen tenant's best job that is still queued, in one conditional
+// write. With nothing to run it
+// returns an error wrapping store.ErrConflict, as ClaimBestJob would.
+//
+// Its reads: the heads (one indexed job per tenant with queued work, per
+// type the slot takes, plus one empty probe per type) and the pool's slot
+// documents (each tenant's running slots); then one conditional write.
+func (d *Dispatcher) claimFair(ctx context.Context, slot Slot, hash string, now, lease time.Time) (Job, error) {
+	for range maxHeadRaces {
+		head, ok, err := d.best(ctx, slot.ID)
+		if err != nil {
+			return Job{}, err
+		}
+		if !ok {
+			return Job{}, fmt.Errorf("no queued job fits slot %s: %w", slot.ID, store.ErrConflict)
+		}
+		// The tenant's best job now, not the head by id: dispatchers
+		// racing on one tenant then each take the next of its jobs
+		// instead of all but one losing the head.
+		job, err := d.q.ClaimTenantJob(ctx, head.Tenant, d.slotTypes(slot.ID), slot, hash, now, lease)
+		if !errors.Is(err, store.ErrConflict) {
+			return job, err
+		}
+		// Another dispatcher took its last fitting job, or it was
+		// cancelled: choose again.
+	}
+	return Job{}, fmt.Errorf("slot %s: the chosen job was taken %d times: %w", slot.ID, maxHeadRaces, store.ErrConflict)
+}
+
+// slotTypes are the job gpuTypes slot id can run: untyped jobs, and its
+// own type's.
+func (d *Dispatcher) slotTypes(id string) []string {
+	if t := d.types[id]; t != "" {
+		return []string{"", t}
+	}
+	return []string{""}
+}
+
+// best reads the heads the slot can run and each tenant's running slots,
+// and picks the next job (pickHead); ok is false when there is none.
+func (d *Dispatcher) best(ctx context.Context, slotID string) (Job, bool, error) {
+	heads, err := d.q.QueueHeads(ctx, d.slotTypes(slotID), maxTenantsPerDispatch)
+	if err != nil {
+		return Job{}, false, fmt.Errorf("queue heads: %w", err)
+	}
+	if len(heads) == 0 {
+		return Job{}, false, nil
+	}
+	var running map[string]int
+	if len(heads) > 1 || len(d.cfg.Quotas) > 0 {
+		// One tenant with no quota needs no count: its head is the job.
+		if running, err = d.running(ctx, slotID); err != nil {
+			return Job{}, false, err
+		}
+	}
+	head, ok := d.pickHead(heads, running)
+	return head, ok, nil
+}
+
+// running counts each tenant's slots, but for slot except (the one being
+// filled), from the pool's slot documents (one read of len(pool)
+// documents). A slot linked to a job counts for the job's tenant until the
+// slot is released or linked to the next job; so does a slot in the middle
+// of a hand-off (re-claimed, not linked yet), for the tenant it last held,
+// because its job only just ended and the slot is about to be filled.
+// Without that, completions arriving together would each see the others'
+// slots as nobody's and give them all to the same tenant.
+func (d *Dispatcher) running(ctx context.Context, except string) (map[string]int, error) {
+	slots, err := d.q.Slots(ctx, d.ids)
+	if err != nil {
+		return nil, fmt.Errorf("read slots: %w", err)
+	}
+	now := d.cfg.Clock.Now()
+	running := map[string]int{}
+	for _, s := range slots {
+		if s.ID == except || (s.JobID == "" && (s.Tenant == "" || !s.LeaseUntil.After(now))) {
+			continue
+		}
+		t := s.Tenant
+		if t == "" {
+			t = DefaultTenant // linked before slots carried the tenant
+		}
+		running[t]++
+	}
+	return running, nil
+}
+
+// fits reports whether a queued job could run on slot id now. An error
+// counts as yes: one more dispatch attempt is cheaper than a job left
+// waiting for a sweep.
+func (d *Dispatcher) fits(ctx context.Context, id string) bool {
+	_, ok, err := d.best(ctx, id)
+	return ok || err != nil
 }
 
 // runLease is how long a slot linked to job at now stays held: past any
@@ -369,10 +535,17 @@ func (d *Dispatcher) runLease(now time.Time, job Job) time.Time {
 func (d *Dispatcher) handoff(ctx context.Context, f Fence, jobID string) {
 	slotID := f.Slot
 	slot, job, secret, ok := d.reclaim(ctx, f, jobID)
-	if ok && job == nil {
+	if ok && job == nil && len(d.cfg.Quotas) == 0 {
 		return // nothing queued; the slot is free
 	}
-	if ok && d.send(ctx, slot, job, secret) == nil {
+	if ok && job != nil && d.send(ctx, slot, job, secret) == nil {
+		if len(d.cfg.Quotas) > 0 {
+			// The finished job's tenant may have been held back by its
+			// quota while a slot of the pool sat free; this completion
+			// lifts it below the cap, and this slot may have gone to
+			// another tenant.
+			d.dispatchLogged(ctx, slotID)
+		}
 		return
 	}
 	d.dispatchLogged(ctx, slotID)
@@ -561,13 +734,6 @@ var errLateJob = errors.New("gpu: a job was queued while the slot was being free
 // maxLateJobs bounds how often one Dispatch goes round again for errLateJob,
 // so a stream of enqueues racing the free cannot keep it looping.
 const maxLateJobs = 3
-
-// queued reports whether any job is queued. An error counts as yes: one
-// more dispatch attempt is cheaper than a job left waiting for a sweep.
-func (d *Dispatcher) queued(ctx context.Context) bool {
-	yes, err := d.q.AnyQueued(ctx)
-	return yes || err != nil
-}
 
 // freeSlot releases a slot held at epoch, making it claimable at
 // claimableAt (the zero lease for at once). A newer holder is left alone.

@@ -87,6 +87,11 @@ type setupOpts struct {
 	worker    func(*worker.Config)
 	// runTimeout bounds the dispatcher's POST /run; 0 keeps the default.
 	runTimeout time.Duration
+	// types gives worker i the GPU type types[i] ("" or past the end:
+	// untyped).
+	types []string
+	// weights and quotas are the tenants' (Config.Weights, Config.Quotas).
+	weights, quotas map[string]int
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -132,7 +137,11 @@ func setup(t *testing.T, o setupOpts) *bundle {
 			_ = ws.Shutdown(ctx)
 		})
 		b.workers = append(b.workers, tw)
-		pool += fmt.Sprintf("%s=%d,", srv.URL, o.slots)
+		pool += fmt.Sprintf("%s=%d", srv.URL, o.slots)
+		if i < len(o.types) && o.types[i] != "" {
+			pool += "@" + o.types[i]
+		}
+		pool += ","
 	}
 	pool += o.extraPool
 	p, err := gpu.ParsePool(pool)
@@ -142,6 +151,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	d, err := gpu.New(gpu.Config{
 		Store: st, Pool: p, Clock: b.clock, LeaseTTL: o.lease, Logger: quietLogger(),
 		RefusalBackoff: 200 * time.Millisecond, RunTimeout: o.runTimeout,
+		Weights: o.weights, Quotas: o.quotas,
 		Authorize: func(r *http.Request) error {
 			r.Header.Set("Authorization", "Bearer "+testToken)
 			return nil

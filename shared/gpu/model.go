@@ -131,6 +131,12 @@ type EnqueueRequest struct {
 	Priority    int               `json:"priority"`
 	MaxAttempts int               `json:"maxAttempts,omitempty"`
 	Timeout     schedule.Duration `json:"timeout,omitempty"`
+	// Tenant is whose job it is, for fair share and quotas
+	// (BATON_GPU_WEIGHTS, BATON_GPU_QUOTAS); empty means DefaultTenant.
+	Tenant string `json:"tenant,omitempty"`
+	// GPUType asks for a slot of that type (BATON_GPU_POOL's
+	// "URL=slots@type"); empty takes any slot.
+	GPUType string `json:"gpuType,omitempty"`
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}$`)
@@ -157,6 +163,15 @@ func (r *EnqueueRequest) normalize() error {
 	}
 	if r.Timeout.D() < MinTimeout || r.Timeout.D() > MaxTimeout {
 		return httpapi.BadRequest("timeout", "must be from %s to %s, not %s", MinTimeout, MaxTimeout, r.Timeout)
+	}
+	if r.Tenant == "" {
+		r.Tenant = DefaultTenant
+	}
+	if !ValidTenant(r.Tenant) {
+		return httpapi.BadRequest("tenant", "must be 1-63 letters, digits and ._- starting with a letter or digit, not %q", r.Tenant)
+	}
+	if r.GPUType != "" && !ValidGPUType(r.GPUType) {
+		return httpapi.BadRequest("gpuType", "must be 1-63 lower-case letters, digits and - (a pool type such as nvidia-l4), not %q", r.GPUType)
 	}
 	return nil
 }

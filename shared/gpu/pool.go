@@ -3,6 +3,7 @@ package gpu
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -12,7 +13,18 @@ import (
 type Worker struct {
 	URL   string `json:"url"`
 	Slots int    `json:"slots"`
+	// Type is the GPU type of every slot of this worker ("nvidia-l4"),
+	// which a job's gpuType must match; "" for an untyped worker, which
+	// only takes jobs that ask for no type.
+	Type string `json:"type,omitempty"`
 }
+
+// typePattern is a GPU type's name, as Cloud Run spells accelerators
+// (nvidia-l4, nvidia-rtx-pro-6000).
+var typePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// ValidGPUType reports whether s is a well-formed GPU type name.
+func ValidGPUType(s string) bool { return typePattern.MatchString(s) }
 
 // Pool is the configured set of workers.
 type Pool []Worker
@@ -21,8 +33,10 @@ type Pool []Worker
 // slot documents.
 const MaxSlotsPerWorker = 1000
 
-// ParsePool parses "URL=slots,URL=slots" (BATON_GPU_POOL). A URL without
-// "=slots" has one slot. An empty string is an empty pool: jobs queue but
+// ParsePool parses "URL=slots@type,URL=slots" (BATON_GPU_POOL). A URL
+// without "=slots" has one slot; "@type" (after the slots, or after the
+// URL: "URL@nvidia-l4") names the GPU type of its slots, and without it
+// the slots are untyped. An empty string is an empty pool: jobs queue but
 // nothing runs them.
 func ParsePool(s string) (Pool, error) {
 	var p Pool
@@ -32,7 +46,17 @@ func ParsePool(s string) (Pool, error) {
 		if item == "" {
 			continue
 		}
-		raw, n := item, 1
+		raw, n, typ := item, 1, ""
+		// The type comes last, after an "@" that is not part of the URL's
+		// authority (userinfo@host would come before the host's end).
+		if i := strings.LastIndex(item, "@"); i >= 0 && !strings.Contains(item[i:], "/") {
+			typ = strings.TrimSpace(item[i+1:])
+			if !typePattern.MatchString(typ) {
+				return nil, fmt.Errorf("%w: %q: the type after @ must be lower-case letters, digits and - such as nvidia-l4", ErrBadPool, item)
+			}
+			item = item[:i]
+			raw = item
+		}
 		if i := strings.LastIndex(item, "="); i >= 0 {
 			var err error
 			raw = item[:i]
@@ -50,7 +74,7 @@ func ParsePool(s string) (Pool, error) {
 			return nil, fmt.Errorf("%w: %q is listed twice", ErrBadPool, raw)
 		}
 		seen[raw] = true
-		p = append(p, Worker{URL: raw, Slots: n})
+		p = append(p, Worker{URL: raw, Slots: n, Type: typ})
 	}
 	return p, nil
 }
@@ -60,6 +84,9 @@ func (p Pool) String() string {
 	parts := make([]string, len(p))
 	for i, w := range p {
 		parts[i] = fmt.Sprintf("%s=%d", w.URL, w.Slots)
+		if w.Type != "" {
+			parts[i] += "@" + w.Type
+		}
 	}
 	return strings.Join(parts, ",")
 }
@@ -68,6 +95,29 @@ func (p Pool) String() string {
 // the pool's order keeps each slot's history, and a removed worker's slots
 // are simply never claimed again.
 func SlotID(workerURL string, i int) string { return fmt.Sprintf("%s#%d", workerURL, i) }
+
+// Types lists the pool's GPU types, each once, in the pool's order.
+func (p Pool) Types() []string {
+	var types []string
+	seen := map[string]bool{}
+	for _, w := range p {
+		if w.Type != "" && !seen[w.Type] {
+			seen[w.Type] = true
+			types = append(types, w.Type)
+		}
+	}
+	return types
+}
+
+// HasType reports whether some worker of the pool has GPU type t.
+func (p Pool) HasType(t string) bool {
+	for _, w := range p {
+		if w.Type == t {
+			return true
+		}
+	}
+	return false
+}
 
 // slotIDs lists every slot id of the pool, in order.
 func (p Pool) slotIDs() []string {

@@ -26,6 +26,7 @@ func (d *Dispatcher) Get(ctx context.Context, id string) (Job, error) {
 // ListQuery selects a page of jobs, newest first.
 type ListQuery struct {
 	Status    JobStatus // empty for every status
+	Tenant    string    // empty for every tenant
 	PageToken string
 	PageSize  int // 0 means 50
 }
@@ -35,10 +36,13 @@ func (d *Dispatcher) List(ctx context.Context, q ListQuery) (jobs []Job, next st
 	if q.Status != "" && !q.Status.Valid() {
 		return nil, "", httpapi.BadRequest("status", "must be one of %v, not %q", AllJobStatuses(), q.Status)
 	}
+	if q.Tenant != "" && !ValidTenant(q.Tenant) {
+		return nil, "", httpapi.BadRequest("tenant", "must be 1-63 letters, digits and ._- starting with a letter or digit, not %q", q.Tenant)
+	}
 	if q.PageSize < 0 || q.PageSize > 1000 {
 		return nil, "", httpapi.BadRequest("pageSize", "must be from 1 to 1000, not %d", q.PageSize)
 	}
-	jobs, next, err = d.q.List(ctx, q.Status, q.PageToken, q.PageSize)
+	jobs, next, err = d.q.List(ctx, q.Status, q.Tenant, q.PageToken, q.PageSize)
 	if errors.Is(err, store.ErrBadPageToken) {
 		return nil, "", httpapi.BadRequest("pageToken", "is not a token from this listing; start without it")
 	}
@@ -58,6 +62,104 @@ type SlotView struct {
 	State string `json:"state"`
 	// LeaseLeft is the lease time left, in seconds (0 when claimable).
 	LeaseLeft float64 `json:"leaseLeftSeconds"`
+	// GPUType is the slot's type from the pool ("" untyped).
+	GPUType string `json:"gpuType,omitempty"`
+}
+
+// QueuedView is a tenant's next job as GET /gpu/pool shows it: the head of
+// its queue, and where it stands in the dispatch order.
+type QueuedView struct {
+	// Position is 1 for the job the next free slot of its type takes.
+	Position int    `json:"position"`
+	JobID    string `json:"jobId"`
+	Tenant   string `json:"tenant"`
+	Priority int    `json:"priority"`
+	GPUType  string `json:"gpuType,omitempty"`
+}
+
+// PoolView is GET /gpu/pool: the slots, the tenants and the heads of
+// their queues in dispatch order.
+type PoolView struct {
+	Slots   []SlotView   `json:"slots"`
+	Tenants []TenantView `json:"tenants"`
+	// Next lists each tenant's head job in the order fair share would
+	// dispatch them if slots freed now (one per tenant: the jobs behind
+	// each head are not read).
+	Next []QueuedView `json:"next"`
+}
+
+// maxTenantQueuedCounted bounds each tenant's queued count in the pool
+// view.
+const maxTenantQueuedCounted = 10000
+
+// View describes the pool: every slot, each tenant's queued and running
+// jobs against its weight, quota and share, and the heads of the queues in
+// dispatch order. Its reads: the slot documents, the heads (one job per
+// tenant and type) and one bounded count per tenant.
+func (d *Dispatcher) View(ctx context.Context) (PoolView, error) {
+	slots, err := d.Slots(ctx)
+	if err != nil {
+		return PoolView{}, err
+	}
+	running := map[string]int{}
+	for _, s := range slots {
+		if s.JobID != "" {
+			t := s.Tenant
+			if t == "" {
+				t = DefaultTenant
+			}
+			running[t]++
+		}
+	}
+	heads, err := d.q.QueueHeads(ctx, append([]string{""}, d.cfg.Pool.Types()...), maxTenantsPerDispatch)
+	if err != nil {
+		return PoolView{}, fmt.Errorf("gpu: pool: queue heads: %w", err)
+	}
+	queued := map[string]int64{}
+	names := map[string]bool{}
+	for _, h := range heads {
+		names[h.TenantOf()] = true
+	}
+	for t := range d.cfg.Weights {
+		names[t] = true
+	}
+	for t := range d.cfg.Quotas {
+		names[t] = true
+	}
+	for t := range names {
+		n, err := d.q.CountQueuedTenant(ctx, t, maxTenantQueuedCounted)
+		if err != nil {
+			return PoolView{}, fmt.Errorf("gpu: pool: count queued of %s: %w", t, err)
+		}
+		if n > 0 {
+			queued[t] = n
+		}
+	}
+	// The dispatch order of the heads: pick one, count it as running,
+	// pick again, as successive free slots would (quota ignored: a
+	// tenant at its cap still shows where it stands).
+	var next []QueuedView
+	sim := map[string]int{}
+	for t, n := range running {
+		sim[t] = n
+	}
+	rest := append([]Job(nil), heads...)
+	for len(rest) > 0 {
+		bi := 0
+		for i := range rest {
+			if d.before(rest[i], rest[bi], sim) {
+				bi = i
+			}
+		}
+		h := rest[bi]
+		next = append(next, QueuedView{Position: len(next) + 1, JobID: h.ID, Tenant: h.TenantOf(), Priority: h.Priority, GPUType: h.GPUType})
+		sim[h.TenantOf()]++
+		rest = append(rest[:bi], rest[bi+1:]...)
+	}
+	if next == nil {
+		next = []QueuedView{}
+	}
+	return PoolView{Slots: slots, Tenants: d.tenantViews(queued, running), Next: next}, nil
 }
 
 // Slots describes every configured slot.
@@ -72,7 +174,7 @@ func (d *Dispatcher) Slots(ctx context.Context) ([]SlotView, error) {
 	now := d.cfg.Clock.Now()
 	out := make([]SlotView, len(slots))
 	for i, s := range slots {
-		v := SlotView{Slot: s}
+		v := SlotView{Slot: s, GPUType: d.types[s.ID]}
 		left := s.LeaseUntil.Sub(now)
 		switch {
 		case s.LeaseUntil.Before(time.Unix(1, 0)):

@@ -43,11 +43,45 @@ type GPU interface {
 	Get(ctx context.Context, id string) (gpumodel.Job, error)
 
 	// List returns one page of jobs, newest first (createdAt, then id,
-	// descending), with status "" for every status. pageSize 0 means 50.
+	// descending), with status "" for every status and tenant "" for
+	// every tenant. pageSize 0 means 50.
 	// next continues the list with the same status; it is empty on the
 	// last page. A token not issued for this listing gets an error
 	// wrapping ErrBadPageToken.
-	List(ctx context.Context, status gpumodel.JobStatus, pageToken string, pageSize int) (jobs []gpumodel.Job, next string, err error)
+	List(ctx context.Context, status gpumodel.JobStatus, tenant string, pageToken string, pageSize int) (jobs []gpumodel.Job, next string, err error)
+
+	// QueueHeads returns the head of each tenant's queue among the queued
+	// jobs whose gpuType is one of gpuTypes: per tenant, its best job
+	// (highest priority, then oldest createdAt, then smallest id), at
+	// most one job per tenant, without its payload. It reads one indexed
+	// job per tenant and type, plus the last tenant's name per type (a
+	// skip scan over the tenants that knows where to stop), never the
+	// queue behind the heads; maxTenants
+	// bounds the tenants read per type. A job stored without a tenant
+	// reports Tenant "" (gpumodel.Job.TenantOf).
+	QueueHeads(ctx context.Context, gpuTypes []string, maxTenants int) ([]gpumodel.Job, error)
+
+	// ClaimJob dispatches queued job id to slot as ClaimBestJob does (the
+	// same stamps, in one write), for a dispatcher that chose the job
+	// itself (QueueHeads). Guard: job id is still queued; else (another
+	// dispatcher took it, it was cancelled) an error wrapping
+	// ErrConflict. A lost answer wraps ErrUnknownOutcome; a job dispatched
+	// so is requeued by the sweep once its lease runs out.
+	ClaimJob(ctx context.Context, id string, slot gpumodel.Slot, secretHash string, now, leaseUntil time.Time) (gpumodel.Job, error)
+
+	// ClaimTenantJob dispatches tenant's best queued job (highest
+	// priority, then oldest, then smallest id) among those whose gpuType
+	// is one of gpuTypes, as ClaimBestJob does, in one write. A dispatcher
+	// that chose the tenant by fair share (QueueHeads) claims so rather
+	// than by the head's id, so that racing dispatchers each take the next
+	// job instead of all fighting for one. tenant is as stored ("" for a
+	// job stored without one). Guard: such a job is queued; else an error
+	// wrapping ErrConflict. Errors as ClaimBestJob's.
+	ClaimTenantJob(ctx context.Context, tenant string, gpuTypes []string, slot gpumodel.Slot, secretHash string, now, leaseUntil time.Time) (gpumodel.Job, error)
+
+	// CountQueuedTenant counts tenant's queued jobs, up to limit (as
+	// CountQueued).
+	CountQueuedTenant(ctx context.Context, tenant string, limit int64) (int64, error)
 
 	// AnyQueued reports whether a job is queued, reading at most one job
 	// id.
@@ -74,7 +108,7 @@ type GPU interface {
 
 	// ReclaimSlot re-claims the slot h names for its holder's next job,
 	// in one write: a new epoch, leased until leaseUntil, no job and no
-	// secret hash. Guard: the slot is at h.Epoch, holds jobID or no job
+	// secret hash (the tenant stays, as for ClaimSlot). Guard: the slot is at h.Epoch, holds jobID or no job
 	// (freed under this epoch), and carries h.SecretHash; else an error
 	// wrapping ErrConflict. A lost answer wraps ErrUnknownOutcome; the
 	// slot, if reclaimed, is claimable again once leaseUntil passes.
@@ -91,19 +125,21 @@ type GPU interface {
 	ClaimBestJob(ctx context.Context, slot gpumodel.Slot, secretHash string, now, leaseUntil time.Time) (gpumodel.Job, error)
 
 	// LinkSlot records on the slot held at epoch the job it was filled
-	// with, that dispatch's secret hash and the slot's lease for the job's
+	// with, the job's tenant, that dispatch's secret hash and the slot's
+	// lease for the job's
 	// run, leaseUntil (in the same write, so heartbeats need not extend
 	// the slot). Guard: the slot is still at epoch; else (a newer claim)
 	// an error wrapping ErrConflict. A lost answer wraps
 	// ErrUnknownOutcome.
-	LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, secretHash string, leaseUntil time.Time) error
+	LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, tenant, secretHash string, leaseUntil time.Time) error
 
 	// ExtendSlot extends the lease of the slot held at epoch to
 	// leaseUntil, for jobID. Guard and errors as LinkSlot's.
 	ExtendSlot(ctx context.Context, slotID string, epoch int64, jobID string, leaseUntil time.Time) error
 
 	// Release frees the slot held at epoch, making it claimable at
-	// claimableAt (the zero lease for at once). Guard: the slot is still
+	// claimableAt (the zero lease for at once), and clears its job and
+	// tenant. Guard: the slot is still
 	// at epoch; a newer holder is left alone and the error wraps
 	// ErrConflict. A lost answer wraps ErrUnknownOutcome; the slot's own
 	// lease frees it then.

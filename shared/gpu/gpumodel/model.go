@@ -58,6 +58,14 @@ type Job struct {
 	Payload     string            `bson:"payload" json:"payload,omitempty"`
 	Source      string            `bson:"source" json:"source"`
 	CreatedAt   time.Time         `bson:"createdAt" json:"createdAt"`
+	// Tenant is whose job it is, for fair share and quotas between
+	// tenants (DefaultTenant when the request named none). Stored on
+	// every job, so the per-tenant head-of-queue query finds it.
+	Tenant string `bson:"tenant" json:"tenant"`
+	// GPUType is the slot type the job must run on ("" for any slot).
+	// Always stored, "" included: the queue's index starts with it, and
+	// a missing field would not match "".
+	GPUType string `bson:"gpuType" json:"gpuType,omitempty"`
 
 	// Slot, Worker and Epoch name the holder while dispatched or running
 	// (and, for a job cancelled while running, the holder that must still
@@ -85,6 +93,18 @@ type Job struct {
 	Error    string `bson:"error,omitempty" json:"error,omitempty"`
 }
 
+// DefaultTenant is the tenant of a job that names none.
+const DefaultTenant = "default"
+
+// TenantOf is the job's tenant for fair share: DefaultTenant for a job
+// stored before jobs carried one.
+func (j Job) TenantOf() string {
+	if j.Tenant == "" {
+		return DefaultTenant
+	}
+	return j.Tenant
+}
+
 // TakenBack is what taking the job back from its holder makes of it: one
 // more attempt used, and dead when that was its last (else queued again).
 // The store's requeues and the sweep's count both go by it, so the rule
@@ -103,6 +123,10 @@ type Slot struct {
 	JobID      string    `bson:"jobId" json:"jobId,omitempty"`
 	LeaseUntil time.Time `bson:"leaseUntil" json:"leaseUntil"`
 	Epoch      int64     `bson:"epoch" json:"epoch"`
+	// Tenant is the tenant of the job the slot holds (set with JobID when
+	// the slot is linked, cleared with it): the dispatcher counts each
+	// tenant's running slots from the slot documents alone.
+	Tenant string `bson:"tenant,omitempty" json:"tenant,omitempty"`
 	// SecretHash is the hash of the secret of the dispatch that holds the
 	// slot (as on the job), so a completion hands the slot on only when
 	// it comes from that dispatch's worker. Never shown: json:"-".

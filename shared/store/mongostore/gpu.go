@@ -44,6 +44,7 @@ func gpuHeldBy(id string, h gpumodel.Hold) bson.D {
 
 // gpuSlotClaim is the update of a slot claim: a new epoch fences out the
 // previous holder, and the previous dispatch's secret goes with its epoch.
+// The tenant stays until the slot is linked or released (store.GPU).
 func gpuSlotClaim(leaseUntil time.Time) bson.D {
 	return bson.D{{Key: "$set", Value: bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: leaseUntil}}}, {Key: "$inc", Value: bson.D{{Key: "epoch", Value: 1}}},
 		{Key: "$unset", Value: bson.D{{Key: "secretHash", Value: ""}}}}
@@ -105,10 +106,15 @@ func (g gpuQueue) Get(ctx context.Context, id string) (gpumodel.Job, error) {
 	return job, nil
 }
 
-func (g gpuQueue) List(ctx context.Context, status gpumodel.JobStatus, pageToken string, pageSize int) ([]gpumodel.Job, string, error) {
+func (g gpuQueue) List(ctx context.Context, status gpumodel.JobStatus, tenant string, pageToken string, pageSize int) ([]gpumodel.Job, string, error) {
+	// Each combination has its index: list, list_status, list_tenant,
+	// list_status_tenant.
 	filter := bson.D{}
 	if status != "" {
-		filter = bson.D{{Key: "status", Value: status}}
+		filter = append(filter, bson.E{Key: "status", Value: status})
+	}
+	if tenant != "" {
+		filter = append(filter, bson.E{Key: "tenant", Value: tenant})
 	}
 	var jobs []gpumodel.Job
 	p, err := g.jobs().Page(ctx, PageQuery{Filter: filter, SortField: "createdAt", SortType: bson.TypeDateTime, IDType: bson.TypeString, Desc: true, Limit: pageSize, Token: pageToken}, &jobs)
@@ -132,6 +138,146 @@ func (g gpuQueue) AnyQueued(ctx context.Context) (bool, error) {
 
 func (g gpuQueue) CountQueued(ctx context.Context, limit int64) (int64, error) {
 	return g.jobs().CountLimit(ctx, bson.D{{Key: "status", Value: gpumodel.StatusQueued}}, limit)
+}
+
+func (g gpuQueue) CountQueuedTenant(ctx context.Context, tenant string, limit int64) (int64, error) {
+	return g.jobs().CountLimit(ctx, bson.D{{Key: "status", Value: gpumodel.StatusQueued}, {Key: "tenant", Value: tenant}}, limit)
+}
+
+// gpuQueueOrder is the order within one tenant's queue.
+var gpuQueueOrder = bson.D{{Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}
+
+func (g gpuQueue) QueueHeads(ctx context.Context, gpuTypes []string, maxTenants int) ([]gpumodel.Job, error) {
+	best := map[string]gpumodel.Job{}
+	var order []string
+	for _, typ := range gpuTypes {
+		heads, err := g.typeHeads(ctx, typ, maxTenants)
+		if err != nil {
+			return nil, fmt.Errorf("queue heads of type %q: %w", typ, err)
+		}
+		for _, job := range heads {
+			key := job.TenantOf()
+			cur, seen := best[key]
+			if !seen {
+				order = append(order, key)
+			}
+			if !seen || gpuBefore(job, cur) {
+				best[key] = job
+			}
+		}
+	}
+	heads := make([]gpumodel.Job, 0, len(order))
+	for _, t := range order {
+		heads = append(heads, best[t])
+	}
+	return heads, nil
+}
+
+// typeHeads is QueueHeads for one type: a skip scan over the queue_tenant
+// index (status, gpuType, tenant, priority desc, createdAt, _id). Each
+// probe asks for the first job of the next tenant after the last one seen,
+// which in that order is that tenant's head, so it reads one job per
+// tenant and never the jobs behind a head. Beside the first probe, and at
+// the same time, one more reads the last tenant's name (queue_tenant_last),
+// so the scan knows where to stop: with one tenant queued, the common
+// case, the heads cost one round trip, and no probe comes back empty.
+func (g gpuQueue) typeHeads(ctx context.Context, typ string, maxTenants int) ([]gpumodel.Job, error) {
+	base := bson.D{{Key: "status", Value: gpumodel.StatusQueued}, {Key: "gpuType", Value: typ}}
+	sort := append(bson.D{{Key: "tenant", Value: 1}}, gpuQueueOrder...)
+	var (
+		last    gpumodel.Job
+		lastErr error
+		done    = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		lastErr = g.jobs().FindOne(ctx, base, &last, options.FindOne().
+			SetSort(bson.D{{Key: "tenant", Value: -1}}).SetProjection(bson.D{{Key: "tenant", Value: 1}}))
+	}()
+	var heads []gpumodel.Job
+	var after *string
+	var err error
+	for len(heads) < maxTenants {
+		filter := base
+		if after != nil {
+			filter = append(append(bson.D{}, base...), bson.E{Key: "tenant", Value: bson.D{{Key: "$gt", Value: *after}}})
+		}
+		var job gpumodel.Job
+		err = g.jobs().FindOne(ctx, filter, &job, options.FindOne().SetSort(sort).SetProjection(bson.D{{Key: "payload", Value: 0}}))
+		if err != nil {
+			break
+		}
+		heads = append(heads, job)
+		if len(heads) == 1 {
+			<-done
+			if lastErr != nil && !errors.Is(lastErr, store.ErrNotFound) {
+				return nil, lastErr
+			}
+		}
+		if lastErr == nil && job.Tenant >= last.Tenant {
+			return heads, nil // that was the last tenant
+		}
+		t := job.Tenant
+		after = &t
+	}
+	if len(heads) == 0 {
+		<-done
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	return heads, nil
+}
+
+// gpuBefore is gpuQueueOrder in Go, to merge one tenant's heads of
+// different types.
+func gpuBefore(a, b gpumodel.Job) bool {
+	if a.Priority != b.Priority {
+		return a.Priority > b.Priority
+	}
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.Before(b.CreatedAt)
+	}
+	return a.ID < b.ID
+}
+
+func (g gpuQueue) ClaimJob(ctx context.Context, id string, slot gpumodel.Slot, secretHash string, now, leaseUntil time.Time) (gpumodel.Job, error) {
+	var job gpumodel.Job
+	err := g.jobs().FindOneAndUpdate(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "status", Value: gpumodel.StatusQueued}},
+		gpuDispatch(slot, secretHash, now, leaseUntil), &job)
+	if err != nil {
+		return gpumodel.Job{}, err
+	}
+	return job, nil
+}
+
+func (g gpuQueue) ClaimTenantJob(ctx context.Context, tenant string, gpuTypes []string, slot gpumodel.Slot, secretHash string, now, leaseUntil time.Time) (gpumodel.Job, error) {
+	types := make(bson.A, len(gpuTypes))
+	for i, t := range gpuTypes {
+		types[i] = t
+	}
+	// The queue_tenant index: equality on status and tenant, gpuType in a
+	// short list, then the queue order.
+	var job gpumodel.Job
+	err := g.jobs().FindOneAndUpdate(ctx,
+		bson.D{{Key: "status", Value: gpumodel.StatusQueued}, {Key: "gpuType", Value: bson.D{{Key: "$in", Value: types}}}, {Key: "tenant", Value: tenant}},
+		gpuDispatch(slot, secretHash, now, leaseUntil),
+		&job, options.FindOneAndUpdate().SetSort(gpuQueueOrder))
+	if err != nil {
+		return gpumodel.Job{}, err
+	}
+	return job, nil
+}
+
+// gpuDispatch is the update that dispatches a queued job to slot: the
+// fence and the secret's hash in one write, so no reader sees a fence
+// without the hash that guards it.
+func gpuDispatch(slot gpumodel.Slot, secretHash string, now, leaseUntil time.Time) bson.D {
+	return bson.D{{Key: "$set", Value: bson.D{
+		{Key: "status", Value: gpumodel.StatusDispatched}, {Key: "slot", Value: slot.ID}, {Key: "worker", Value: slot.Worker},
+		{Key: "epoch", Value: slot.Epoch}, {Key: "secretHash", Value: secretHash}, {Key: "leaseUntil", Value: leaseUntil}, {Key: "dispatchedAt", Value: now},
+	}}}
 }
 
 func (g gpuQueue) Slots(ctx context.Context, ids []string) ([]gpumodel.Slot, error) {
@@ -188,19 +334,16 @@ func (g gpuQueue) ClaimBestJob(ctx context.Context, slot gpumodel.Slot, secretHa
 	var job gpumodel.Job
 	err := g.jobs().FindOneAndUpdate(ctx,
 		bson.D{{Key: "status", Value: gpumodel.StatusQueued}},
-		bson.D{{Key: "$set", Value: bson.D{
-			{Key: "status", Value: gpumodel.StatusDispatched}, {Key: "slot", Value: slot.ID}, {Key: "worker", Value: slot.Worker},
-			{Key: "epoch", Value: slot.Epoch}, {Key: "secretHash", Value: secretHash}, {Key: "leaseUntil", Value: leaseUntil}, {Key: "dispatchedAt", Value: now},
-		}}},
-		&job, options.FindOneAndUpdate().SetSort(bson.D{{Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}))
+		gpuDispatch(slot, secretHash, now, leaseUntil),
+		&job, options.FindOneAndUpdate().SetSort(gpuQueueOrder))
 	if err != nil {
 		return gpumodel.Job{}, err
 	}
 	return job, nil
 }
 
-func (g gpuQueue) LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, secretHash string, leaseUntil time.Time) error {
-	return g.updateSlot(ctx, slotID, epoch, bson.D{{Key: "jobId", Value: jobID}, {Key: "secretHash", Value: secretHash}, {Key: "leaseUntil", Value: leaseUntil}})
+func (g gpuQueue) LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, tenant, secretHash string, leaseUntil time.Time) error {
+	return g.updateSlot(ctx, slotID, epoch, bson.D{{Key: "jobId", Value: jobID}, {Key: "tenant", Value: tenant}, {Key: "secretHash", Value: secretHash}, {Key: "leaseUntil", Value: leaseUntil}})
 }
 
 func (g gpuQueue) ExtendSlot(ctx context.Context, slotID string, epoch int64, jobID string, leaseUntil time.Time) error {
@@ -208,7 +351,7 @@ func (g gpuQueue) ExtendSlot(ctx context.Context, slotID string, epoch int64, jo
 }
 
 func (g gpuQueue) Release(ctx context.Context, slotID string, epoch int64, claimableAt time.Time) error {
-	return g.updateSlot(ctx, slotID, epoch, bson.D{{Key: "jobId", Value: ""}, {Key: "leaseUntil", Value: claimableAt}})
+	return g.updateSlot(ctx, slotID, epoch, bson.D{{Key: "jobId", Value: ""}, {Key: "tenant", Value: ""}, {Key: "leaseUntil", Value: claimableAt}})
 }
 
 func (g gpuQueue) Heartbeat(ctx context.Context, id string, h gpumodel.Hold, now, leaseUntil time.Time) (gpumodel.Job, error) {

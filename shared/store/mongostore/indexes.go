@@ -84,9 +84,17 @@ var SchedulerIndexes = []Index{
 // GPUIndexes are the indexes the GPU dispatcher's queries need.
 var GPUIndexes = []Index{
 	{Collection: GPUJobsCollection, Name: "queue", Keys: bson.D{{Key: "status", Value: 1}, {Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}},
+	// The per-tenant head-of-queue skip scan (QueueHeads).
+	{Collection: GPUJobsCollection, Name: "queue_tenant", Keys: bson.D{{Key: "status", Value: 1}, {Key: "gpuType", Value: 1}, {Key: "tenant", Value: 1}, {Key: "priority", Value: -1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}},
+	// The last tenant with a queued job of a type, where that scan stops.
+	{Collection: GPUJobsCollection, Name: "queue_tenant_last", Keys: bson.D{{Key: "status", Value: 1}, {Key: "gpuType", Value: 1}, {Key: "tenant", Value: -1}}},
 	{Collection: GPUJobsCollection, Name: "leases", Keys: bson.D{{Key: "status", Value: 1}, {Key: "leaseUntil", Value: 1}}},
 	{Collection: GPUJobsCollection, Name: "list", Keys: bson.D{{Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: GPUJobsCollection, Name: "list_status", Keys: bson.D{{Key: "status", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
+	// GET /gpu/jobs?tenant=, with and without status (and the pool
+	// view's per-tenant queued count).
+	{Collection: GPUJobsCollection, Name: "list_tenant", Keys: bson.D{{Key: "tenant", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: GPUJobsCollection, Name: "list_status_tenant", Keys: bson.D{{Key: "status", Value: 1}, {Key: "tenant", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: GPUSlotsCollection, Name: "claim", Keys: bson.D{{Key: "leaseUntil", Value: 1}, {Key: "_id", Value: 1}}},
 }
 

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/baton-cron/baton/shared/store"
 	"math/rand/v2"
 	"time"
+
+	"github.com/baton-cron/baton/shared/store"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"

@@ -6,10 +6,11 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/baton-cron/baton/shared/store"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/baton-cron/baton/shared/store"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"

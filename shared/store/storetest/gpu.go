@@ -26,6 +26,10 @@ func (s *suite) gpu(t *testing.T) {
 	t.Run("ClaimBestJobRace", s.gpuClaimBestJobRace)
 	t.Run("EnqueueIdempotent", s.gpuEnqueueIdempotent)
 	t.Run("CallbackLostAnswer", s.gpuCallbackLostAnswer)
+	t.Run("QueueHeads", s.gpuQueueHeads)
+	t.Run("ClaimJob", s.gpuClaimJob)
+	t.Run("SlotTenant", s.gpuSlotTenant)
+	t.Run("ListTenant", s.gpuListTenant)
 }
 
 // gpuRig opens a store for the case and returns its GPU view.
@@ -96,7 +100,7 @@ func dispatch(t *testing.T, q store.GPU, slotID, secretHash string, now time.Tim
 	if err != nil {
 		t.Fatalf("claim a job for slot %s@%d: %v", slotID, slot.Epoch, err)
 	}
-	if err := q.LinkSlot(ctx, slot.ID, slot.Epoch, job.ID, secretHash, now.Add(gpuRunLease)); err != nil {
+	if err := q.LinkSlot(ctx, slot.ID, slot.Epoch, job.ID, job.TenantOf(), secretHash, now.Add(gpuRunLease)); err != nil {
 		t.Fatalf("link slot %s@%d to %s: %v", slotID, slot.Epoch, job.ID, err)
 	}
 	return slot, job
@@ -145,7 +149,7 @@ func (s *suite) gpuStaleEpoch(t *testing.T) {
 	onlyConflict(t, "reclaim slot at epoch 1 under epoch 2", err)
 	err = q.ExtendSlot(ctx, "s0", old.Epoch, "j", at.Add(time.Hour))
 	onlyConflict(t, "extend slot at epoch 1 under epoch 2", err)
-	err = q.LinkSlot(ctx, "s0", old.Epoch, "j", hash, at.Add(time.Hour))
+	err = q.LinkSlot(ctx, "s0", old.Epoch, "j", "default", hash, at.Add(time.Hour))
 	onlyConflict(t, "link slot at epoch 1 under epoch 2", err)
 	err = q.Release(ctx, "s0", old.Epoch, time.Unix(0, 0).UTC())
 	onlyConflict(t, "release slot at epoch 1 under epoch 2", err)
@@ -313,7 +317,7 @@ func (s *suite) gpuEnqueueIdempotent(t *testing.T) {
 		if err != nil || created {
 			t.Fatalf("enqueue whose answer was lost = %v, %v; want false, nil (it is there)", created, err)
 		}
-		jobs, _, err := q.List(t.Context(), "", "", 10)
+		jobs, _, err := q.List(t.Context(), "", "", "", 10)
 		if err != nil {
 			t.Fatal(err)
 		}
