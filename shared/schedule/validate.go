@@ -227,6 +227,11 @@ func (s *Schedule) validate(o ValidateOptions) error {
 	if s.RemainingRuns != nil && (*s.RemainingRuns < 0 || *s.RemainingRuns > MaxRemainingRuns) {
 		return fieldErr("remainingRuns", "is %d; want 0 to %d (leave it out for no limit)", *s.RemainingRuns, MaxRemainingRuns)
 	}
+	if s.Concurrency != nil {
+		if err := s.Concurrency.validate(s.Target); err != nil {
+			return err
+		}
+	}
 	if j := s.Jitter.D(); j < 0 || j > MaxJitter || j%time.Second != 0 {
 		return fieldErr("jitter", "is %s; want whole seconds from 0 to %s", j, MaxJitter)
 	}
