@@ -83,8 +83,8 @@ func (p *probe) waitStarted(t *testing.T) string {
 	select {
 	case n := <-p.started:
 		return n
-	case <-time.After(30 * time.Second):
-		t.Fatal("probe: no execution started within 30s")
+	case <-time.After(15 * time.Second):
+		t.Fatal("probe: no execution started within 15s")
 		return ""
 	}
 }
@@ -136,7 +136,7 @@ func tickAsync(t *testing.T, b *bundle) chan struct{} {
 // waitRun polls (real time, bounded) until run id satisfies ok.
 func (b *bundle) waitRun(t *testing.T, id string, what string, ok func(schedule.Run) bool) schedule.Run {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		var r schedule.Run
 		err := b.store.Collection(schedule.RunsCollection).Get(context.Background(), id, &r)
@@ -144,7 +144,7 @@ func (b *bundle) waitRun(t *testing.T, id string, what string, ok func(schedule.
 			return r
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run %s: not %s within 30s (last: %+v, %v)", id, what, r, err)
+			t.Fatalf("run %s: not %s within 15s (last: %+v, %v)", id, what, r, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -239,11 +239,12 @@ func TestGroupWaitingOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.clock.Set(t0.Add(2*time.Minute + time.Second))
-	b.tick(t) // both 09:02 runs wait behind the 09:01 one
+	tick2 := tickAsync(t, b) // both 09:02 runs wait behind the 09:01 one
 	for _, id := range []string{"oa", "ob"} {
 		b.waitRun(t, schedule.RunID(id, t0.Add(2*time.Minute), schedule.SourceScheduled, 1), "waiting behind "+w, waitingForGroup)
 	}
 	p.noStart(t)
+	<-tick2
 	// Now the sweep may take them all: the line runs in order, one at a
 	// time: 09:01 (other), then the 09:02 runs by id.
 	b.clock.Set(far.Add(time.Second))
