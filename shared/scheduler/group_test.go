@@ -2,8 +2,8 @@ package scheduler_test
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
