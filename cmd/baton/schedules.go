@@ -242,6 +242,9 @@ func scheduleCard(w io.Writer, sc *schedule.Schedule) error {
 		}
 		row("Shards", shards)
 	}
+	if c := sc.Concurrency; c != nil {
+		row("Concurrency", fmt.Sprintf("group %s, at most %d at once", c.Group, c.Limit))
+	}
 	catchup := fmt.Sprintf("%s (window %s", sc.Catchup, sc.CatchupWindow)
 	if sc.Catchup == schedule.CatchupAll {
 		catchup += fmt.Sprintf(", at most %d", sc.MaxCatchup)

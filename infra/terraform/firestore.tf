@@ -49,6 +49,7 @@ locals {
     { collection = "runs", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "status", order = "ASCENDING" }, { path = "createdAt", order = "ASCENDING" }, { path = "sweepAt", order = "DESCENDING" }] },
     # scheduler: the job lease holder's look for retries that waited for it, oldest fire first.
     { collection = "runs", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "status", order = "ASCENDING" }, { path = "waiting", order = "ASCENDING" }, { path = "fireTime", order = "ASCENDING" }] },
+    { collection = "runs", fields = [{ path = "group", order = "ASCENDING" }, { path = "status", order = "ASCENDING" }, { path = "fireTime", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # scheduler: the timed-pause sweep (paused schedules whose pausedUntil has come).
     { collection = "schedules", fields = [{ path = "enabled", order = "ASCENDING" }, { path = "pausedUntil", order = "ASCENDING" }] },
     # scheduler: the stranded-misfire sweep (misfire flag set, holder gone).

@@ -243,6 +243,9 @@ type Schedule struct {
 	// Notify, when set, sends events about the schedule's runs to a
 	// webhook (notify.go).
 	Notify *Notify `bson:"notify,omitempty" json:"notify,omitempty"`
+	// Concurrency, when set, puts the schedule in a concurrency group:
+	// at most Concurrency.Limit of the group's runs execute at once.
+	Concurrency *Concurrency `bson:"concurrency,omitempty" json:"concurrency,omitempty"`
 	// PauseReason is why an operator paused the schedule (POST :pause with
 	// {"reason"}), for the next operator to read; at most MaxDescription
 	// bytes. It exists only while the schedule is paused: enabling it
@@ -354,6 +357,11 @@ type Run struct {
 	// the run (Cloud Tasks' X-CloudTasks-* headers); nil when the run was
 	// executed in-process (baton daemon).
 	Delivery *Delivery `bson:"delivery,omitempty" json:"delivery,omitempty"`
+	// WaitingFor, on a pending run, says what it waits for before it can
+	// start ("group etl": its concurrency group is full); Group is that
+	// group. The claim clears both, so only waiting runs carry them.
+	WaitingFor string `bson:"waitingFor,omitempty" json:"waitingFor,omitempty"`
+	Group      string `bson:"group,omitempty" json:"group,omitempty"`
 	// Fence is the epoch of the last lease holder that wrote the run.
 	Fence int64 `bson:"fence" json:"-"`
 	// BatchAt is, on a retry, when its first attempt was decided (that

@@ -238,6 +238,11 @@ func (s *Schedule) validate(o ValidateOptions) error {
 	if err := s.validateShards(); err != nil {
 		return err
 	}
+	if s.Concurrency != nil {
+		if err := s.Concurrency.validate(s.Target); err != nil {
+			return err
+		}
+	}
 	if j := s.Jitter.D(); j < 0 || j > MaxJitter || j%time.Second != 0 {
 		return fieldErr("jitter", "is %s; want whole seconds from 0 to %s", j, MaxJitter)
 	}

@@ -150,6 +150,16 @@ func TestNormalizeErrors(t *testing.T) {
 		{"gpu timeout", gpu(func(g *GPUTarget) { g.Timeout = Duration(48 * time.Hour) }), "target.gpu.timeout"},
 		{"builtin unknown", builtin("reboot"), "target.builtin.name"},
 		{"builtin empty", builtin(""), "target.builtin.name"},
+		{"concurrency without group", func(s *Schedule) { s.Concurrency = &Concurrency{Limit: 1} }, "concurrency.group"},
+		{"concurrency group upper-case", func(s *Schedule) { s.Concurrency = &Concurrency{Group: "ETL", Limit: 1} }, "concurrency.group"},
+		{"concurrency group with slash", func(s *Schedule) { s.Concurrency = &Concurrency{Group: "a/b", Limit: 1} }, "concurrency.group"},
+		{"concurrency group too long", func(s *Schedule) { s.Concurrency = &Concurrency{Group: strings.Repeat("g", 64), Limit: 1} }, "concurrency.group"},
+		{"concurrency limit 0", func(s *Schedule) { s.Concurrency = &Concurrency{Group: "etl"} }, "concurrency.limit"},
+		{"concurrency limit too big", func(s *Schedule) { s.Concurrency = &Concurrency{Group: "etl", Limit: MaxConcurrencyLimit + 1} }, "concurrency.limit"},
+		{"concurrency on a gpu target", func(s *Schedule) {
+			gpu(func(*GPUTarget) {})(s)
+			s.Concurrency = &Concurrency{Group: "etl", Limit: 1}
+		}, "concurrency"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -171,6 +171,9 @@ type Engine struct {
 	// set (the buffered run is already marked skipped), step "run" before
 	// the misfire run is recorded (the flag is already cleared).
 	beforeMisfireWrite func(scheduleID, step string)
+	// beforeGroupWait, when set (tests), runs just before a run records
+	// that it waits for its concurrency group.
+	beforeGroupWait func(runID string)
 }
 
 // New checks cfg and returns an Engine.

@@ -82,6 +82,17 @@ func (e *Engine) claimThenRun(ctx context.Context, s *schedule.Schedule, r *runD
 	// same holder at the same epoch (two deliveries of an allow run in one
 	// process): a claim whose answer was lost is ours only if it is there
 	// (Claim reads it back).
+	// Its concurrency group's slot first (group.go): a run that must wait
+	// is left pending, recorded waiting.
+	slot, ok := e.groupSlot(ctx, s, r)
+	if !ok {
+		return
+	}
+	if slot != nil {
+		var done func()
+		ctx, done = e.holdSlot(ctx, s, slot)
+		defer done()
+	}
 	claim := store.RunClaim{Token: claimToken(), Holder: holder, Epoch: epoch, At: now, SweepAt: now.Add(ttl + e.cfg.Leases.Skew()), Delivery: deliveryFrom(ctx)}
 	if e.gpuHandOff(s) {
 		// Recorded with the claim, before the enqueue: whatever happens

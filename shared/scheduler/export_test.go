@@ -17,3 +17,7 @@ func SetBeforeRelease(e *Engine, fn func(scheduleID string)) { e.beforeRelease =
 // SetBeforeMisfireWrite installs a hook that runs just before the second
 // write of buffer_one's two-write steps ("flag" and "run").
 func SetBeforeMisfireWrite(e *Engine, fn func(scheduleID, step string)) { e.beforeMisfireWrite = fn }
+
+// SetBeforeGroupWait installs a hook that runs just before a run records
+// that it waits for its concurrency group.
+func SetBeforeGroupWait(e *Engine, fn func(runID string)) { e.beforeGroupWait = fn }

@@ -140,6 +140,15 @@ type Runs interface {
 	// non-nil shard keeps to that shard's runs (its own job lease); nil
 	// looks at every run of the schedule.
 	NextWaiting(ctx context.Context, scheduleID string, shard *int) (*RunRecord, error)
+	// WaitForGroup records on a pending run that it waits for a slot of
+	// concurrency group (waitingFor reason, group group), and moves its
+	// sweepAt to sweepAt, when the sweep looks at it again. Guard: the run
+	// is pending; otherwise ErrConflict. Claim clears both fields.
+	WaitForGroup(ctx context.Context, id, group, reason string, sweepAt time.Time) error
+	// OldestGroupWaiting returns the pending run waiting for a slot of
+	// group with the oldest fire time (then the smallest id), or an error
+	// wrapping ErrNotFound: the run next in line for the group.
+	OldestGroupWaiting(ctx context.Context, group string) (*RunRecord, error)
 
 	// Claim moves the run id from pending to running, recording c. Guard:
 	// the run is pending, and, when c.Epoch is non-zero, no newer job

@@ -54,6 +54,9 @@ var SchedulerIndexes = []Index{
 	// The job lease holder's look for retries that waited for it
 	// (drainWaiting), oldest fire first.
 	{Collection: schedule.RunsCollection, Name: "waiting", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "status", Value: 1}, {Key: "waiting", Value: 1}, {Key: "fireTime", Value: 1}}},
+	// A concurrency group's line (OldestGroupWaiting): its waiting runs,
+	// oldest fire first. Only waiting runs carry group.
+	{Collection: schedule.RunsCollection, Name: "group_waiting", Keys: bson.D{{Key: "group", Value: 1}, {Key: "status", Value: 1}, {Key: "fireTime", Value: 1}, {Key: "_id", Value: 1}}},
 	// The timed-pause sweep (PausedUntil): paused schedules whose pause is
 	// over, oldest first. Only timed pauses carry pausedUntil.
 	{Collection: schedule.SchedulesCollection, Name: "paused_until", Keys: bson.D{{Key: "enabled", Value: 1}, {Key: "pausedUntil", Value: 1}}},

@@ -124,6 +124,16 @@ func (r runs) NextWaiting(ctx context.Context, scheduleID string, shard *int) (*
 		options.FindOne().SetSort(bson.D{{Key: "fireTime", Value: 1}}))
 }
 
+func (r runs) WaitForGroup(ctx context.Context, id, group, reason string, sweepAt time.Time) error {
+	return r.c().UpdateOne(ctx, byRunID(id, statusIs(schedule.RunPending)),
+		bson.D{{Key: "$set", Value: bson.D{{Key: "waitingFor", Value: reason}, {Key: "group", Value: group}, {Key: "sweepAt", Value: sweepAt}}}})
+}
+
+func (r runs) OldestGroupWaiting(ctx context.Context, group string) (*store.RunRecord, error) {
+	return r.findOne(ctx, bson.D{{Key: "group", Value: group}, statusIs(schedule.RunPending)},
+		options.FindOne().SetSort(bson.D{{Key: "fireTime", Value: 1}, {Key: "_id", Value: 1}}))
+}
+
 func (r runs) Claim(ctx context.Context, id string, c store.RunClaim) error {
 	set := bson.D{statusIs(schedule.RunRunning), {Key: "claim", Value: c.Token}, {Key: "holder", Value: c.Holder}}
 	if c.Epoch != 0 {
@@ -138,7 +148,10 @@ func (r runs) Claim(ctx context.Context, id string, c store.RunClaim) error {
 	if c.GPUJob != "" {
 		set = append(set, bson.E{Key: "gpuJob", Value: c.GPUJob})
 	}
-	err := r.update(ctx, c.Epoch, byRunID(id, statusIs(schedule.RunPending)), bson.D{{Key: "$set", Value: set}})
+	// A run that waited for its concurrency group starts now: it waits no
+	// more (and leaves the group's line, OldestGroupWaiting).
+	upd := bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "waitingFor", Value: ""}, {Key: "group", Value: ""}}}}
+	err := r.update(ctx, c.Epoch, byRunID(id, statusIs(schedule.RunPending)), upd)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		// retryWrites=false: the claim may have landed with its answer
 		// lost. Left unread, the run would stay running with nobody

@@ -28,6 +28,7 @@ func (s *suite) runs(t *testing.T) {
 	t.Run("InsertLostAnswer", s.runsInsertLostAnswer)
 	t.Run("ConditionalLostAnswer", s.runsConditionalLostAnswer)
 	t.Run("ShardFilters", s.runsShardFilters)
+	t.Run("GroupLine", s.runsGroupLine)
 }
 
 // runsShardFilters: RunningAt, NextWaiting, RunningGPU and LiveSibling keep
@@ -81,6 +82,54 @@ func (s *suite) runsShardFilters(t *testing.T) {
 	}
 	if _, err := r.LiveSibling(ctx, sched, &two, runT0, runT0); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("LiveSibling shard 2: %v; want ErrNotFound", err)
+	}
+}
+
+// runsGroupLine: WaitForGroup records a pending run in its concurrency
+// group's line, OldestGroupWaiting answers the oldest fire time first, and
+// the claim takes the run out of the line.
+func (s *suite) runsGroupLine(t *testing.T) {
+	_, r, id := s.runsRig(t)
+	ctx := t.Context()
+	group := "g-" + id
+	ids := []string{id + "-c", id + "-a", id + "-b"}
+	for i, rid := range ids {
+		rd := pendingRecord(rid)
+		rd.FireTime = runT0.Add(time.Duration(2-i) * time.Second) // -c newest … -b oldest
+		if i == 2 {
+			rd.FireTime = runT0.Add(-time.Second)
+		}
+		insertRun(t, r, rd)
+	}
+	if _, err := r.OldestGroupWaiting(ctx, group); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("oldest waiting of an empty line = %v; want ErrNotFound", err)
+	}
+	later := runT0.Add(time.Minute)
+	for _, rid := range ids {
+		if err := r.WaitForGroup(ctx, rid, group, "group "+group, later); err != nil {
+			t.Fatalf("wait for group %s: %v", rid, err)
+		}
+	}
+	got := getRun(t, r, ids[2])
+	if got.WaitingFor != "group "+group || got.Group != group || !got.SweepAt.Equal(later) {
+		t.Fatalf("waiting run = waitingFor %q group %q sweepAt %s; want the group and %s", got.WaitingFor, got.Group, got.SweepAt, later)
+	}
+	for _, want := range []string{ids[2], ids[1], ids[0]} {
+		head, err := r.OldestGroupWaiting(ctx, group)
+		if err != nil || head.ID != want {
+			t.Fatalf("oldest waiting = %v, %v; want %s", head, err, want)
+		}
+		if err := r.Claim(ctx, want, claimOf("g"+want, 0)); err != nil {
+			t.Fatalf("claim %s: %v", want, err)
+		}
+		if c := getRun(t, r, want); c.WaitingFor != "" || c.Group != "" {
+			t.Fatalf("claimed run still waits: waitingFor %q group %q", c.WaitingFor, c.Group)
+		}
+		// Running: no longer pending, so it cannot wait.
+		onlyConflict(t, "wait for group of a running run", r.WaitForGroup(ctx, want, group, "group "+group, later))
+	}
+	if _, err := r.OldestGroupWaiting(ctx, group); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("oldest waiting after every claim = %v; want ErrNotFound", err)
 	}
 }
 
