@@ -175,6 +175,13 @@ func (d *Dispatcher) Init(ctx context.Context) error {
 	if err := d.q.EnsureSlots(ctx, slots...); err != nil {
 		return fmt.Errorf("gpu: init %w", err)
 	}
+	// Jobs queued by a version before tenants and GPU types have neither
+	// field, and the queue's equality queries would never find them.
+	if n, err := d.q.UpgradeQueued(ctx, maxUpgradeQueued); err != nil {
+		return fmt.Errorf("gpu: init: %w", err)
+	} else if n > 0 {
+		d.cfg.Logger.Info("gpu: gave queued jobs from an earlier version a tenant and any GPU type", "jobs", n)
+	}
 	d.inited = true
 	return nil
 }
@@ -273,21 +280,53 @@ func (d *Dispatcher) Dispatch(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	refused := map[string]bool{}
-	n, late := 0, 0
+	late := 0
+	// Sends run concurrently: each POST /run can take as long as its
+	// worker's instance needs to start (RunTimeout), and one cold or slow
+	// worker must not hold back the jobs claimed for the others (measured
+	// by `baton bench gpu-cold`). The claims stay one at a time, so the
+	// queue order and the quotas are decided as before. Dispatch returns
+	// once every send has been answered.
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		n       int
+		sendErr error
+		// bounced are the slots whose worker refused during this call,
+		// merged into refused before each claim: as when the sends ran one
+		// at a time, a refusing worker is not tried twice in one
+		// call, even if its backoff ends meanwhile.
+		bounced []string
+	)
+	done := func(err error) (int, error) {
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			err = sendErr
+		}
+		return n, err
+	}
 	for {
 		if err := ctx.Err(); err != nil {
-			return n, err
+			return done(err)
 		}
+		mu.Lock()
+		for _, id := range bounced {
+			refused[id] = true
+		}
+		bounced = bounced[:0]
+		mu.Unlock()
 		slot, job, secret, err := d.claim(ctx, refused)
 		if errors.Is(err, errLateJob) && late < maxLateJobs {
 			late++
 			continue
 		}
 		if errors.Is(err, errLateJob) {
-			return n, nil // still queued: the next completion or sweep takes it
+			return done(nil) // still queued: the next completion or sweep takes it
 		}
 		if err != nil || slot == nil {
-			return n, err
+			return done(err)
 		}
 		if job == nil {
 			// Nothing this slot's type can run (or only tenants at
@@ -300,14 +339,24 @@ func (d *Dispatcher) Dispatch(ctx context.Context) (int, error) {
 			}
 			continue
 		}
-		if err := d.send(ctx, slot, job, secret); err != nil {
-			if !errors.Is(err, ErrRefused) && !errors.Is(err, ErrUnanswered) {
-				return n, err
+		// A slot being sent to is held, and one whose worker refuses is
+		// freed only after RefusalBackoff, so no later claim of this call
+		// takes it again.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := d.send(ctx, slot, job, secret)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				n++
+			case errors.Is(err, ErrRefused) || errors.Is(err, ErrUnanswered):
+				bounced = append(bounced, slot.ID)
+			case sendErr == nil:
+				sendErr = err
 			}
-			refused[slot.ID] = true
-			continue
-		}
-		n++
+		}()
 	}
 }
 
@@ -730,6 +779,10 @@ func (d *Dispatcher) requeueUnharmed(ctx context.Context, job *Job) {
 // errLateJob: fill found no queued job, freed its slot, and then saw a job
 // that arrived meanwhile. The caller dispatches again.
 var errLateJob = errors.New("gpu: a job was queued while the slot was being freed")
+
+// maxUpgradeQueued bounds the writes one Init spends on jobs queued by an
+// earlier version; a larger backlog is finished by the next instance's.
+const maxUpgradeQueued = 10000
 
 // maxLateJobs bounds how often one Dispatch goes round again for errLateJob,
 // so a stream of enqueues racing the free cannot keep it looping.
