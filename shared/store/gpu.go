@@ -32,6 +32,13 @@ type GPU interface {
 	// ErrUnknownOutcome.
 	EnsureSlots(ctx context.Context, slots ...gpumodel.Slot) error
 
+	// UpgradeQueued gives the queued jobs written before tenants and GPU
+	// types existed (no tenant or gpuType field) DefaultTenant and any
+	// type, so the queue's equality queries find them; it returns how many
+	// it changed, and stops at limit. Guard: the field is still missing,
+	// so it is idempotent and a lost answer is repaired by calling again.
+	UpgradeQueued(ctx context.Context, limit int) (int, error)
+
 	// Enqueue inserts job under its id. Guard: no document with that id
 	// exists; when one does, created is false and err nil ("it is there":
 	// an earlier attempt's, or a twin's). A lost answer is settled the

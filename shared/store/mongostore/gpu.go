@@ -94,6 +94,29 @@ func (g gpuQueue) EnsureSlots(ctx context.Context, slots ...gpumodel.Slot) error
 	return nil
 }
 
+func (g gpuQueue) UpgradeQueued(ctx context.Context, limit int) (int, error) {
+	// One conditional write per old job, not an updateMany: every write
+	// is guarded on the field still missing, and counted by the meter.
+	// Old jobs are few (those queued across one upgrade) and this runs
+	// once per dispatcher.
+	n := 0
+	for _, f := range []bson.E{{Key: "gpuType", Value: ""}, {Key: "tenant", Value: gpumodel.DefaultTenant}} {
+		for n < limit {
+			err := g.jobs().UpdateOne(ctx,
+				bson.D{{Key: "status", Value: gpumodel.StatusQueued}, {Key: f.Key, Value: bson.D{{Key: "$exists", Value: false}}}},
+				bson.D{{Key: "$set", Value: bson.D{f}}})
+			if errors.Is(err, store.ErrConflict) {
+				break // none left
+			}
+			if err != nil {
+				return n, fmt.Errorf("upgrade queued jobs' %s: %w", f.Key, err)
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
 func (g gpuQueue) Enqueue(ctx context.Context, job gpumodel.Job) (bool, error) {
 	return g.jobs().InsertIdempotent(ctx, job)
 }

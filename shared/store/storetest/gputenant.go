@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/baton-cron/baton/shared/gpu/gpumodel"
 	"github.com/baton-cron/baton/shared/store"
 )
@@ -255,5 +257,39 @@ func (s *suite) gpuListTenant(t *testing.T) {
 	}
 	if n, err := q.CountQueuedTenant(ctx, "b", 1); err != nil || n != 1 {
 		t.Errorf("CountQueuedTenant(b, limit 1) = %d, %v; want 1", n, err)
+	}
+}
+
+// gpuUpgradeQueued: a job queued before tenants and GPU types (neither
+// field stored) is invisible to the queue heads until UpgradeQueued gives
+// it the default tenant and any type; a second call changes nothing, and
+// a job that has its fields is left as it is.
+func (s *suite) gpuUpgradeQueued(t *testing.T) {
+	st, q := s.gpuRig(t)
+	ctx := t.Context()
+	old := bson.D{{Key: "_id", Value: "old"}, {Key: "status", Value: gpumodel.StatusQueued}, {Key: "priority", Value: 0},
+		{Key: "maxAttempts", Value: 3}, {Key: "createdAt", Value: gpuT0}}
+	if _, err := st.Collection(gpuJobsColl).InsertIdempotent(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Enqueue(ctx, tenantJob("new", "a", "nvidia-l4", 0, gpuT0)); err != nil {
+		t.Fatal(err)
+	}
+	if heads, err := q.QueueHeads(ctx, []string{""}, 10); err != nil || len(heads) != 0 {
+		t.Fatalf("heads of any type before the upgrade = %v, %v; want none (the old job has no gpuType)", heads, err)
+	}
+	n, err := q.UpgradeQueued(ctx, 100)
+	if err != nil || n != 2 {
+		t.Fatalf("UpgradeQueued = %d, %v; want 2 writes (the old job's gpuType and tenant)", n, err)
+	}
+	if n, err := q.UpgradeQueued(ctx, 100); err != nil || n != 0 {
+		t.Fatalf("second UpgradeQueued = %d, %v; want 0", n, err)
+	}
+	heads, err := q.QueueHeads(ctx, []string{""}, 10)
+	if err != nil || len(heads) != 1 || heads[0].ID != "old" || heads[0].Tenant != gpumodel.DefaultTenant {
+		t.Fatalf("heads of any type after the upgrade = %+v, %v; want the old job, tenant %q", heads, err, gpumodel.DefaultTenant)
+	}
+	if heads, err := q.QueueHeads(ctx, []string{"nvidia-l4"}, 10); err != nil || len(heads) != 1 || heads[0].Tenant != "a" {
+		t.Fatalf("heads of nvidia-l4 = %+v, %v; want the new job, tenant a", heads, err)
 	}
 }
