@@ -16,6 +16,10 @@ resource "google_cloud_run_v2_service" "gpu_worker" {
       condition     = local.worker_shape_ok
       error_message = local.worker_shape_rule
     }
+    precondition {
+      condition     = var.gpu_min_instances <= var.gpu_slots
+      error_message = "gpu_min_instances must be at most gpu_slots: an instance kept started beyond the pool's slots would never get a job."
+    }
   }
 
   template {
@@ -25,7 +29,7 @@ resource "google_cloud_run_v2_service" "gpu_worker" {
     gpu_zonal_redundancy_disabled    = var.gpu_zonal_redundancy_disabled
 
     scaling {
-      min_instance_count = 0
+      min_instance_count = var.gpu_min_instances
       max_instance_count = var.gpu_slots
     }
 

@@ -95,6 +95,17 @@ variable "gpu_slots" {
   }
 }
 
+variable "gpu_min_instances" {
+  description = "GPU worker instances kept started when idle (the service's min instances, at most gpu_slots). 0 scales to zero: no GPU cost while idle, but the first job after a quiet spell waits for a cold start (docs/gpu.md, \"Cold starts\"); each kept instance is billed around the clock."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.gpu_min_instances >= 0 && var.gpu_min_instances <= 100 && floor(var.gpu_min_instances) == var.gpu_min_instances
+    error_message = "gpu_min_instances must be a whole number from 0 to 100 (and at most gpu_slots)."
+  }
+}
+
 variable "gpu_weights" {
   description = "GPU tenants' weights for fair share of the slots, e.g. { research = 3, batch = 1 } (BATON_GPU_WEIGHTS); a tenant not named weighs 1. See docs/gpu.md, \"Tenants\"."
   type        = map(number)

@@ -1,6 +1,7 @@
 package gpubench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -117,6 +118,14 @@ func (c *coldInstance) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "instance starting: no instance available", http.StatusTooManyRequests)
 		return
 	}
+	// Read the request now, as Cloud Run's front end does before an
+	// instance is there: the server then notices when the dispatcher
+	// gives up (RunTimeout) and cancels r's context.
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	select {
 	case <-c.ready:
 		c.next.ServeHTTP(w, r)
@@ -213,11 +222,24 @@ func coldPass(ctx context.Context, o ColdOptions, db string, start time.Duration
 		}
 	}()
 	begin := time.Now()
+	// The jobs arrive at once from separate callers (a tick's runs are
+	// executed concurrently, each enqueuing its own job), so no enqueue
+	// waits behind another's POST /run.
+	errs := make(chan error, o.Jobs)
 	for i := 0; i < o.Jobs; i++ {
 		id := fmt.Sprintf("c%03d", i)
 		tl.submitted(id)
-		if _, _, err := d.Enqueue(ctx, gpu.EnqueueRequest{ID: id, Payload: payload(o.JobDuration), Timeout: schedule.Duration(time.Hour)}); err != nil {
-			return ColdPass{}, fmt.Errorf("enqueue %s: %w", id, err)
+		go func() {
+			_, _, err := d.Enqueue(ctx, gpu.EnqueueRequest{ID: id, Payload: payload(o.JobDuration), Timeout: schedule.Duration(time.Hour)})
+			if err != nil {
+				err = fmt.Errorf("enqueue %s: %w", id, err)
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < o.Jobs; i++ {
+		if err := <-errs; err != nil {
+			return ColdPass{}, err
 		}
 	}
 	if err := wait(ctx, tl); err != nil {

@@ -179,6 +179,10 @@ run "plan" {
     error_message = "max instances must equal gpu_slots"
   }
   assert {
+    condition     = google_cloud_run_v2_service.gpu_worker.template[0].scaling[0].min_instance_count == 0
+    error_message = "the GPU worker scales to zero by default (gpu_min_instances = 0)"
+  }
+  assert {
     condition     = length(google_firestore_index.baton) == length(local.firestore_indexes)
     error_message = "every entry of local.firestore_indexes must become one index (are two the same?)"
   }
@@ -305,6 +309,27 @@ run "bad_slots_refused" {
     gpu_slots = 0
   }
   expect_failures = [var.gpu_slots]
+}
+
+run "min_instances_kept" {
+  command = plan
+  variables {
+    gpu_slots         = 3
+    gpu_min_instances = 1
+  }
+  assert {
+    condition     = google_cloud_run_v2_service.gpu_worker.template[0].scaling[0].min_instance_count == 1
+    error_message = "gpu_min_instances must become the worker's min instances"
+  }
+}
+
+run "min_instances_over_slots_refused" {
+  command = plan
+  variables {
+    gpu_slots         = 1
+    gpu_min_instances = 2
+  }
+  expect_failures = [google_cloud_run_v2_service.gpu_worker]
 }
 
 run "bad_image_refused" {
