@@ -206,7 +206,7 @@ func (d *Dispatcher) Enqueue(ctx context.Context, req EnqueueRequest) (job Job, 
 // from the run id, so a repeated call (a retried tick) enqueues nothing
 // twice. It implements scheduler.GPU.
 func (d *Dispatcher) EnqueueRun(ctx context.Context, runID string, t schedule.GPUTarget) (string, error) {
-	req := EnqueueRequest{ID: schedule.GPUJobID(runID), Payload: t.Payload, Priority: t.Priority, MaxAttempts: t.MaxAttempts, Timeout: t.Timeout}
+	req := EnqueueRequest{ID: schedule.GPUJobID(runID), Payload: t.Payload, Priority: t.Priority, MaxAttempts: t.MaxAttempts, Timeout: t.Timeout, Shard: t.Shard}
 	if err := req.normalize(); err != nil {
 		// Permanent: asking again cannot help, so the run fails rather
 		// than wait for a job that will never be queued.
@@ -226,7 +226,7 @@ func (d *Dispatcher) insert(ctx context.Context, id, source string, req EnqueueR
 	job := Job{
 		ID: id, Status: StatusQueued, Priority: req.Priority, MaxAttempts: req.MaxAttempts,
 		Timeout: req.Timeout, Payload: req.Payload, Source: source, CreatedAt: d.cfg.Clock.Now().UTC(),
-		Tenant: req.Tenant, GPUType: req.GPUType,
+		Tenant: req.Tenant, GPUType: req.GPUType, Shard: req.Shard,
 	}
 	created, err := d.q.Enqueue(ctx, job)
 	if err != nil {
@@ -647,7 +647,7 @@ func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job, secret stri
 	body, _ := json.Marshal(RunRequest{ //nolint:gosec // the dispatch secret goes to the worker on purpose: it proves its callbacks with it (SecretHeader)
 		JobID: job.ID, Attempt: job.Attempts + 1, Slot: slot.ID, Epoch: slot.Epoch,
 		Payload: job.Payload, Timeout: job.Timeout, Lease: schedule.Duration(d.cfg.LeaseTTL), LeaseUntil: leaseUntil,
-		Secret: secret,
+		Secret: secret, Shard: job.Shard,
 	})
 	err := d.post(ctx, slot.Worker, body)
 	if err == nil {

@@ -93,6 +93,8 @@ type RunRequest struct {
 	// every callback (SecretHeader), which is how the API tells the slot's
 	// worker from anyone else who read the fence from GET /gpu/jobs/{id}.
 	Secret string `json:"secret"`
+	// Shard is the job's shard, for the job of a sharded schedule's run.
+	Shard *schedule.Shard `json:"shard,omitempty"`
 }
 
 // Fence returns the request's fence, with its secret.
@@ -137,6 +139,9 @@ type EnqueueRequest struct {
 	// GPUType asks for a slot of that type (BATON_GPU_POOL's
 	// "URL=slots@type"); empty takes any slot.
 	GPUType string `json:"gpuType,omitempty"`
+	// Shard is set only by EnqueueRun, for a shard run's job; the API
+	// does not accept it.
+	Shard *schedule.Shard `json:"-"`
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}$`)

@@ -306,6 +306,27 @@ type GPUTarget struct {
 	Priority    int      `bson:"priority" json:"priority"`
 	MaxAttempts int      `bson:"maxAttempts" json:"maxAttempts"`
 	Timeout     Duration `bson:"timeout" json:"timeout"`
+	// Shard is set by the scheduler on the copy it enqueues for a run of
+	// a sharded schedule (Run.GPUTarget), so the job's command is told its
+	// shard; it is never stored on a schedule nor read from a request.
+	Shard *Shard `bson:"-" json:"-"`
+}
+
+// Shard is one shard of a sharded fire, as a GPU job is told it: Index
+// (from 0) of Count, with its shardParams entry.
+type Shard struct {
+	Index int    `bson:"index" json:"index"`
+	Count int    `bson:"count" json:"count"`
+	Param string `bson:"param,omitempty" json:"param,omitempty"`
+}
+
+// GPUTarget is t as run r enqueues it: with r's shard when r is a shard
+// run, so that each shard's job is told which one it is.
+func (r *Run) GPUTarget(t GPUTarget) GPUTarget {
+	if r.Shard != nil {
+		t.Shard = &Shard{Index: *r.Shard, Count: r.Shards, Param: r.ShardParam}
+	}
+	return t
 }
 
 // BuiltinTarget runs a Go function registered by name (noop, sleep, fail).

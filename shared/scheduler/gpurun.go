@@ -52,7 +52,7 @@ func (e *Engine) handToGPU(ctx context.Context, s *schedule.Schedule, r *runDoc,
 	var err error
 	wait := 100 * time.Millisecond
 	for try := 1; ; try++ {
-		_, err = e.cfg.GPU.EnqueueRun(ctx, r.ID, *s.Target.GPU)
+		_, err = e.cfg.GPU.EnqueueRun(ctx, r.ID, r.GPUTarget(*s.Target.GPU))
 		if err == nil || errors.Is(err, schedule.ErrInvalidGPUTarget) || try == enqueueTries || ctx.Err() != nil {
 			break
 		}
@@ -146,7 +146,7 @@ func (e *Engine) enqueueMissing(ctx context.Context, r *runDoc, now time.Time, c
 		e.finishGPURun(ctx, r, nil, "the schedule's target is no longer gpu, and the run's job was never queued", now, c)
 		return
 	}
-	if _, err := e.cfg.GPU.EnqueueRun(ctx, r.ID, *s.Target.GPU); err != nil {
+	if _, err := e.cfg.GPU.EnqueueRun(ctx, r.ID, r.GPUTarget(*s.Target.GPU)); err != nil {
 		if errors.Is(err, schedule.ErrInvalidGPUTarget) {
 			e.finishGPURun(ctx, r, nil, err.Error(), now, c)
 			return

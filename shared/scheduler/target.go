@@ -55,7 +55,7 @@ func (e *Engine) callTarget(ctx context.Context, s *schedule.Schedule, r *schedu
 		if e.cfg.GPU == nil {
 			return "", ErrNoGPU
 		}
-		id, err := e.cfg.GPU.EnqueueRun(ctx, r.ID, *t.GPU)
+		id, err := e.cfg.GPU.EnqueueRun(ctx, r.ID, r.GPUTarget(*t.GPU))
 		if err != nil {
 			return "", fmt.Errorf("gpu enqueue: %w", err)
 		}

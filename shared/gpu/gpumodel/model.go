@@ -66,6 +66,10 @@ type Job struct {
 	// Always stored, "" included: the queue's index starts with it, and
 	// a missing field would not match "".
 	GPUType string `bson:"gpuType" json:"gpuType,omitempty"`
+	// Shard is, for the job of a sharded schedule's run, which shard it
+	// is; the worker passes it to the command as BATON_SHARD,
+	// BATON_SHARD_COUNT and BATON_SHARD_PARAM.
+	Shard *schedule.Shard `bson:"shard,omitempty" json:"shard,omitempty"`
 
 	// Slot, Worker and Epoch name the holder while dispatched or running
 	// (and, for a job cancelled while running, the holder that must still

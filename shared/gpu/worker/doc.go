@@ -5,7 +5,9 @@
 // POST /run accepts one job at a time (202) and answers 429 while a job
 // runs. The job's command (Config.Command, an argv list) gets the payload
 // on stdin and BATON_JOB_ID, BATON_JOB_ATTEMPT, BATON_JOB_FENCE and
-// BATON_JOB_SLOT in its environment. While it runs, the worker heartbeats
+// BATON_JOB_SLOT in its environment, and, for the job of a sharded
+// schedule's run, BATON_SHARD, BATON_SHARD_COUNT and BATON_SHARD_PARAM.
+// While it runs, the worker heartbeats
 // the control plane (POST {control}/gpu/jobs/{id}:heartbeat with the
 // fence in the body and the dispatch's secret from /run in the
 // gpu.SecretHeader header, as on :complete); a 409 means the job was cancelled or taken back, and the worker

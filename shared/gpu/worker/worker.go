@@ -390,6 +390,9 @@ func (s *Server) runCommand(ctx context.Context, req gpu.RunRequest, log *slog.L
 		"BATON_JOB_FENCE="+strconv.FormatInt(req.Epoch, 10),
 		"BATON_JOB_SLOT="+req.Slot,
 	)
+	if sh := req.Shard; sh != nil {
+		cmd.Env = append(cmd.Env, "BATON_SHARD="+strconv.Itoa(sh.Index), "BATON_SHARD_COUNT="+strconv.Itoa(sh.Count), "BATON_SHARD_PARAM="+sh.Param)
+	}
 	s.runs.Add(1)
 	live := s.alive.Add(1)
 	for {
