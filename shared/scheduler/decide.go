@@ -170,6 +170,7 @@ func (e *Engine) recordMissed(ctx context.Context, s *schedule.Schedule, m misse
 	rd.ID += "-missed"
 	rd.Status = schedule.RunSkipped
 	rd.FinishedAt = now.Truncate(time.Millisecond)
+	rd.ExpireAt = e.expireAt(s, rd.FinishedAt) // a finished run: retention deletes it too
 	rd.SweepAt = time.Time{}
 	rd.TickFence = f.Epoch
 	more := ""
