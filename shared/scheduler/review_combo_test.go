@@ -4,6 +4,12 @@ import (
 	"testing"
 	"time"
 
+	"context"
+	"errors"
+
+	"github.com/baton-cron/baton/shared/lease"
+	"github.com/baton-cron/baton/shared/scheduler"
+
 	"github.com/baton-cron/baton/shared/schedule"
 )
 
@@ -51,5 +57,61 @@ func TestReportRecordsExpire(t *testing.T) {
 		if r.Status == schedule.RunSkipped && r.FinishedAt.Before(day10(0).Add(time.Minute)) {
 			t.Errorf("skipped record %s still there two hours on, past its keep of 1h", r.ID)
 		}
+	}
+}
+
+// TestShardedScheduleInGroup: a sharded schedule in a concurrency group
+// of limit 1. Each shard run takes a slot of its own, so one shard runs
+// at a time; a shard that waits is recorded waiting on its own run
+// (<run>#<i>) and has released its shard's job lease (job-<id>-<i>), not
+// held it while waiting; and every shard runs exactly once, from the
+// sweep, in the line's order (fire time, then id).
+func TestShardedScheduleInGroup(t *testing.T) {
+	b := setup(t)
+	key, p := newProbe(t)
+	s := groupSchedule("sg", key, 1, "")
+	s.Shards = 3
+	b.addSchedule(t, s)
+	b.clock.Set(t0.Add(time.Minute + time.Second))
+	fire := runAt("sg")
+	tick1 := tickAsync(t, b)
+	p.waitStarted(t)
+	var waiting []int
+	for i := range 3 {
+		id := schedule.ShardRunID(fire, i)
+		r := b.waitRun(t, id, "running or waiting", func(r schedule.Run) bool { return r.Status == schedule.RunRunning || waitingForGroup(r) })
+		if r.Status == schedule.RunPending {
+			waiting = append(waiting, i)
+		}
+	}
+	if len(waiting) != 2 {
+		t.Fatalf("shards waiting %v; want two of three (limit 1)", waiting)
+	}
+	p.noStart(t)
+	for _, i := range waiting {
+		info, err := b.leases.Status(context.Background(), scheduler.ShardJobLease("sg", i))
+		if !errors.Is(err, lease.ErrNotFound) && err == nil && info.Live(time.Now()) {
+			t.Errorf("shard %d waits for its group but its job lease %s is held: %+v", i, scheduler.ShardJobLease("sg", i), info)
+		}
+	}
+	p.release <- struct{}{}
+	<-tick1
+	for range 2 {
+		b.clock.Add(scheduler.GroupRecheck + time.Second)
+		done := tickAsync(t, b)
+		p.waitStarted(t)
+		p.release <- struct{}{}
+		<-done
+	}
+	b.eng.Wait()
+	for i := range 3 {
+		b.waitRun(t, schedule.ShardRunID(fire, i), "succeeded", func(r schedule.Run) bool { return r.Status == schedule.RunSucceeded })
+	}
+	most, calls := p.stats()
+	if most > 1 || calls["sg"] != 3 {
+		t.Fatalf("most at once %d (want 1), calls %v (want 3)", most, calls)
+	}
+	if rs := b.allRuns(t, "sg"); len(rs) != 3 {
+		t.Errorf("runs %v; want the three shards", runLines(rs))
 	}
 }
