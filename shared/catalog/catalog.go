@@ -666,9 +666,13 @@ func (s *Service) fireAggregate(ctx context.Context, id string) (*schedule.Run, 
 	if err != nil || sc.Shards <= 0 {
 		return nil, nil //nolint:nilerr // not a sharded schedule's fire: the caller answers "no such run"
 	}
-	latest := make([]*schedule.Run, sc.Shards)
+	// The fire's own shard count, which its runs carry, once one is read:
+	// shards may have been edited since the fire.
+	n := sc.Shards
+	latest := make([]*schedule.Run, 0, n)
 	found := false
-	for i := range sc.Shards {
+	for i := 0; i < n && i < schedule.MaxShards; i++ {
+		latest = append(latest, nil)
 		base := schedule.ShardRunID(id, i)
 		rid := base
 		for attempt := 1; attempt <= schedule.MaxRetryAttempts; attempt++ {
@@ -678,6 +682,9 @@ func (s *Service) fireAggregate(ctx context.Context, id string) (*schedule.Run, 
 			}
 			if err != nil {
 				return nil, fmt.Errorf("catalog: get fire %s: shard %d: %w", id, i, err)
+			}
+			if !found && r.Shards > 0 {
+				n = r.Shards
 			}
 			latest[i], found = &r, true
 			if r.Status != schedule.RunFailed {
@@ -689,6 +696,6 @@ func (s *Service) fireAggregate(ctx context.Context, id string) (*schedule.Run, 
 	if !found {
 		return nil, nil
 	}
-	agg := schedule.AggregateFire(id, sc.Shards, latest)
+	agg := schedule.AggregateFire(id, len(latest), latest)
 	return &agg, nil
 }

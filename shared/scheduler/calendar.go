@@ -112,6 +112,7 @@ func (e *Engine) recordExcluded(ctx context.Context, s *schedule.Schedule, x exc
 	rd.Status = schedule.RunSkipped
 	rd.Reason = x.reason
 	rd.FinishedAt = now.Truncate(time.Millisecond)
+	rd.ExpireAt = e.expireAt(s, rd.FinishedAt) // a finished run: retention deletes it too
 	rd.SweepAt = time.Time{}
 	rd.TickFence = f.Epoch
 	if n := e.notice(s, schedule.EventSkipped, now); n != nil {

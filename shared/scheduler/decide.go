@@ -170,6 +170,7 @@ func (e *Engine) recordMissed(ctx context.Context, s *schedule.Schedule, m misse
 	rd.ID += "-missed"
 	rd.Status = schedule.RunSkipped
 	rd.FinishedAt = now.Truncate(time.Millisecond)
+	rd.ExpireAt = e.expireAt(s, rd.FinishedAt) // a finished run: retention deletes it too
 	rd.SweepAt = time.Time{}
 	rd.TickFence = f.Epoch
 	more := ""
@@ -410,7 +411,7 @@ func (e *Engine) decideRest(ctx context.Context, s *schedule.Schedule, spec sche
 	case errors.Is(err, store.ErrStaleFence):
 		// A newer tick advanced the schedule: it holds the tick lease, and
 		// its decision stands. Nothing of this one's is handed off.
-		e.undoStale(ctx, s.ID, f.Epoch, inserted, c)
+		e.undoStale(ctx, s, f.Epoch, inserted, c)
 		return nil, &abortError{fmt.Errorf("schedule %s: advance nextRunAt: %w", s.ID, err)}
 	case errors.Is(err, store.ErrConflict):
 		// Edited (or deleted) since we read it: the edit recomputed
@@ -484,7 +485,7 @@ const ReasonStaleTick = "decided by a stale tick"
 // their reservation ended. A run the newer tick also decided carries its
 // epoch (adopt) and is left alone, as is a run already claimed. A failed
 // write leaves the run pending for the sweep.
-func (e *Engine) undoStale(ctx context.Context, scheduleID string, epoch int64, ids []string, c *counters) {
+func (e *Engine) undoStale(ctx context.Context, s *schedule.Schedule, epoch int64, ids []string, c *counters) {
 	if len(ids) == 0 {
 		return
 	}
@@ -492,10 +493,13 @@ func (e *Engine) undoStale(ctx context.Context, scheduleID string, epoch int64, 
 	// write that keeps the stale decision from running.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	now := e.now().UTC()
+	// Milliseconds, as the database keeps finishedAt, so expireAt is
+	// exactly finishedAt + keep.
+	now := e.now().UTC().Truncate(time.Millisecond)
 	reason := fmt.Sprintf("%s (epoch %d); the live tick's decision stands", ReasonStaleTick, epoch)
+	scheduleID := s.ID
 	for _, id := range ids {
-		err := e.runs.UndoStale(wctx, id, epoch, reason, now)
+		err := e.runs.UndoStale(wctx, id, epoch, reason, now, e.expireAt(s, now))
 		switch {
 		case errors.Is(err, store.ErrConflict):
 			// Adopted by the newer tick, or claimed: not this tick's to undo.

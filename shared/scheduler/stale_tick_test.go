@@ -106,6 +106,10 @@ func TestStaleTickDecisionIsUndone(t *testing.T) {
 		if r.Status != schedule.RunSkipped || !strings.Contains(r.Reason, "stale tick") {
 			t.Errorf("the stale tick's 09:01: %s %q, want skipped as decided by a stale tick", r.Status, r.Reason)
 		}
+		if want := r.FinishedAt.Add(schedule.DefaultKeep); !r.ExpireAt.Equal(want) {
+			// A finished run: retention must delete it like any other.
+			t.Errorf("the stale tick's 09:01: expireAt %s, want finishedAt + the default keep = %s", r.ExpireAt, want)
+		}
 		// Later ticks: a 09:01 left pending would be recovered by their
 		// sweep once its reservation ended.
 		tt.live.clock.Set(t0.Add(5*time.Minute + time.Second))

@@ -118,9 +118,11 @@ type Runs interface {
 	// decided, or that is no longer pending gets ErrConflict.
 	Adopt(ctx context.Context, id string, epoch int64) error
 	// UndoStale records skipped, with reason, at at, a run that a stale
-	// tick (epoch) decided. Guard: the run is pending and still carries
-	// tickFence epoch (not adopted by a newer tick); otherwise ErrConflict.
-	UndoStale(ctx context.Context, id string, epoch int64, reason string, at time.Time) error
+	// tick (epoch) decided, with expireAt (when set) for retention: it is
+	// finished like any other skipped run. Guard: the run is pending and
+	// still carries tickFence epoch (not adopted by a newer tick);
+	// otherwise ErrConflict.
+	UndoStale(ctx context.Context, id string, epoch int64, reason string, at, expireAt time.Time) error
 	// Skip records a pending run skipped with reason, finished at at, and
 	// clears its sweepAt; n, when set, is queued by the same write, and a
 	// non-zero expireAt is recorded as the run's (retention). Guard: the

@@ -97,10 +97,10 @@ func (r runs) Adopt(ctx context.Context, id string, epoch int64) error {
 		bson.D{{Key: "$set", Value: bson.D{{Key: "tickFence", Value: epoch}}}})
 }
 
-func (r runs) UndoStale(ctx context.Context, id string, epoch int64, reason string, at time.Time) error {
+func (r runs) UndoStale(ctx context.Context, id string, epoch int64, reason string, at, expireAt time.Time) error {
 	return r.c().UpdateOne(ctx,
 		byRunID(id, statusIs(schedule.RunPending), bson.E{Key: "tickFence", Value: epoch}),
-		skipUpdate(reason, at, time.Time{}, nil))
+		skipUpdate(reason, at, expireAt, nil))
 }
 
 func (r runs) Skip(ctx context.Context, id, reason string, at, expireAt time.Time, n *store.Notice) error {
