@@ -171,8 +171,8 @@ run "plan" {
     error_message = "the Cloud Tasks service agent grant is opt-in"
   }
   assert {
-    condition     = google_cloudfunctions2_function.fn["Tick"].service_config[0].environment_variables["BATON_GPU_POOL"] == "https://baton-gpu-worker-123456789012.us-central1.run.app=1"
-    error_message = "BATON_GPU_POOL must be <deterministic worker URL>=<slots>"
+    condition     = google_cloudfunctions2_function.fn["Tick"].service_config[0].environment_variables["BATON_GPU_POOL"] == "https://baton-gpu-worker-123456789012.us-central1.run.app=1@nvidia-l4"
+    error_message = "BATON_GPU_POOL must be <deterministic worker URL>=<slots>@<gpu_accelerator>"
   }
   assert {
     condition     = google_cloud_run_v2_service.gpu_worker.template[0].scaling[0].max_instance_count == var.gpu_slots
