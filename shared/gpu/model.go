@@ -137,6 +137,10 @@ type EnqueueRequest struct {
 	// GPUType asks for a slot of that type (BATON_GPU_POOL's
 	// "URL=slots@type"); empty takes any slot.
 	GPUType string `json:"gpuType,omitempty"`
+	// Preemptible lets a higher-priority job whose tenant is under its
+	// fair share stop this one while it runs and requeue it without using
+	// an attempt (docs/gpu.md, Preemption).
+	Preemptible bool `json:"preemptible,omitempty"`
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}$`)

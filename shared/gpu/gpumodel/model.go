@@ -66,6 +66,18 @@ type Job struct {
 	// Always stored, "" included: the queue's index starts with it, and
 	// a missing field would not match "".
 	GPUType string `bson:"gpuType" json:"gpuType,omitempty"`
+	// Preemptible lets a higher-priority job of a tenant under its fair
+	// share take this job's slot while it runs (docs/gpu.md, Preemption).
+	Preemptible bool `bson:"preemptible" json:"preemptible,omitempty"`
+	// Preemptions counts how often the job was preempted; each one
+	// requeued it without using an attempt, and the dispatcher stops
+	// preempting it at its bound.
+	Preemptions int `bson:"preemptions" json:"preemptions,omitempty"`
+	// Preempting marks a running job the dispatcher chose to preempt:
+	// its worker's next heartbeat is answered 409, the worker stops the
+	// command, and its completion requeues the job (or records a success
+	// that got there first).
+	Preempting bool `bson:"preempting,omitempty" json:"preempting,omitempty"`
 
 	// Slot, Worker and Epoch name the holder while dispatched or running
 	// (and, for a job cancelled while running, the holder that must still
@@ -146,9 +158,13 @@ type Hold struct {
 // records it on the job.
 type Outcome struct {
 	// Status is StatusSucceeded or StatusFailed.
-	Status   JobStatus
-	ExitCode int
-	Output   string
-	Stdout   string
-	Error    string
+	Status JobStatus
+	// UnlessPreempting makes the write miss a job marked Preempting, so
+	// the dispatcher requeues it instead of recording the failure its
+	// stopped command reported.
+	UnlessPreempting bool
+	ExitCode         int
+	Output           string
+	Stdout           string
+	Error            string
 }

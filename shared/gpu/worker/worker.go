@@ -27,6 +27,11 @@ import (
 )
 
 // Config configures a worker Server.
+// DefaultStopGrace is how long a stopped command has to exit after
+// SIGTERM before the worker sends SIGKILL to its process group.
+const DefaultStopGrace = 10 * time.Second
+
+// Config configures a Server.
 type Config struct {
 	// Command is the argv run for each job. Required.
 	Command []string
@@ -50,6 +55,10 @@ type Config struct {
 	// HeartbeatInterval overrides the default of a third of the lease the
 	// dispatcher sends with each job.
 	HeartbeatInterval time.Duration
+	// StopGrace is how long a stopped command (cancelled, preempted,
+	// timed out, or the worker shutting down) has between SIGTERM and
+	// SIGKILL; 0 means DefaultStopGrace.
+	StopGrace time.Duration
 	// Env is added to the command's environment (after os.Environ()).
 	Env []string
 	// QueueLocally makes the worker accept every /run and queue it
@@ -379,7 +388,11 @@ func (s *Server) runCommand(ctx context.Context, req gpu.RunRequest, log *slog.L
 	head := &headWriter{limit: gpu.StdoutHeadBytes}
 
 	cmd := exec.CommandContext(ctx, s.cfg.Command[0], s.cfg.Command[1:]...) //nolint:gosec // the operator's configured command (BATON_WORKER_COMMAND), not request input; the payload goes to stdin
-	setGroup(cmd)
+	grace := s.cfg.StopGrace
+	if grace <= 0 {
+		grace = DefaultStopGrace
+	}
+	setGroup(cmd, grace)
 	cmd.WaitDelay = 2 * time.Second
 	cmd.Stdin = strings.NewReader(req.Payload)
 	cmd.Stdout = io.MultiWriter(stdout, head)
