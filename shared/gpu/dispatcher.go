@@ -257,6 +257,13 @@ func (d *Dispatcher) insert(ctx context.Context, id, source string, req EnqueueR
 	if got, err := d.Get(ctx, id); err == nil {
 		job = got
 	}
+	if job.Status == StatusQueued && job.Priority > 0 {
+		// No slot took it: it may take a preemptible job's (preempt.go).
+		// A priority-0 job outranks none, so the common enqueue pays no
+		// extra read. The slot comes back through the victim's
+		// completion, not this call.
+		d.preemptLogged(context.WithoutCancel(ctx))
+	}
 	return job, true, nil
 }
 
@@ -304,12 +311,6 @@ func (d *Dispatcher) Dispatch(ctx context.Context) (int, error) {
 		}
 		if errors.Is(err, errLateJob) {
 			return n, nil // still queued: the next completion or sweep takes it
-		}
-		if err == nil && slot == nil && len(refused) == 0 {
-			// No free slot at all: a waiting job may take a preemptible
-			// one (preempt.go). Its slot comes back through the victim's
-			// completion, not this call.
-			d.preemptLogged(ctx)
 		}
 		if err != nil || slot == nil {
 			return n, err

@@ -16,7 +16,8 @@ func (d *Dispatcher) preemptLogged(ctx context.Context) {
 	}
 }
 
-// preempt is called when no slot is free. It marks at most one running
+// preempt is called after an enqueue of a priority above 0 that found no
+// slot, and by every Sweep (each tick). It marks at most one running
 // preemptible job Preempting when the job fill would give its slot is of
 // higher priority and, when it is another tenant's than the victim's,
 // that tenant runs fewer slots than its fair share. Victims go lowest priority first, then the latest started. A

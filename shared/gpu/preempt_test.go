@@ -9,8 +9,7 @@ import (
 
 // pastMinRun moves the clock beyond the minimum run time and waits until
 // the running job id has heartbeated since (so its lease counts from the
-// new time and no sweep takes it back), then runs a dispatch, as an
-// enqueue or tick would.
+// new time and no sweep takes it back), then sweeps, as a tick would.
 func (b *bundle) pastMinRun(id string, d time.Duration) {
 	b.t.Helper()
 	b.clock.Advance(d)
@@ -19,7 +18,7 @@ func (b *bundle) pastMinRun(id string, d time.Duration) {
 		j := b.job(id)
 		return j.HeartbeatAt != nil && j.HeartbeatAt.After(after)
 	})
-	if _, err := b.d.Dispatch(b.ctx); err != nil {
+	if _, _, err := b.d.Sweep(b.ctx); err != nil {
 		b.t.Fatal(err)
 	}
 }
