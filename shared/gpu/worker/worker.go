@@ -26,12 +26,11 @@ import (
 	"github.com/baton-cron/baton/shared/httpapi"
 )
 
-// Config configures a worker Server.
 // DefaultStopGrace is how long a stopped command has to exit after
 // SIGTERM before the worker sends SIGKILL to its process group.
 const DefaultStopGrace = 10 * time.Second
 
-// Config configures a Server.
+// Config configures a worker Server.
 type Config struct {
 	// Command is the argv run for each job. Required.
 	Command []string
