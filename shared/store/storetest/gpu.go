@@ -30,6 +30,7 @@ func (s *suite) gpu(t *testing.T) {
 	t.Run("ClaimJob", s.gpuClaimJob)
 	t.Run("SlotTenant", s.gpuSlotTenant)
 	t.Run("ListTenant", s.gpuListTenant)
+	t.Run("Preempt", s.gpuPreempt)
 }
 
 // gpuRig opens a store for the case and returns its GPU view.
