@@ -4,7 +4,11 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/shared/gpu"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // pastMinRun moves the clock beyond the minimum run time and waits until
@@ -99,4 +103,50 @@ func TestPreemptMinRun(t *testing.T) {
 	}
 	b.release("low")
 	b.waitStatus(low.ID, gpu.StatusSucceeded)
+}
+
+// TestPreemptionFaults: the next write to gpu_jobs after the clock passes
+// the minimum run time (the sweep's mark, or a heartbeat or completion
+// racing it) fails once: refused, dropped, or landed with an error
+// answer. Sweeps go on as ticks would; the low job is still preempted at
+// most once, uses no attempt, and both jobs finish.
+func TestPreemptionFaults(t *testing.T) {
+	faults := map[string]func(*testing.T, *mongostore.Store){
+		"WriteConflict": func(t *testing.T, st *mongostore.Store) {
+			emutest.FailCommandCode(t, st, mongostore.GPUJobsCollection, bson.D{{Key: "times", Value: 1}}, 112, "findAndModify")
+		},
+		"Dropped": func(t *testing.T, st *mongostore.Store) {
+			emutest.FailCommandDrop(t, st, mongostore.GPUJobsCollection, bson.D{{Key: "times", Value: 1}}, "findAndModify")
+		},
+		"LandedWithError": func(t *testing.T, st *mongostore.Store) {
+			emutest.FailCommandAfterWrite(t, st, mongostore.GPUJobsCollection, bson.D{{Key: "times", Value: 1}}, "findAndModify")
+		},
+	}
+	for name, fault := range faults {
+		t.Run(name, func(t *testing.T) {
+			b := setup(t, setupOpts{workers: 1, preemptMinRun: time.Minute})
+			low := b.enqueue(gpu.EnqueueRequest{Payload: b.gate("low"), Priority: 1, Preemptible: true})
+			b.waitStatus(low.ID, gpu.StatusRunning)
+			high := b.enqueue(gpu.EnqueueRequest{Payload: "exit 0", Priority: 10})
+			b.clock.Advance(2 * time.Minute)
+			after := b.clock.Now()
+			b.waitFor("a heartbeat after the clock moved", func() bool {
+				j := b.job(low.ID)
+				return j.HeartbeatAt != nil && j.HeartbeatAt.After(after)
+			})
+			fault(t, b.st)
+			b.waitFor("the high job to finish", func() bool {
+				_, _, _ = b.d.Sweep(b.ctx) // a failed sweep is the next tick's
+				return b.job(high.ID).Status == gpu.StatusSucceeded
+			})
+			b.release("low")
+			b.waitFor("the low job to finish", func() bool {
+				_, _, _ = b.d.Sweep(b.ctx)
+				return b.job(low.ID).Status == gpu.StatusSucceeded
+			})
+			if j := b.job(low.ID); j.Attempts != 0 || j.Preemptions != 1 {
+				t.Fatalf("low job: attempts %d, preemptions %d; want 0, 1", j.Attempts, j.Preemptions)
+			}
+		})
+	}
 }
