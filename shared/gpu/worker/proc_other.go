@@ -9,4 +9,4 @@ import (
 
 // setGroup: without process groups, exec's default kill of the direct
 // child is the best available, and there is no SIGTERM to give grace.
-func setGroup(cmd *exec.Cmd, grace time.Duration) {}
+func setGroup(cmd *exec.Cmd, grace func() time.Duration) {}

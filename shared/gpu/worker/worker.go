@@ -391,7 +391,15 @@ func (s *Server) runCommand(ctx context.Context, req gpu.RunRequest, log *slog.L
 	if grace <= 0 {
 		grace = DefaultStopGrace
 	}
-	setGroup(cmd, grace)
+	setGroup(cmd, func() time.Duration {
+		// Self-fencing gets no grace: the lease is running out and the
+		// sweep may give the job to another slot, so the command must be
+		// gone now, not after a SIGTERM it may ignore.
+		if errors.Is(context.Cause(ctx), errLeaseLost) {
+			return 0
+		}
+		return grace
+	})
 	cmd.WaitDelay = 2 * time.Second
 	cmd.Stdin = strings.NewReader(req.Payload)
 	cmd.Stdout = io.MultiWriter(stdout, head)
