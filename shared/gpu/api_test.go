@@ -58,6 +58,7 @@ func TestAPIErrors(t *testing.T) {
 		{"bad timeout", "POST", "/gpu/jobs", `{"payload":"x","timeout":"5ms"}`, apiAnswer{400, "invalid_argument", "timeout"}},
 		{"unparseable timeout", "POST", "/gpu/jobs", `{"payload":"x","timeout":"soon"}`, apiAnswer{400, "invalid_argument", "timeout"}},
 		{"bad maxAttempts", "POST", "/gpu/jobs", `{"payload":"x","maxAttempts":-3}`, apiAnswer{400, "invalid_argument", "maxAttempts"}},
+		{"preemptible not a bool", "POST", "/gpu/jobs", `{"payload":"x","preemptible":"yes"}`, apiAnswer{400, "invalid_argument", "preemptible"}},
 		{"bad id", "POST", "/gpu/jobs", `{"id":"a:b","payload":"x"}`, apiAnswer{400, "invalid_argument", "id"}},
 		{"bad status filter", "GET", "/gpu/jobs?status=done", "", apiAnswer{400, "invalid_argument", "status"}},
 		{"bad page token", "GET", "/gpu/jobs?pageToken=zzz", "", apiAnswer{400, "invalid_argument", "pageToken"}},

@@ -48,6 +48,9 @@ func (d *Dispatcher) whyNotHeld(ctx context.Context, id string, f Fence, op stri
 		if job.Status == StatusCancelled {
 			return fmt.Errorf("gpu: %s %s: %w", op, id, ErrCancelled)
 		}
+		if job.Preempting && !Terminal(job.Status) {
+			return fmt.Errorf("gpu: %s %s: %w", op, id, ErrPreempted)
+		}
 	}
 	return d.staleFence(op, id, f, job)
 }
@@ -120,7 +123,11 @@ func (d *Dispatcher) finish(ctx context.Context, id string, c CompleteRequest) (
 		if c.ExitCode != 0 || c.TimedOut {
 			status = StatusFailed
 		}
-		o := gpumodel.Outcome{Status: status, ExitCode: c.ExitCode, Output: c.Output, Stdout: truncate(c.Stdout, StdoutHeadBytes), Error: c.Error}
+		// A success is recorded even on a job being preempted: the work
+		// is done, and requeuing it would run it twice. A failure on one
+		// is most likely the stop itself, so that write misses and the
+		// job is requeued below.
+		o := gpumodel.Outcome{Status: status, UnlessPreempting: status == StatusFailed, ExitCode: c.ExitCode, Output: c.Output, Stdout: truncate(c.Stdout, StdoutHeadBytes), Error: c.Error}
 		job, err := d.q.Complete(ctx, id, hold(c.Fence), o, d.cfg.Clock.Now().UTC())
 		if err == nil {
 			return job, nil
@@ -143,6 +150,16 @@ func (d *Dispatcher) finish(ctx context.Context, id string, c CompleteRequest) (
 	}
 	if Terminal(job.Status) {
 		// Cancelled under this fence, or a repeat after a lost answer.
+		return job, nil
+	}
+	if job.Preempting {
+		job, err = d.q.RequeuePreempted(ctx, job, hold(c.Fence), "preempted by a higher-priority job")
+		if err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return Job{}, d.whyNotHeld(ctx, id, c.Fence, "complete")
+			}
+			return Job{}, fmt.Errorf("gpu: complete %s: requeue preempted: %w", id, err)
+		}
 		return job, nil
 	}
 	if !c.Interrupted {

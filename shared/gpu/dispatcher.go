@@ -36,6 +36,13 @@ const (
 	DefaultLeaseTTL       = 15 * time.Second
 	DefaultRefusalBackoff = 2 * time.Second
 	DefaultRunTimeout     = 15 * time.Second
+	// DefaultPreemptMinRun protects a preemptible job for its first 30 s,
+	// so a stream of urgent jobs cannot keep killing it before it has
+	// done any work.
+	DefaultPreemptMinRun = 30 * time.Second
+	// DefaultMaxPreemptions bounds how often one job is preempted; after
+	// that it runs to its end.
+	DefaultMaxPreemptions = 3
 )
 
 // Config configures a Dispatcher.
@@ -78,6 +85,12 @@ type Config struct {
 	// Quotas cap each named tenant's running slots (BATON_GPU_QUOTAS); a
 	// tenant not named has no cap.
 	Quotas map[string]int
+	// PreemptMinRun is how long a preemptible job runs (from its first
+	// heartbeat) before it may be preempted; 0 means DefaultPreemptMinRun.
+	PreemptMinRun time.Duration
+	// MaxPreemptions bounds how often one job is preempted; 0 means
+	// DefaultMaxPreemptions.
+	MaxPreemptions int
 }
 
 // Dispatcher is the busy-aware GPU dispatcher. It is safe for concurrent
@@ -136,6 +149,12 @@ func New(cfg Config) (*Dispatcher, error) {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Metrics = metrics.Or(cfg.Metrics)
+	if cfg.PreemptMinRun <= 0 {
+		cfg.PreemptMinRun = DefaultPreemptMinRun
+	}
+	if cfg.MaxPreemptions <= 0 {
+		cfg.MaxPreemptions = DefaultMaxPreemptions
+	}
 	d := &Dispatcher{
 		cfg:   cfg,
 		q:     cfg.Store.GPU(),
@@ -226,7 +245,7 @@ func (d *Dispatcher) insert(ctx context.Context, id, source string, req EnqueueR
 	job := Job{
 		ID: id, Status: StatusQueued, Priority: req.Priority, MaxAttempts: req.MaxAttempts,
 		Timeout: req.Timeout, Payload: req.Payload, Source: source, CreatedAt: d.cfg.Clock.Now().UTC(),
-		Tenant: req.Tenant, GPUType: req.GPUType, Shard: req.Shard,
+		Tenant: req.Tenant, GPUType: req.GPUType, Shard: req.Shard, Preemptible: req.Preemptible,
 	}
 	created, err := d.q.Enqueue(ctx, job)
 	if err != nil {
@@ -244,6 +263,13 @@ func (d *Dispatcher) insert(ctx context.Context, id, source string, req EnqueueR
 	}
 	if got, err := d.Get(ctx, id); err == nil {
 		job = got
+	}
+	if job.Status == StatusQueued && job.Priority > 0 {
+		// No slot took it: it may take a preemptible job's (preempt.go).
+		// A priority-0 job outranks none, so the common enqueue pays no
+		// extra read. The slot comes back through the victim's
+		// completion, not this call.
+		d.preemptLogged(context.WithoutCancel(ctx))
 	}
 	return job, true, nil
 }

@@ -24,6 +24,11 @@ var (
 	// worker must stop its child and then report completion, which frees
 	// the slot. Conflict, HTTP 409.
 	ErrCancelled = errcode.New(errcode.Conflict, "gpu: job cancelled")
+	// ErrPreempted: the dispatcher preempted the job while the caller held
+	// it (docs/gpu.md, Preemption). The worker must stop its child and
+	// report, which requeues the job without using an attempt. Conflict,
+	// HTTP 409, as ErrCancelled: the worker does the same for both.
+	ErrPreempted = errcode.New(errcode.Conflict, "gpu: job preempted")
 	// ErrFinished: the job already reached a terminal state, so it cannot
 	// be cancelled. Conflict, HTTP 409.
 	ErrFinished = errcode.New(errcode.Conflict, "gpu: job already finished")

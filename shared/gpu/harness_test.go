@@ -92,6 +92,9 @@ type setupOpts struct {
 	types []string
 	// weights and quotas are the tenants' (Config.Weights, Config.Quotas).
 	weights, quotas map[string]int
+	// preemptMinRun and maxPreemptions are Config's; 0 keeps the default.
+	preemptMinRun  time.Duration
+	maxPreemptions int
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -152,6 +155,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		Store: st, Pool: p, Clock: b.clock, LeaseTTL: o.lease, Logger: quietLogger(),
 		RefusalBackoff: 200 * time.Millisecond, RunTimeout: o.runTimeout,
 		Weights: o.weights, Quotas: o.quotas,
+		PreemptMinRun: o.preemptMinRun, MaxPreemptions: o.maxPreemptions,
 		Authorize: func(r *http.Request) error {
 			r.Header.Set("Authorization", "Bearer "+testToken)
 			return nil

@@ -142,6 +142,10 @@ type EnqueueRequest struct {
 	// Shard is set only by EnqueueRun, for a shard run's job; the API
 	// does not accept it.
 	Shard *schedule.Shard `json:"-"`
+	// Preemptible lets a higher-priority job whose tenant is under its
+	// fair share stop this one while it runs and requeue it without using
+	// an attempt (docs/gpu.md, Preemption).
+	Preemptible bool `json:"preemptible,omitempty"`
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}$`)

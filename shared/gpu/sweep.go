@@ -29,6 +29,9 @@ func (d *Dispatcher) Sweep(ctx context.Context) (requeued, dead int, err error) 
 	if _, err := d.Dispatch(ctx); err != nil {
 		return requeued, dead, fmt.Errorf("gpu: sweep: %w", err)
 	}
+	// A job that waited past a victim's minimum run time is seen here,
+	// once per tick (preempt.go).
+	d.preemptLogged(ctx)
 	return requeued, dead, nil
 }
 

@@ -156,13 +156,15 @@ type GPU interface {
 	// running, heartbeatAt now, the lease until leaseUntil, startedAt the
 	// first beat's now. It returns the job after the write. Guard: the job
 	// is active under h (slot, epoch and secret hash); else an error
-	// wrapping ErrConflict, and nothing changes. A lost answer wraps
+	// wrapping ErrConflict, and nothing changes; so does a job marked
+	// Preempting, whose worker must stop. A lost answer wraps
 	// ErrUnknownOutcome, never ErrConflict: the worker beats again.
 	Heartbeat(ctx context.Context, id string, h gpumodel.Hold, now, leaseUntil time.Time) (gpumodel.Job, error)
 
 	// Complete records holder h's outcome o on job id, finished at now,
 	// and drops its lease. It returns the job after the write. Guard: the
-	// job is active under h; else an error wrapping ErrConflict. A lost
+	// job is active under h (and not Preempting when o.UnlessPreempting);
+	// else an error wrapping ErrConflict. A lost
 	// answer wraps ErrUnknownOutcome, never ErrConflict: a repeat then
 	// misses the guard, and the dispatcher reads the job to tell its own
 	// landed completion from a stale one.
@@ -197,6 +199,27 @@ type GPU interface {
 	// it); else an error wrapping ErrConflict, and the caller reads
 	// again. A lost answer wraps ErrUnknownOutcome.
 	Cancel(ctx context.Context, id string, status gpumodel.JobStatus, epoch int64, now time.Time) error
+
+	// RunningPreemptible reads up to limit running jobs marked
+	// preemptible, those already Preempting included, lowest priority
+	// first, then the latest started.
+	RunningPreemptible(ctx context.Context, limit int) ([]gpumodel.Job, error)
+
+	// MarkPreempting marks the running victim (as RunningPreemptible read
+	// it) Preempting. Guard: it is still running under victim.Slot and
+	// victim.Epoch, preemptible, not already Preempting, at
+	// victim.Preemptions with fewer than maxPreemptions, and started at or
+	// before startedBy (the minimum run time); else an error wrapping
+	// ErrConflict. A lost answer wraps ErrUnknownOutcome.
+	MarkPreempting(ctx context.Context, victim gpumodel.Job, startedBy time.Time, maxPreemptions int) error
+
+	// RequeuePreempted takes a Preempting job back from its holder h, whose
+	// worker stopped it, without using an attempt: queued again without its
+	// fence, Preempting cleared, Preemptions one more, reason as its error.
+	// It returns the job after the write. Guard: the job is active under h,
+	// Preempting, at job.Preemptions; else an error wrapping ErrConflict. A
+	// lost answer wraps ErrUnknownOutcome.
+	RequeuePreempted(ctx context.Context, job gpumodel.Job, h gpumodel.Hold, reason string) (gpumodel.Job, error)
 
 	// Expired reads up to limit active jobs whose lease ran out before
 	// before, the longest expired first.

@@ -70,6 +70,18 @@ type Job struct {
 	// is; the worker passes it to the command as BATON_SHARD,
 	// BATON_SHARD_COUNT and BATON_SHARD_PARAM.
 	Shard *schedule.Shard `bson:"shard,omitempty" json:"shard,omitempty"`
+	// Preemptible lets a higher-priority job of a tenant under its fair
+	// share take this job's slot while it runs (docs/gpu.md, Preemption).
+	Preemptible bool `bson:"preemptible" json:"preemptible,omitempty"`
+	// Preemptions counts how often the job was preempted; each one
+	// requeued it without using an attempt, and the dispatcher stops
+	// preempting it at its bound.
+	Preemptions int `bson:"preemptions" json:"preemptions,omitempty"`
+	// Preempting marks a running job the dispatcher chose to preempt:
+	// its worker's next heartbeat is answered 409, the worker stops the
+	// command, and its completion requeues the job (or records a success
+	// that got there first).
+	Preempting bool `bson:"preempting,omitempty" json:"preempting,omitempty"`
 
 	// Slot, Worker and Epoch name the holder while dispatched or running
 	// (and, for a job cancelled while running, the holder that must still
@@ -150,9 +162,13 @@ type Hold struct {
 // records it on the job.
 type Outcome struct {
 	// Status is StatusSucceeded or StatusFailed.
-	Status   JobStatus
-	ExitCode int
-	Output   string
-	Stdout   string
-	Error    string
+	Status JobStatus
+	// UnlessPreempting makes the write miss a job marked Preempting, so
+	// the dispatcher requeues it instead of recording the failure its
+	// stopped command reported.
+	UnlessPreempting bool
+	ExitCode         int
+	Output           string
+	Stdout           string
+	Error            string
 }

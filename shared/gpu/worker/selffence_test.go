@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -205,5 +206,52 @@ func TestSelfFenceCountsFromTheHeartbeatsSendTime(t *testing.T) {
 	// Generous: a few beats are expected, 18 would mean the answer's time.
 	if refused := len(events) - 2; refused > 8 {
 		t.Errorf("%d refused heartbeats after the accepted one, want a few: the self-fence counted from the answer, not the send", refused)
+	}
+}
+
+// TestSelfFenceGivesNoGrace: the stop grace (SIGTERM, then SIGKILL after
+// StopGrace) is for cancels and preemptions. A stop because the lease is
+// running out must kill the whole process group at once: a command that
+// ignores SIGTERM would otherwise go on past the lease, while the sweep
+// gives the job to another slot. The command here ignores SIGTERM and
+// would leave a marker 4 s after it starts; StopGrace is far longer.
+func TestSelfFenceGivesNoGrace(t *testing.T) {
+	completes := make(chan gpu.CompleteRequest, 1)
+	cp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, ":heartbeat"):
+			http.Error(w, `{"error":{"code":"unavailable","message":"down"}}`, http.StatusServiceUnavailable)
+		case strings.HasSuffix(r.URL.Path, ":complete"):
+			var c gpu.CompleteRequest
+			_ = json.NewDecoder(r.Body).Decode(&c)
+			completes <- c
+			w.Write([]byte(`{}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(cp.Close)
+	ws := worker.New(worker.Config{Command: []string{"sh"}, ControlURL: cp.URL, StopGrace: time.Minute})
+	srv := httptest.NewServer(ws)
+	t.Cleanup(srv.Close)
+	marker := t.TempDir() + "/survived"
+	// The subshell would outlive sh itself (which exec's WaitDelay kills
+	// 2 s after the stop): only a kill of the whole group stops it.
+	payload := fmt.Sprintf("trap '' TERM; (sleep 4; touch %s) & wait", marker)
+	body, _ := json.Marshal(map[string]any{"jobId": "j1", "attempt": 1, "slot": "s#0", "epoch": 1, "lease": "600ms", "payload": payload})
+	if got := post(t, srv.URL, "", string(body)); got != http.StatusAccepted {
+		t.Fatalf("run: %d, want 202", got)
+	}
+	select {
+	case c := <-completes:
+		if !c.Interrupted {
+			t.Fatalf("completion %+v, want interrupted", c)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no completion reported")
+	}
+	time.Sleep(5 * time.Second) // past when the marker would be written
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the command's process group outlived the self-fencing stop: it got the grace")
 	}
 }

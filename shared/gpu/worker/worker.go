@@ -26,6 +26,10 @@ import (
 	"github.com/baton-cron/baton/shared/httpapi"
 )
 
+// DefaultStopGrace is how long a stopped command has to exit after
+// SIGTERM before the worker sends SIGKILL to its process group.
+const DefaultStopGrace = 10 * time.Second
+
 // Config configures a worker Server.
 type Config struct {
 	// Command is the argv run for each job. Required.
@@ -50,6 +54,10 @@ type Config struct {
 	// HeartbeatInterval overrides the default of a third of the lease the
 	// dispatcher sends with each job.
 	HeartbeatInterval time.Duration
+	// StopGrace is how long a stopped command (cancelled, preempted,
+	// timed out, or the worker shutting down) has between SIGTERM and
+	// SIGKILL; 0 means DefaultStopGrace.
+	StopGrace time.Duration
 	// Env is added to the command's environment (after os.Environ()).
 	Env []string
 	// QueueLocally makes the worker accept every /run and queue it
@@ -379,7 +387,19 @@ func (s *Server) runCommand(ctx context.Context, req gpu.RunRequest, log *slog.L
 	head := &headWriter{limit: gpu.StdoutHeadBytes}
 
 	cmd := exec.CommandContext(ctx, s.cfg.Command[0], s.cfg.Command[1:]...) //nolint:gosec // the operator's configured command (BATON_WORKER_COMMAND), not request input; the payload goes to stdin
-	setGroup(cmd)
+	grace := s.cfg.StopGrace
+	if grace <= 0 {
+		grace = DefaultStopGrace
+	}
+	setGroup(cmd, func() time.Duration {
+		// Self-fencing gets no grace: the lease is running out and the
+		// sweep may give the job to another slot, so the command must be
+		// gone now, not after a SIGTERM it may ignore.
+		if errors.Is(context.Cause(ctx), errLeaseLost) {
+			return 0
+		}
+		return grace
+	})
 	cmd.WaitDelay = 2 * time.Second
 	cmd.Stdin = strings.NewReader(req.Payload)
 	cmd.Stdout = io.MultiWriter(stdout, head)

@@ -59,12 +59,12 @@ func gpuTakeBack(job gpumodel.Job, reason string, now time.Time) bson.D {
 		// completion is refused.
 		return bson.D{
 			{Key: "$set", Value: bson.D{{Key: "status", Value: gpumodel.StatusDead}, {Key: "attempts", Value: attempts}, {Key: "error", Value: reason}, {Key: "finishedAt", Value: now}, {Key: "epoch", Value: int64(0)}}},
-			{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "secretHash", Value: ""}, {Key: "leaseUntil", Value: ""}}},
+			{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "secretHash", Value: ""}, {Key: "leaseUntil", Value: ""}, {Key: "preempting", Value: ""}}},
 		}
 	}
 	return bson.D{
 		{Key: "$set", Value: bson.D{{Key: "status", Value: gpumodel.StatusQueued}, {Key: "attempts", Value: attempts}, {Key: "error", Value: reason}, {Key: "epoch", Value: int64(0)}}},
-		{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "worker", Value: ""}, {Key: "secretHash", Value: ""}, {Key: "leaseUntil", Value: ""}, {Key: "dispatchedAt", Value: ""}, {Key: "startedAt", Value: ""}, {Key: "heartbeatAt", Value: ""}}},
+		{Key: "$unset", Value: bson.D{{Key: "slot", Value: ""}, {Key: "worker", Value: ""}, {Key: "secretHash", Value: ""}, {Key: "leaseUntil", Value: ""}, {Key: "dispatchedAt", Value: ""}, {Key: "startedAt", Value: ""}, {Key: "heartbeatAt", Value: ""}, {Key: "preempting", Value: ""}}},
 	}
 }
 
@@ -379,7 +379,8 @@ func (g gpuQueue) Release(ctx context.Context, slotID string, epoch int64, claim
 
 func (g gpuQueue) Heartbeat(ctx context.Context, id string, h gpumodel.Hold, now, leaseUntil time.Time) (gpumodel.Job, error) {
 	var job gpumodel.Job
-	err := g.jobs().FindOneAndUpdate(ctx, gpuHeldBy(id, h),
+	notPreempting := bson.E{Key: "preempting", Value: bson.D{{Key: "$ne", Value: true}}}
+	err := g.jobs().FindOneAndUpdate(ctx, append(gpuHeldBy(id, h), notPreempting),
 		bson.D{
 			{Key: "$set", Value: bson.D{{Key: "status", Value: gpumodel.StatusRunning}, {Key: "heartbeatAt", Value: now}, {Key: "leaseUntil", Value: leaseUntil}}},
 			// $min keeps the first heartbeat's time.
@@ -397,8 +398,12 @@ func (g gpuQueue) Complete(ctx context.Context, id string, h gpumodel.Hold, o gp
 			{Key: "stdout", Value: o.Stdout}, {Key: "error", Value: o.Error}, {Key: "finishedAt", Value: now}}},
 		{Key: "$unset", Value: bson.D{{Key: "leaseUntil", Value: ""}}},
 	}
+	filter := gpuHeldBy(id, h)
+	if o.UnlessPreempting {
+		filter = append(filter, bson.E{Key: "preempting", Value: bson.D{{Key: "$ne", Value: true}}})
+	}
 	var job gpumodel.Job
-	if err := g.jobs().FindOneAndUpdate(ctx, gpuHeldBy(id, h), update, &job); err != nil {
+	if err := g.jobs().FindOneAndUpdate(ctx, filter, update, &job); err != nil {
 		return gpumodel.Job{}, err
 	}
 	return job, nil
@@ -432,6 +437,43 @@ func (g gpuQueue) Cancel(ctx context.Context, id string, status gpumodel.JobStat
 		bson.D{{Key: "_id", Value: id}, {Key: "status", Value: status}, {Key: "epoch", Value: epoch}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "status", Value: gpumodel.StatusCancelled}, {Key: "finishedAt", Value: now}}},
 			{Key: "$unset", Value: bson.D{{Key: "leaseUntil", Value: ""}}}})
+}
+
+func (g gpuQueue) RunningPreemptible(ctx context.Context, limit int) ([]gpumodel.Job, error) {
+	var jobs []gpumodel.Job
+	err := g.jobs().Find(ctx,
+		bson.D{{Key: "status", Value: gpumodel.StatusRunning}, {Key: "preemptible", Value: true}},
+		&jobs, options.Find().SetLimit(int64(limit)).SetSort(bson.D{{Key: "priority", Value: 1}, {Key: "startedAt", Value: -1}, {Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, err
+	}
+	return jobs, nil
+}
+
+func (g gpuQueue) MarkPreempting(ctx context.Context, victim gpumodel.Job, startedBy time.Time, maxPreemptions int) error {
+	if victim.Preemptions >= maxPreemptions {
+		return fmt.Errorf("mark %s preempting: preempted %d times already: %w", victim.ID, victim.Preemptions, store.ErrConflict)
+	}
+	return g.updateJob(ctx,
+		bson.D{{Key: "_id", Value: victim.ID}, {Key: "slot", Value: victim.Slot}, {Key: "epoch", Value: victim.Epoch},
+			{Key: "status", Value: gpumodel.StatusRunning}, {Key: "preemptible", Value: true},
+			{Key: "preempting", Value: bson.D{{Key: "$ne", Value: true}}}, {Key: "preemptions", Value: victim.Preemptions},
+			{Key: "startedAt", Value: bson.D{{Key: "$lte", Value: startedBy}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "preempting", Value: true}}}})
+}
+
+func (g gpuQueue) RequeuePreempted(ctx context.Context, job gpumodel.Job, h gpumodel.Hold, reason string) (gpumodel.Job, error) {
+	filter := append(gpuHeldBy(job.ID, h), bson.E{Key: "preempting", Value: true}, bson.E{Key: "preemptions", Value: job.Preemptions})
+	update := bson.D{
+		{Key: "$set", Value: bson.D{{Key: "status", Value: gpumodel.StatusQueued}, {Key: "error", Value: reason}, {Key: "epoch", Value: int64(0)}}},
+		{Key: "$inc", Value: bson.D{{Key: "preemptions", Value: 1}}},
+		{Key: "$unset", Value: bson.D{{Key: "preempting", Value: ""}, {Key: "slot", Value: ""}, {Key: "worker", Value: ""}, {Key: "secretHash", Value: ""}, {Key: "leaseUntil", Value: ""}, {Key: "dispatchedAt", Value: ""}, {Key: "startedAt", Value: ""}, {Key: "heartbeatAt", Value: ""}}},
+	}
+	var after gpumodel.Job
+	if err := g.jobs().FindOneAndUpdate(ctx, filter, update, &after); err != nil {
+		return gpumodel.Job{}, err
+	}
+	return after, nil
 }
 
 func (g gpuQueue) Expired(ctx context.Context, before time.Time, limit int) ([]gpumodel.Job, error) {

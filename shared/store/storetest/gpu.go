@@ -31,6 +31,7 @@ func (s *suite) gpu(t *testing.T) {
 	t.Run("SlotTenant", s.gpuSlotTenant)
 	t.Run("ListTenant", s.gpuListTenant)
 	t.Run("UpgradeQueued", s.gpuUpgradeQueued)
+	t.Run("Preempt", s.gpuPreempt)
 }
 
 // gpuRig opens a store for the case and returns its GPU view.
