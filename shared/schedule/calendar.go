@@ -1,13 +1,8 @@
 package schedule
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"reflect"
 	"strings"
 	"time"
 )
@@ -241,31 +236,9 @@ func (r YearlyRule) validate(f string) error {
 // DecodeCalendar decodes a calendar strictly, as DecodeSchedule does a
 // schedule: an unknown field or a wrong type is a *FieldError naming it.
 func DecodeCalendar(r io.Reader) (*Calendar, error) {
-	body, err := io.ReadAll(io.LimitReader(r, MaxCalendarBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("decode calendar: read body: %w", err)
-	}
-	if len(body) > MaxCalendarBytes {
-		return nil, &http.MaxBytesError{Limit: MaxCalendarBytes}
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, jsonFieldError(err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, typeError("", "a JSON object", tok)
-	}
-	if err := walkJSON(dec, tok, reflect.TypeFor[Calendar](), ""); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, &FieldError{Reason: "body must hold exactly one JSON object and nothing after it"}
-	}
 	c := &Calendar{}
-	if err := json.Unmarshal(body, c); err != nil {
-		return nil, jsonFieldError(err)
+	if err := decodeStrict(r, "calendar", MaxCalendarBytes, c); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

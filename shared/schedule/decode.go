@@ -33,12 +33,24 @@ const MaxScheduleBytes = 1 << 20
 // updatedAt, misfire) are decoded as given; the caller overwrites them.
 // DecodeSchedule does not validate values: call Normalize.
 func DecodeSchedule(r io.Reader) (*Schedule, error) {
-	body, err := io.ReadAll(io.LimitReader(r, MaxScheduleBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("decode schedule: read body: %w", err)
+	s := &Schedule{Enabled: true}
+	if err := decodeStrict(r, "schedule", MaxScheduleBytes, s); err != nil {
+		return nil, err
 	}
-	if len(body) > MaxScheduleBytes {
-		return nil, &http.MaxBytesError{Limit: MaxScheduleBytes}
+	return s, nil
+}
+
+// decodeStrict decodes one JSON object of at most limit bytes from r into
+// out (a pointer to a struct, already holding its defaults), strictly: an
+// unknown field, a wrong type, or anything after the object is a
+// *FieldError naming it. A body over limit is an *http.MaxBytesError.
+func decodeStrict[T any](r io.Reader, what string, limit int, out *T) error {
+	body, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return fmt.Errorf("decode %s: read body: %w", what, err)
+	}
+	if len(body) > limit {
+		return &http.MaxBytesError{Limit: int64(limit)}
 	}
 	// First pass: walk the tokens against the Go type, to name the field of
 	// any problem exactly. Second pass: let encoding/json fill the struct.
@@ -46,22 +58,21 @@ func DecodeSchedule(r io.Reader) (*Schedule, error) {
 	dec.UseNumber()
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, jsonFieldError(err)
+		return jsonFieldError(err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, typeError("", "a JSON object", tok)
+		return typeError("", "a JSON object", tok)
 	}
-	if err := walkJSON(dec, tok, reflect.TypeFor[Schedule](), ""); err != nil {
-		return nil, err
+	if err := walkJSON(dec, tok, reflect.TypeFor[T](), ""); err != nil {
+		return err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, &FieldError{Reason: "body must hold exactly one JSON object and nothing after it"}
+		return &FieldError{Reason: "body must hold exactly one JSON object and nothing after it"}
 	}
-	s := &Schedule{Enabled: true}
-	if err := json.Unmarshal(body, s); err != nil {
-		return nil, jsonFieldError(err)
+	if err := json.Unmarshal(body, out); err != nil {
+		return jsonFieldError(err)
 	}
-	return s, nil
+	return nil
 }
 
 var (
