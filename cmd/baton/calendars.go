@@ -307,30 +307,7 @@ func calendarsListCmd(client clientFunc) *cobra.Command {
 }
 
 func calendarsDeleteCmd(client clientFunc) *cobra.Command {
-	var ifMatch string
-	cmd := &cobra.Command{
-		Use:   "delete ID",
-		Short: "Delete a calendar (schedules that still name it treat it as having no days)",
-		Args:  oneCalendarID("delete"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := client()
-			if err != nil {
-				return err
-			}
-			h := http.Header{}
-			if ifMatch != "" {
-				h.Set("If-Match", ifMatch)
-			}
-			if _, err := c.do(cmd.Context(), http.MethodDelete, "/calendars/"+url.PathEscape(args[0]), nil, h, nil, nil); err != nil {
-				return apiFailure("calendars delete "+args[0], err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
-			return nil
-		},
-	}
-	flagUsage(cmd)
-	cmd.Flags().StringVar(&ifMatch, "if-match", "", "only delete if the stored version is this one; else fail with 412")
-	return cmd
+	return deleteCmd(client, "calendars", "Delete a calendar (schedules that still name it treat it as having no days)", oneCalendarID("delete"))
 }
 
 // scheduleCalendars reads the calendars sc names through the API, one GET

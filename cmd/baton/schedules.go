@@ -562,11 +562,17 @@ if someone changed the schedule since you read that version.`,
 }
 
 func schedulesDeleteCmd(client clientFunc) *cobra.Command {
+	return deleteCmd(client, "schedules", "Delete a schedule (its run history stays)", exactlyOneID("delete"))
+}
+
+// deleteCmd is `baton <resource> delete ID [--if-match V]`: DELETE
+// /<resource>/ID, conditional on the stored version when --if-match is set.
+func deleteCmd(client clientFunc, resource, short string, args cobra.PositionalArgs) *cobra.Command {
 	var ifMatch string
 	cmd := &cobra.Command{
 		Use:   "delete ID",
-		Short: "Delete a schedule (its run history stays)",
-		Args:  exactlyOneID("delete"),
+		Short: short,
+		Args:  args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client()
 			if err != nil {
@@ -576,8 +582,8 @@ func schedulesDeleteCmd(client clientFunc) *cobra.Command {
 			if ifMatch != "" {
 				h.Set("If-Match", ifMatch)
 			}
-			if _, err := c.do(cmd.Context(), http.MethodDelete, "/schedules/"+url.PathEscape(args[0]), nil, h, nil, nil); err != nil {
-				return apiFailure("schedules delete "+args[0], err)
+			if _, err := c.do(cmd.Context(), http.MethodDelete, "/"+resource+"/"+url.PathEscape(args[0]), nil, h, nil, nil); err != nil {
+				return apiFailure(resource+" delete "+args[0], err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted %s\n", args[0])
 			return nil
