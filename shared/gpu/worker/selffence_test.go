@@ -29,21 +29,7 @@ import (
 // The control plane is an httptest stand-in (the edge under test is the
 // worker's side of the protocol).
 func TestStopsWhenLeaseCannotBeRenewed(t *testing.T) {
-	completes := make(chan gpu.CompleteRequest, 1)
-	cp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case strings.HasSuffix(r.URL.Path, ":heartbeat"):
-			http.Error(w, `{"error":{"code":"unavailable","message":"down"}}`, http.StatusServiceUnavailable)
-		case strings.HasSuffix(r.URL.Path, ":complete"):
-			var c gpu.CompleteRequest
-			_ = json.NewDecoder(r.Body).Decode(&c)
-			completes <- c
-			w.Write([]byte(`{}`))
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(cp.Close)
+	cp, completes := heartbeatsRefused(t)
 	ws := worker.New(worker.Config{Command: []string{"sh"}, ControlURL: cp.URL})
 	srv := httptest.NewServer(ws)
 	t.Cleanup(srv.Close)
@@ -64,6 +50,27 @@ func TestStopsWhenLeaseCannotBeRenewed(t *testing.T) {
 	if s := ws.Stats(); s.Killed != 1 {
 		t.Errorf("stats %+v, want the command killed", s)
 	}
+}
+
+// heartbeatsRefused is an httptest stand-in for the control plane that
+// answers 503 to every heartbeat and passes each completion on.
+func heartbeatsRefused(t *testing.T) (*httptest.Server, <-chan gpu.CompleteRequest) {
+	completes := make(chan gpu.CompleteRequest, 1)
+	cp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasSuffix(r.URL.Path, ":heartbeat"):
+			http.Error(w, `{"error":{"code":"unavailable","message":"down"}}`, http.StatusServiceUnavailable)
+		case strings.HasSuffix(r.URL.Path, ":complete"):
+			var c gpu.CompleteRequest
+			_ = json.NewDecoder(r.Body).Decode(&c)
+			completes <- c
+			w.Write([]byte(`{}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(cp.Close)
+	return cp, completes
 }
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -216,21 +223,7 @@ func TestSelfFenceCountsFromTheHeartbeatsSendTime(t *testing.T) {
 // gives the job to another slot. The command here ignores SIGTERM and
 // would leave a marker 4 s after it starts; StopGrace is far longer.
 func TestSelfFenceGivesNoGrace(t *testing.T) {
-	completes := make(chan gpu.CompleteRequest, 1)
-	cp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case strings.HasSuffix(r.URL.Path, ":heartbeat"):
-			http.Error(w, `{"error":{"code":"unavailable","message":"down"}}`, http.StatusServiceUnavailable)
-		case strings.HasSuffix(r.URL.Path, ":complete"):
-			var c gpu.CompleteRequest
-			_ = json.NewDecoder(r.Body).Decode(&c)
-			completes <- c
-			w.Write([]byte(`{}`))
-		default:
-			http.NotFound(w, r)
-		}
-	}))
-	t.Cleanup(cp.Close)
+	cp, completes := heartbeatsRefused(t)
 	ws := worker.New(worker.Config{Command: []string{"sh"}, ControlURL: cp.URL, StopGrace: time.Minute})
 	srv := httptest.NewServer(ws)
 	t.Cleanup(srv.Close)
