@@ -43,6 +43,10 @@ const (
 	// DefaultMaxPreemptions bounds how often one job is preempted; after
 	// that it runs to its end.
 	DefaultMaxPreemptions = 3
+	// DefaultTenantHintTTL bounds how stale a view of the queued tenants
+	// a hand-off may act on (claimFair): a dispatcher that has handed
+	// off within it knows whether a second tenant queued since.
+	DefaultTenantHintTTL = 2 * time.Second
 )
 
 // Config configures a Dispatcher.
@@ -91,6 +95,11 @@ type Config struct {
 	// MaxPreemptions bounds how often one job is preempted; 0 means
 	// DefaultMaxPreemptions.
 	MaxPreemptions int
+	// TenantHintTTL is how long a read of the queue heads that found one
+	// tenant alone lets later fills claim that tenant's next job without
+	// reading the heads again (claimFair); 0 means DefaultTenantHintTTL,
+	// and a negative value reads them on every fill.
+	TenantHintTTL time.Duration
 }
 
 // Dispatcher is the busy-aware GPU dispatcher. It is safe for concurrent
@@ -116,6 +125,13 @@ type Dispatcher struct {
 
 	initMu sync.Mutex
 	inited bool
+
+	// hint is, per slot type (key "" for untyped slots), what the last
+	// read of the queue heads found: the single-tenant guess (claimFair).
+	hintMu   sync.Mutex
+	hint     map[string]tenantHint
+	guessing map[string]bool // slot types with a guessed fill under way (takeGuess)
+	guesses  map[string]bool // jobs claimed on the guess and not yet sent
 
 	// lastSweep is when sweepSoon last ran (Unix nanoseconds), so
 	// heartbeats sweep at most once per DefaultSweepEvery.
@@ -154,6 +170,9 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	if cfg.MaxPreemptions <= 0 {
 		cfg.MaxPreemptions = DefaultMaxPreemptions
+	}
+	if cfg.TenantHintTTL == 0 {
+		cfg.TenantHintTTL = DefaultTenantHintTTL
 	}
 	d := &Dispatcher{
 		cfg:   cfg,
@@ -413,7 +432,7 @@ func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot,
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("gpu: claim slot: %w", err)
 	}
-	job, secret, err := d.fill(ctx, &slot)
+	job, secret, err := d.fill(ctx, &slot, nil)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -424,7 +443,10 @@ func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot,
 // queued job it frees the slot and returns a nil job. It also returns the
 // dispatch's secret, which exists nowhere else: the job and the slot keep
 // only its hash, and send puts it in POST /run.
-func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error) {
+//
+// early, when not nil, is a read of the queue heads started before the slot
+// was held (see claimFair).
+func (d *Dispatcher) fill(ctx context.Context, slot *Slot, early <-chan headsRead) (*Job, string, error) {
 	if len(d.cfg.Quotas) > 0 {
 		// Only quotas need it: without them a concurrent fill that counts
 		// a slot for its previous tenant (see running) is fair enough,
@@ -440,7 +462,7 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error)
 	// in one write, so no reader sees a fence without the hash that
 	// guards it, and every write that clears the fence clears the hash. If
 	// we die here, the job's own lease runs out and Sweep requeues it.
-	job, err := d.claimFair(ctx, *slot, hash, now, lease)
+	job, err := d.claimFair(ctx, *slot, hash, now, lease, early)
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) && d.testHookEmptyFill != nil {
 			d.testHookEmptyFill()
@@ -465,6 +487,9 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot) (*Job, string, error)
 	err = d.q.LinkSlot(ctx, slot.ID, slot.Epoch, job.ID, job.TenantOf(), hash, d.runLease(now, job))
 	if err != nil {
 		// We were too slow and lost the slot: give the job back unharmed.
+		if d.takeGuessed(job.ID) {
+			d.endGuess(slot.ID)
+		}
 		d.requeueUnharmed(ctx, &job)
 		if errors.Is(err, store.ErrConflict) {
 			return nil, "", nil
@@ -496,15 +521,54 @@ const maxHeadRaces = 3
 // claimFair claims for slot the job weighted fair share picks (pickHead)
 // among the heads of the tenants' queues that the slot's type can run:
 // the chosen tenant's best job that is still queued, in one conditional
-// write. With nothing to run it
-// returns an error wrapping store.ErrConflict, as ClaimBestJob would.
+// write. With nothing to run it returns an error wrapping
+// store.ErrConflict, as ClaimBestJob would.
 //
 // Its reads: the heads (one indexed job per tenant with queued work, per
-// type the slot takes, plus one empty probe per type) and the pool's slot
-// documents (each tenant's running slots); then one conditional write.
-func (d *Dispatcher) claimFair(ctx context.Context, slot Slot, hash string, now, lease time.Time) (Job, error) {
+// type the slot takes, plus one probe for the last tenant's name, read at
+// the same time) and, with more than one tenant queued or with quotas, the
+// pool's slot documents (each tenant's running slots); then one
+// conditional write.
+//
+// early, when not nil, is a read of the heads that the caller started
+// before it held the slot (reclaim); it is used for the first choice.
+//
+// The single-tenant guess: when a read of this slot type's heads found one
+// tenant alone in the queue less than TenantHintTTL ago (the hint), and no
+// quotas are set, the fill claims that tenant's best job without reading
+// the heads first: one query on the hand-off instead of three. A queued
+// job of another tenant is then invisible to this fill, so the guess
+// trades a bounded lag in fair share for the hand-off (measured by `baton
+// bench gpu`, docs/gpu.md): send reads the heads again after each guessed
+// dispatch, so within one dispatcher a new tenant is seen by the next
+// fill, and a dispatcher that has not read them for TenantHintTTL reads
+// them first. Within the tenant the queue order is kept exactly.
+func (d *Dispatcher) claimFair(ctx context.Context, slot Slot, hash string, now, lease time.Time, early <-chan headsRead) (Job, error) {
+	types := d.slotTypes(slot.ID)
+	if early == nil {
+		if guess, ok := d.takeGuess(slot.ID); ok {
+			job, err := d.q.ClaimTenantJob(ctx, guess, types, slot, hash, now, lease)
+			if err == nil {
+				d.guessed(job.ID) // send ends the guess
+				return job, nil
+			}
+			d.endGuess(slot.ID)
+			if !errors.Is(err, store.ErrConflict) {
+				return job, err
+			}
+			// Nothing of that tenant's is queued: read the heads.
+		}
+	}
 	for range maxHeadRaces {
-		head, ok, err := d.best(ctx, slot.ID)
+		if early == nil {
+			early = d.readHeads(ctx, slot.ID)
+		}
+		hr := <-early
+		early = nil
+		if hr.err != nil {
+			return Job{}, hr.err
+		}
+		head, ok, err := d.choose(ctx, slot.ID, hr.heads)
 		if err != nil {
 			return Job{}, err
 		}
@@ -514,7 +578,7 @@ func (d *Dispatcher) claimFair(ctx context.Context, slot Slot, hash string, now,
 		// The tenant's best job now, not the head by id: dispatchers
 		// racing on one tenant then each take the next of its jobs
 		// instead of all but one losing the head.
-		job, err := d.q.ClaimTenantJob(ctx, head.Tenant, d.slotTypes(slot.ID), slot, hash, now, lease)
+		job, err := d.q.ClaimTenantJob(ctx, head.Tenant, types, slot, hash, now, lease)
 		if !errors.Is(err, store.ErrConflict) {
 			return job, err
 		}
@@ -533,19 +597,164 @@ func (d *Dispatcher) slotTypes(id string) []string {
 	return []string{""}
 }
 
+// headsRead is the answer of readHeads.
+type headsRead struct {
+	heads []Job
+	err   error
+}
+
+// readHeads starts reading the queue heads that slot id can run, and
+// keeps the hint for the slot's type (noteHeads). The channel is
+// buffered: a read nobody waits for ends on its own.
+func (d *Dispatcher) readHeads(ctx context.Context, slotID string) <-chan headsRead {
+	out := make(chan headsRead, 1)
+	go func() {
+		at := d.cfg.Clock.Now()
+		heads, err := d.q.QueueHeads(ctx, d.slotTypes(slotID), maxTenantsPerDispatch)
+		if err != nil {
+			out <- headsRead{err: fmt.Errorf("queue heads: %w", err)}
+			return
+		}
+		d.noteHeads(slotID, heads, at)
+		out <- headsRead{heads: heads}
+	}()
+	return out
+}
+
+// tenantHint is what the last read of one slot type's queue heads said:
+// which tenant alone was queued, and when the read began.
+type tenantHint struct {
+	tenant string // as stored, so a claim matches it exactly
+	single bool   // false: several tenants were queued
+	at     time.Time
+}
+
+// noteHeads keeps the hint for slotID's type from a read of its heads
+// that began at at. An empty queue keeps the tenant it had (no other
+// tenant is queued, which is all the guess assumes) and renews it.
+func (d *Dispatcher) noteHeads(slotID string, heads []Job, at time.Time) {
+	d.hintMu.Lock()
+	defer d.hintMu.Unlock()
+	if d.hint == nil {
+		d.hint = map[string]tenantHint{}
+	}
+	key := d.types[slotID]
+	if cur, ok := d.hint[key]; ok && cur.at.After(at) {
+		return // a newer read has spoken
+	}
+	switch len(heads) {
+	case 0:
+		if cur, ok := d.hint[key]; ok && cur.single {
+			d.hint[key] = tenantHint{tenant: cur.tenant, single: true, at: at}
+		}
+	case 1:
+		d.hint[key] = tenantHint{tenant: heads[0].Tenant, single: true, at: at}
+	default:
+		d.hint[key] = tenantHint{at: at}
+	}
+}
+
+// hintFresh is the guess for slotID's type: the tenant that the last read
+// of its heads found alone in the queue, if that read began less than
+// TenantHintTTL ago and no quotas are set (they need every fill to count
+// the running slots).
+func (d *Dispatcher) hintFresh(slotID string) (string, bool) {
+	if d.cfg.TenantHintTTL < 0 || len(d.cfg.Quotas) > 0 {
+		return "", false
+	}
+	d.hintMu.Lock()
+	defer d.hintMu.Unlock()
+	return d.freshLocked(d.types[slotID])
+}
+
+func (d *Dispatcher) freshLocked(key string) (string, bool) {
+	h, ok := d.hint[key]
+	if !ok || !h.single || d.guessing[key] || d.cfg.Clock.Now().Sub(h.at) >= d.cfg.TenantHintTTL {
+		return "", false
+	}
+	return h.tenant, true
+}
+
+// takeGuess is hintFresh for a fill that will act on it: one fill per
+// slot type at a time, from the claim until send has read the heads again,
+// so fills that run together (completions answered at once) read the
+// heads themselves, and a tenant that queued unseen waits for at most one
+// guessed hand-off per dispatcher. endGuess ends it.
+func (d *Dispatcher) takeGuess(slotID string) (string, bool) {
+	if d.cfg.TenantHintTTL < 0 || len(d.cfg.Quotas) > 0 {
+		return "", false
+	}
+	d.hintMu.Lock()
+	defer d.hintMu.Unlock()
+	key := d.types[slotID]
+	t, ok := d.freshLocked(key)
+	if ok {
+		if d.guessing == nil {
+			d.guessing = map[string]bool{}
+		}
+		d.guessing[key] = true
+	}
+	return t, ok
+}
+
+// endGuess ends the guess takeGuess began for slotID's type.
+func (d *Dispatcher) endGuess(slotID string) {
+	d.hintMu.Lock()
+	defer d.hintMu.Unlock()
+	delete(d.guessing, d.types[slotID])
+}
+
+// guessed records that jobID was claimed on the guess, for
+// send, which reads the heads again and ends the guess.
+func (d *Dispatcher) guessed(jobID string) {
+	d.hintMu.Lock()
+	defer d.hintMu.Unlock()
+	if d.guesses == nil {
+		d.guesses = map[string]bool{}
+	}
+	d.guesses[jobID] = true
+}
+
+// takeGuessed reports whether job was claimed on the guess, and forgets it.
+func (d *Dispatcher) takeGuessed(jobID string) bool {
+	d.hintMu.Lock()
+	defer d.hintMu.Unlock()
+	g := d.guesses[jobID]
+	delete(d.guesses, jobID)
+	return g
+}
+
+// recheckHeads reads slotID's heads again after a guessed dispatch, so
+// the next fill of its type sees a tenant that queued meanwhile.
+func (d *Dispatcher) recheckHeads(ctx context.Context, slotID string) {
+	if hr := <-d.readHeads(ctx, slotID); hr.err != nil {
+		// The hint then ages out (TenantHintTTL), and the next fill
+		// after that reads the heads first.
+		d.cfg.Logger.Warn("gpu: read the queue heads after a dispatch", "slot", slotID, "error", hr.err.Error())
+	}
+}
+
 // best reads the heads the slot can run and each tenant's running slots,
 // and picks the next job (pickHead); ok is false when there is none.
 func (d *Dispatcher) best(ctx context.Context, slotID string) (Job, bool, error) {
-	heads, err := d.q.QueueHeads(ctx, d.slotTypes(slotID), maxTenantsPerDispatch)
-	if err != nil {
-		return Job{}, false, fmt.Errorf("queue heads: %w", err)
+	hr := <-d.readHeads(ctx, slotID)
+	if hr.err != nil {
+		return Job{}, false, hr.err
 	}
+	return d.choose(ctx, slotID, hr.heads)
+}
+
+// choose picks the next job among heads for slotID (pickHead), reading
+// each tenant's running slots when it matters: with more than one tenant
+// or with quotas.
+func (d *Dispatcher) choose(ctx context.Context, slotID string, heads []Job) (Job, bool, error) {
 	if len(heads) == 0 {
 		return Job{}, false, nil
 	}
 	var running map[string]int
 	if len(heads) > 1 || len(d.cfg.Quotas) > 0 {
 		// One tenant with no quota needs no count: its head is the job.
+		var err error
 		if running, err = d.running(ctx, slotID); err != nil {
 			return Job{}, false, err
 		}
@@ -637,11 +846,20 @@ func (d *Dispatcher) reclaim(ctx context.Context, f Fence, jobID string) (*Slot,
 	// Fenced on this very job (or none: a slot freed under this epoch) and
 	// on the dispatch's secret, since slot, epoch and job id are all
 	// public (see store.GPU.ReclaimSlot).
+	//
+	// The queue heads do not depend on the slot, so they are read while
+	// it is re-claimed, unless the fill will guess (claimFair): the
+	// hand-off then waits for one of the two, not both in a row. A stale
+	// or forged completion (the re-claim refused) costs that read.
+	var early <-chan headsRead
+	if _, guess := d.hintFresh(f.Slot); !guess {
+		early = d.readHeads(ctx, f.Slot)
+	}
 	slot, err := d.q.ReclaimSlot(ctx, hold(f), jobID, lease)
 	if err != nil {
 		return nil, nil, "", false
 	}
-	job, secret, err := d.fill(ctx, &slot)
+	job, secret, err := d.fill(ctx, &slot, early)
 	if err != nil {
 		return nil, nil, "", false
 	}
@@ -675,8 +893,17 @@ func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job, secret stri
 		Payload: job.Payload, Timeout: job.Timeout, Lease: schedule.Duration(d.cfg.LeaseTTL), LeaseUntil: leaseUntil,
 		Secret: secret, Shard: job.Shard,
 	})
+	guessed := d.takeGuessed(job.ID)
+	if guessed {
+		defer d.endGuess(slot.ID)
+	}
 	err := d.post(ctx, slot.Worker, body)
 	if err == nil {
+		if guessed {
+			// After the POST, off the hand-off's path; the caller waits
+			// for send, so the read still has the instance's CPU.
+			d.recheckHeads(ctx, slot.ID)
+		}
 		return nil
 	}
 	if errors.Is(err, ErrUnanswered) {

@@ -52,6 +52,19 @@ func (r *recorder) observe(e worker.Event) {
 	}
 }
 
+// count is how often job id started.
+func (r *recorder) count(id string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, x := range r.started {
+		if x == id {
+			n++
+		}
+	}
+	return n
+}
+
 func (r *recorder) list() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -95,6 +108,8 @@ type setupOpts struct {
 	// preemptMinRun and maxPreemptions are Config's; 0 keeps the default.
 	preemptMinRun  time.Duration
 	maxPreemptions int
+	// tenantHintTTL is Config.TenantHintTTL; 0 keeps the default.
+	tenantHintTTL time.Duration
 }
 
 func setup(t *testing.T, o setupOpts) *bundle {
@@ -156,6 +171,7 @@ func setup(t *testing.T, o setupOpts) *bundle {
 		RefusalBackoff: 200 * time.Millisecond, RunTimeout: o.runTimeout,
 		Weights: o.weights, Quotas: o.quotas,
 		PreemptMinRun: o.preemptMinRun, MaxPreemptions: o.maxPreemptions,
+		TenantHintTTL: o.tenantHintTTL,
 		Authorize: func(r *http.Request) error {
 			r.Header.Set("Authorization", "Bearer "+testToken)
 			return nil

@@ -1,0 +1,163 @@
+package gpu_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/emulator/emutest"
+	"github.com/baton-cron/baton/shared/gpu"
+	"github.com/baton-cron/baton/shared/gpu/worker"
+	"github.com/baton-cron/baton/shared/store/mongostore"
+)
+
+// hintTTL is long beside the tests below, so whether the dispatcher's
+// single-tenant hint is fresh is decided by the test's clock alone.
+const hintTTL = time.Minute
+
+// newTenantBehindA sets up the case the single-tenant guess cannot see:
+// tenant a alone has been dispatched on both slots, so the dispatcher's
+// last read of the queue heads found only a (the hint); then a and b queue
+// jobs through another dispatcher, which leaves the hint as it was. a-long
+// holds one slot throughout; release("first") ends the job on the other.
+func newTenantBehindA(t *testing.T, queued ...gpu.EnqueueRequest) (*bundle, *recorder) {
+	t.Helper()
+	rec := &recorder{}
+	b := setup(t, setupOpts{workers: 2, worker: withOrder(rec), tenantHintTTL: hintTTL})
+	b.enqueue(gpu.EnqueueRequest{ID: "a-long", Tenant: "a", Payload: b.gate("long")})
+	b.enqueue(gpu.EnqueueRequest{ID: "a-first", Tenant: "a", Payload: b.gate("first")})
+	b.waitStatus("a-long", gpu.StatusRunning)
+	b.waitStatus("a-first", gpu.StatusRunning)
+	q := queueOnly(t, b)
+	for _, req := range queued {
+		if _, _, err := q.Enqueue(b.ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b, rec
+}
+
+// before fails the test unless job x started before job y.
+func before(t *testing.T, started []string, x, y string) {
+	t.Helper()
+	i, j := slices.Index(started, x), slices.Index(started, y)
+	if i < 0 || j < 0 || i > j {
+		t.Errorf("starts %v: want %s to start before %s", started, x, y)
+	}
+}
+
+// TestTenantHintExpires: once the hint is older than TenantHintTTL, the
+// hand-off reads the heads before it claims, so the freed slot goes to b
+// (no slot) before a's older job (a holds the other slot). It fails if
+// the guess ignores the hint's age.
+func TestTenantHintExpires(t *testing.T) {
+	b, rec := newTenantBehindA(t,
+		gpu.EnqueueRequest{ID: "a-next", Tenant: "a", Payload: "true"},
+		gpu.EnqueueRequest{ID: "b-1", Tenant: "b", Payload: "true"})
+	b.clock.Advance(hintTTL + time.Second) // leases stay valid: the workers beat every 100 ms against this clock
+	b.release("first")
+	b.waitStatus("a-next", gpu.StatusSucceeded)
+	b.waitStatus("b-1", gpu.StatusSucceeded)
+	b.release("long")
+	b.waitStatus("a-long", gpu.StatusSucceeded)
+	before(t, rec.list(), "b-1", "a-next")
+}
+
+// TestTenantHintLagsOneHandOff: with the hint fresh, the first hand-off
+// after b queued may still go to a (the guess cannot see b), but the read
+// of the heads after that dispatch shows b, so the next hand-off is fair
+// again: b-1 starts before a's second queued job. It fails if the
+// dispatcher does not read the heads again after a guessed dispatch.
+func TestTenantHintLagsOneHandOff(t *testing.T) {
+	b, rec := newTenantBehindA(t,
+		gpu.EnqueueRequest{ID: "a-n1", Tenant: "a", Payload: "sleep 0.3"},
+		gpu.EnqueueRequest{ID: "a-n2", Tenant: "a", Payload: "true"},
+		gpu.EnqueueRequest{ID: "b-1", Tenant: "b", Payload: "true"})
+	b.release("first")
+	for _, id := range []string{"a-n1", "a-n2", "b-1"} {
+		b.waitStatus(id, gpu.StatusSucceeded)
+	}
+	b.release("long")
+	b.waitStatus("a-long", gpu.StatusSucceeded)
+	before(t, rec.list(), "b-1", "a-n2")
+}
+
+// TestGuessedClaimFaults: the guessed claim (a findAndModify on gpu_jobs,
+// the first after the fault is armed) fails once: a WriteConflict (which
+// the store retries), a connection dropped before it ran, or a claim that
+// landed and answered an error. The job still runs exactly once: at once,
+// or, when the claim landed unseen, after its lease runs out and the sweep
+// requeues it. The fault must have been hit.
+func TestGuessedClaimFaults(t *testing.T) {
+	faults := map[string]func(*testing.T, *mongostore.Store){
+		"WriteConflict": func(t *testing.T, st *mongostore.Store) {
+			emutest.FailCommandCode(t, st, mongostore.GPUJobsCollection, bson.D{{Key: "times", Value: 1}}, 112, "findAndModify")
+		},
+		"Dropped": func(t *testing.T, st *mongostore.Store) {
+			emutest.FailCommandDrop(t, st, mongostore.GPUJobsCollection, bson.D{{Key: "times", Value: 1}}, "findAndModify")
+		},
+		"LandedWithError": func(t *testing.T, st *mongostore.Store) {
+			emutest.FailCommandAfterWrite(t, st, mongostore.GPUJobsCollection, bson.D{{Key: "times", Value: 1}}, "findAndModify")
+		},
+	}
+	for name, fault := range faults {
+		t.Run(name, func(t *testing.T) {
+			rec := &recorder{}
+			// One beat a minute, and a lease that outlasts the test's
+			// steps, so no heartbeat (also a findAndModify on gpu_jobs)
+			// takes the fault before the claim does.
+			b := setup(t, setupOpts{workers: 1, lease: 30 * time.Second, tenantHintTTL: hintTTL, worker: func(c *worker.Config) {
+				c.Observer = rec.observe
+				c.HeartbeatInterval = time.Minute
+			}})
+			b.enqueue(gpu.EnqueueRequest{ID: "a-first", Tenant: "a", Payload: b.gate("first")})
+			b.waitStatus("a-first", gpu.StatusRunning)
+			if _, _, err := queueOnly(t, b).Enqueue(b.ctx, gpu.EnqueueRequest{ID: "a-next", Tenant: "a", Payload: "true"}); err != nil {
+				t.Fatal(err)
+			}
+			fault(t, b.st)
+			b.release("first")
+			b.waitStatus("a-first", gpu.StatusSucceeded)
+			b.waitFor("a-next to be dispatched or run", func() bool {
+				return b.job("a-next").Status != gpu.StatusQueued
+			})
+			// Claimed unseen, the job stays dispatched while its slot is
+			// free again; sent, it starts. Only the first needs its lease
+			// to run out, and as nothing else runs then, moving the clock
+			// past it expires no one else's.
+			b.waitFor("a-next to start, or its slot to be freed under it", func() bool {
+				if rec.count("a-next") > 0 {
+					return true
+				}
+				slots, err := b.d.Slots(b.ctx)
+				return err == nil && len(slots) == 1 && slots[0].State == "free" && b.job("a-next").Status == gpu.StatusDispatched
+			})
+			if rec.count("a-next") == 0 {
+				b.clock.Advance(b.d.LeaseTTL() + time.Second)
+			}
+			b.waitFor("a-next to succeed", func() bool {
+				_, _, _ = b.d.Sweep(b.ctx) // a tick's sweep
+				return b.job("a-next").Status == gpu.StatusSucceeded
+			})
+			if n := rec.count("a-next"); n != 1 {
+				t.Errorf("a-next started %d times (%v), want once", n, rec.list())
+			}
+			if j := b.job("a-next"); j.Attempts > 1 || (name != "LandedWithError" && j.Attempts != 0) {
+				t.Errorf("a-next used %d attempts", j.Attempts)
+			}
+			var reply struct {
+				Count int64 `bson:"count"`
+			}
+			admin := emutest.RawClient(t, emutest.MongoURI(t)).Database("admin")
+			if err := admin.RunCommand(context.Background(), bson.D{{Key: "configureFailPoint", Value: "failCommand"}, {Key: "mode", Value: "off"}}).Decode(&reply); err != nil {
+				t.Fatal(err)
+			}
+			if reply.Count < 1 {
+				t.Errorf("the fail point was never hit")
+			}
+		})
+	}
+}
