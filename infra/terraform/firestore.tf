@@ -80,6 +80,8 @@ locals {
     # gpu: job listing by tenant, with and without a status filter.
     { collection = "gpu_jobs", fields = [{ path = "tenant", order = "ASCENDING" }, { path = "createdAt", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
     { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "tenant", order = "ASCENDING" }, { path = "createdAt", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
+    # gpu: the running preemptible jobs, cheapest to preempt first.
+    { collection = "gpu_jobs", fields = [{ path = "status", order = "ASCENDING" }, { path = "preemptible", order = "ASCENDING" }, { path = "priority", order = "ASCENDING" }, { path = "startedAt", order = "DESCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # gpu: claiming a free or expired slot.
     { collection = "gpu_slots", fields = [{ path = "leaseUntil", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
   ]

@@ -98,6 +98,9 @@ var GPUIndexes = []Index{
 	// view's per-tenant queued count).
 	{Collection: GPUJobsCollection, Name: "list_tenant", Keys: bson.D{{Key: "tenant", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: GPUJobsCollection, Name: "list_status_tenant", Keys: bson.D{{Key: "status", Value: 1}, {Key: "tenant", Value: 1}, {Key: "createdAt", Value: -1}, {Key: "_id", Value: -1}}},
+	// The running preemptible jobs, cheapest to preempt first
+	// (RunningPreemptible).
+	{Collection: GPUJobsCollection, Name: "preemptible", Keys: bson.D{{Key: "status", Value: 1}, {Key: "preemptible", Value: 1}, {Key: "priority", Value: 1}, {Key: "startedAt", Value: -1}, {Key: "_id", Value: 1}}},
 	{Collection: GPUSlotsCollection, Name: "claim", Keys: bson.D{{Key: "leaseUntil", Value: 1}, {Key: "_id", Value: 1}}},
 }
 
