@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -64,6 +65,16 @@ func TestGPUScheduleTenantTypePreemptible(t *testing.T) {
 	}
 	if g := created.Target.GPU; g == nil || g.Tenant != "research" || g.GPUType != "nvidia-l4" || !g.Preemptible {
 		t.Fatalf("created gpu target %+v; want tenant research, gpuType nvidia-l4, preemptible", created.Target.GPU)
+	}
+	// The console's schedule page shows them too.
+	res, err := http.Get(s.URL + "/console/schedules/train")
+	if err != nil {
+		t.Fatalf("console: %v", err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(page), "tenant research, type nvidia-l4, preemptible") {
+		t.Errorf("console schedule page: HTTP %d, lacks %q:\n%s", res.StatusCode, "tenant research, type nvidia-l4, preemptible", page)
 	}
 	var run schedule.Run
 	if code := api(t, s.URL, s.Token, "POST", "/Schedules/schedules/train:trigger", nil, &run); code != http.StatusOK {
