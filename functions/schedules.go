@@ -1,10 +1,12 @@
 package functions
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/baton-cron/baton/shared/catalog"
 	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/gpu"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
@@ -30,6 +32,17 @@ func newSchedules(d *Deps) (http.Handler, error) {
 		Clock:    d.Clock,
 		// The retention of change records (history.keep's default).
 		HistoryKeep: d.HistoryKeep,
+	}
+	// Knowing the pool, a schedule's gpuType is refused at write time (a
+	// 400 naming target.gpu.gpuType) rather than at its first run. Without
+	// BATON_GPU_POOL the check is skipped: the Run function's dispatcher
+	// still refuses an unknown type, and the run fails.
+	if d.GPUPool != "" {
+		pool, err := gpu.ParsePool(d.GPUPool)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", config.EnvGPUPool, err)
+		}
+		opts.Validate.GPUTypes = append([]string{}, pool.Types()...)
 	}
 	// Trigger-now runs the schedule through the scheduler's Engine, which
 	// needs the lease bucket; without one, :trigger answers 503 and the

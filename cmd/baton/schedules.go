@@ -42,6 +42,7 @@ var fieldFlags = map[string]string{
 	"target.builtin.name": "--builtin", "target.builtin.args": "--arg", "reason": "--reason",
 	"target.gpu.payload": "--gpu-payload", "target.gpu.priority": "--gpu-priority",
 	"target.gpu.maxAttempts": "--gpu-max-attempts", "target.gpu.timeout": "--gpu-timeout",
+	"target.gpu.tenant": "--gpu-tenant", "target.gpu.gpuType": "--gpu-type", "target.gpu.preemptible": "--gpu-preemptible",
 	"overlap": "--overlap", "catchup": "--catchup", "maxCatchup": "--max-catchup", "catchupWindow": "--catchup-window",
 	"retry.maxAttempts": "--retry-attempts", "retry.backoff": "--retry-backoff", "leaseTTL": "--lease-ttl",
 	"enabled": "--enabled", "excludeCalendars": "--exclude-calendar", "onlyCalendars": "--only-calendar", "If-Match": "--if-match", "pageSize": "--page-size", "pageToken": "--page-token",
@@ -311,6 +312,8 @@ type scheduleFlags struct {
 	args                             []string
 	gpu                              bool
 	gpuPayload, gpuTimeout           string
+	gpuTenant, gpuType               string
+	gpuPreemptible                   bool
 	gpuPriority, gpuMaxAttempts      int
 	overlap, catchup, catchupWindow  string
 	maxCatchup, retryAttempts        int
@@ -345,6 +348,9 @@ func (f *scheduleFlags) register(fs *pflag.FlagSet, forUpdate bool) {
 	fs.IntVar(&f.gpuPriority, "gpu-priority", 0, "gpu target: priority (higher first)")
 	fs.IntVar(&f.gpuMaxAttempts, "gpu-max-attempts", 0, "gpu target: attempts before the job is dead (default 3)")
 	fs.StringVar(&f.gpuTimeout, "gpu-timeout", "", "gpu target: timeout such as 10m")
+	fs.StringVar(&f.gpuTenant, "gpu-tenant", "", `gpu target: whose job each run's job is, for fair share and quotas (default "default")`)
+	fs.StringVar(&f.gpuType, "gpu-type", "", "gpu target: run only on a slot of this GPU type (a BATON_GPU_POOL entry's @type); default any slot")
+	fs.BoolVar(&f.gpuPreemptible, "gpu-preemptible", false, "gpu target: let a more urgent job stop and requeue each run's job (--gpu-preemptible=false turns it off on update)")
 	fs.StringVar(&f.overlap, "overlap", "", "overlap policy: skip, buffer_one (default) or allow")
 	fs.StringVar(&f.catchup, "catchup", "", "catch-up policy: latest (default), all or none")
 	fs.IntVar(&f.maxCatchup, "max-catchup", 0, "catch-up all: at most this many missed runs (default 10)")
@@ -481,6 +487,11 @@ func (f *scheduleFlags) patch(stdin io.Reader) (map[string]any, error) {
 	num("gpu-priority", f.gpuPriority, "target", "gpu", "priority")
 	num("gpu-max-attempts", f.gpuMaxAttempts, "target", "gpu", "maxAttempts")
 	str("gpu-timeout", f.gpuTimeout, "target", "gpu", "timeout")
+	str("gpu-tenant", f.gpuTenant, "target", "gpu", "tenant")
+	str("gpu-type", f.gpuType, "target", "gpu", "gpuType")
+	if changed("gpu-preemptible") {
+		set(f.gpuPreemptible, "target", "gpu", "preemptible")
+	}
 	return doc, nil
 }
 

@@ -211,6 +211,8 @@ func TestSchedulesCLIErrors(t *testing.T) {
 		{"ssrf", []string{"schedules", "create", "--id", "x", "--cron", "* * * * *", "--target-url", "http://169.254.169.254/"}, 1, []string{"target.http.url (--target-url)", "allow"}},
 		{"unknown policy", []string{"schedules", "create", "--id", "x", "--cron", "* * * * *", "--builtin", "noop", "--overlap", "queue"}, 1, []string{"overlap (--overlap)"}},
 		{"unknown field in file", []string{"schedules", "create", "-f", "-"}, 1, []string{"colour", "unknown field"}},
+		{"bad gpu tenant", []string{"schedules", "create", "--id", "x", "--cron", "* * * * *", "--gpu", "--gpu-tenant", "a=b"}, 1, []string{"target.gpu.tenant (--gpu-tenant)"}},
+		{"bad gpu type", []string{"schedules", "create", "--id", "x", "--cron", "* * * * *", "--gpu", "--gpu-type", "Nvidia L4"}, 1, []string{"target.gpu.gpuType (--gpu-type)"}},
 		{"two targets", []string{"schedules", "create", "--id", "x", "--cron", "* * * * *", "--builtin", "noop", "--target-url", "https://api.example.com/"}, 2, []string{"choose one target"}},
 		{"bad header", []string{"schedules", "create", "--id", "x", "--header", "novalue"}, 2, []string{"--header"}},
 		{"unknown flag", []string{"schedules", "create", "--colour", "red"}, 2, []string{"unknown flag"}},
@@ -304,5 +306,25 @@ func TestAPIFailureKeepsWrappedExitCode(t *testing.T) {
 	err = apiFailure("list", errors.New("503"))
 	if !errors.As(err, &ee) || ee.code != 1 {
 		t.Errorf("apiFailure(plain error) = %v, want exit code 1", err)
+	}
+}
+
+// TestSchedulesCLIGPUTenant: --gpu-tenant, --gpu-type and --gpu-preemptible
+// set the gpu target's fields on create, and update changes only the one
+// given.
+func TestSchedulesCLIGPUTenant(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	b.ok(t, "schedules", "create", "--id", "train", "--cron", "@daily", "--gpu", "--gpu-payload", "true",
+		"--gpu-tenant", "research", "--gpu-type", "nvidia-l4", "--gpu-preemptible")
+	want := schedule.GPUTarget{Payload: "true", MaxAttempts: schedule.DefaultGPUAttempts, Timeout: schedule.Duration(schedule.DefaultGPUTimeout),
+		Tenant: "research", GPUType: "nvidia-l4", Preemptible: true}
+	if diff := cmp.Diff(&want, b.stored(t, "train").Target.GPU); diff != "" {
+		t.Errorf("stored gpu target after create (-want,+got):\n%s", diff)
+	}
+	b.ok(t, "schedules", "update", "train", "--gpu-preemptible=false")
+	want.Preemptible = false
+	if diff := cmp.Diff(&want, b.stored(t, "train").Target.GPU); diff != "" {
+		t.Errorf("stored gpu target after update --gpu-preemptible=false (-want,+got):\n%s", diff)
 	}
 }

@@ -365,6 +365,35 @@ func TestEnqueueRunIdempotent(t *testing.T) {
 	}
 }
 
+// TestEnqueueRunTenantTypePreemptible: a schedule run's job carries its gpu
+// target's tenant, gpuType and preemptible as an API-enqueued job would,
+// and runs on a slot of that type; a gpuType the pool lacks is refused for
+// good (ErrInvalidGPUTarget) and queues nothing.
+func TestEnqueueRunTenantTypePreemptible(t *testing.T) {
+	b := setup(t, setupOpts{workers: 2, types: []string{"", "nvidia-l4"}})
+	target := schedule.GPUTarget{Payload: "true", Tenant: "research", GPUType: "nvidia-l4", Preemptible: true}
+	id, err := b.d.EnqueueRun(b.ctx, "train@20260101T000000Z", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := b.waitStatus(id, gpu.StatusSucceeded)
+	if j.Tenant != "research" || j.GPUType != "nvidia-l4" || !j.Preemptible {
+		t.Errorf("job tenant=%q gpuType=%q preemptible=%v; want research, nvidia-l4, true (the schedule's gpu target)", j.Tenant, j.GPUType, j.Preemptible)
+	}
+	if j.Worker != b.workers[1].URL {
+		t.Errorf("job ran on %s; want the nvidia-l4 worker %s", j.Worker, b.workers[1].URL)
+	}
+
+	const run = "train@20260101T010000Z"
+	_, err = b.d.EnqueueRun(b.ctx, run, schedule.GPUTarget{Payload: "true", GPUType: "nvidia-h100"})
+	if !errors.Is(err, schedule.ErrInvalidGPUTarget) || !strings.Contains(err.Error(), "gpuType") {
+		t.Fatalf("enqueue with a type the pool lacks: err=%v; want ErrInvalidGPUTarget naming gpuType", err)
+	}
+	if _, err := b.d.Get(b.ctx, schedule.GPUJobID(run)); !errors.Is(err, gpu.ErrNotFound) {
+		t.Errorf("job of the refused run: err=%v; want ErrNotFound (nothing queued)", err)
+	}
+}
+
 // TestCompletionForAnotherJobKeepsTheSlot: a completion hands its slot on
 // before the outcome is written, so the hand-off itself must check that
 // the slot holds the reported job. One that names the running job's fence

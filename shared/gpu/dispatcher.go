@@ -244,8 +244,18 @@ func (d *Dispatcher) Enqueue(ctx context.Context, req EnqueueRequest) (job Job, 
 // from the run id, so a repeated call (a retried tick) enqueues nothing
 // twice. It implements scheduler.GPU.
 func (d *Dispatcher) EnqueueRun(ctx context.Context, runID string, t schedule.GPUTarget) (string, error) {
-	req := EnqueueRequest{ID: schedule.GPUJobID(runID), Payload: t.Payload, Priority: t.Priority, MaxAttempts: t.MaxAttempts, Timeout: t.Timeout, Shard: t.Shard}
-	if err := req.normalize(); err != nil {
+	req := EnqueueRequest{
+		ID: schedule.GPUJobID(runID), Payload: t.Payload, Priority: t.Priority, MaxAttempts: t.MaxAttempts, Timeout: t.Timeout, Shard: t.Shard,
+		Tenant: t.Tenant, GPUType: t.GPUType, Preemptible: t.Preemptible,
+	}
+	err := req.normalize()
+	if err == nil {
+		// The Schedules API checks gpuType against its pool when it
+		// knows one; a schedule written without that check, or before the
+		// pool lost the type, still must not queue a job no slot can run.
+		err = d.checkType(req.GPUType)
+	}
+	if err != nil {
 		// Permanent: asking again cannot help, so the run fails rather
 		// than wait for a job that will never be queued.
 		return "", fmt.Errorf("gpu: enqueue run %s: %w: %w", runID, schedule.ErrInvalidGPUTarget, err)

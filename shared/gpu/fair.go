@@ -2,23 +2,22 @@ package gpu
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/baton-cron/baton/shared/gpu/gpumodel"
+	"github.com/baton-cron/baton/shared/schedule"
 )
 
 // DefaultTenant is the tenant of a job that names none.
 const DefaultTenant = gpumodel.DefaultTenant
 
-// tenantPattern is a tenant's name: short, and free of the "=" and ","
-// that BATON_GPU_WEIGHTS and BATON_GPU_QUOTAS use as separators.
-var tenantPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
-
-// ValidTenant reports whether s is a well-formed tenant name.
-func ValidTenant(s string) bool { return tenantPattern.MatchString(s) }
+// ValidTenant reports whether s is a well-formed tenant name: short, and
+// free of the "=" and "," that BATON_GPU_WEIGHTS and BATON_GPU_QUOTAS use
+// as separators. The pattern is shared/schedule's, so a schedule's gpu
+// target accepts exactly the tenants an enqueue request does.
+func ValidTenant(s string) bool { return schedule.ValidGPUTenant(s) }
 
 // Limits of BATON_GPU_WEIGHTS and BATON_GPU_QUOTAS.
 const (
@@ -41,7 +40,7 @@ func ParseShares(name, s string, maxValue int) (map[string]int, error) {
 		}
 		tenant, v, ok := strings.Cut(item, "=")
 		tenant = strings.TrimSpace(tenant)
-		if !ok || !tenantPattern.MatchString(tenant) {
+		if !ok || !ValidTenant(tenant) {
 			return nil, fmt.Errorf("%s: %q: want tenant=N, the tenant 1-63 letters, digits and ._- starting with a letter or digit", name, item)
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(v))

@@ -3,9 +3,10 @@ package gpu
 import (
 	"fmt"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/baton-cron/baton/shared/schedule"
 )
 
 // Worker is one worker service: a base URL and how many jobs it can run at
@@ -19,12 +20,11 @@ type Worker struct {
 	Type string `json:"type,omitempty"`
 }
 
-// typePattern is a GPU type's name, as Cloud Run spells accelerators
-// (nvidia-l4, nvidia-rtx-pro-6000).
-var typePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-
-// ValidGPUType reports whether s is a well-formed GPU type name.
-func ValidGPUType(s string) bool { return typePattern.MatchString(s) }
+// ValidGPUType reports whether s is a well-formed GPU type name, as Cloud
+// Run spells accelerators (nvidia-l4, nvidia-rtx-pro-6000). The pattern is
+// shared/schedule's, so a schedule's gpu target accepts exactly the types
+// an enqueue request and BATON_GPU_POOL do.
+func ValidGPUType(s string) bool { return schedule.ValidGPUType(s) }
 
 // Pool is the configured set of workers.
 type Pool []Worker
@@ -51,7 +51,7 @@ func ParsePool(s string) (Pool, error) {
 		// authority (userinfo@host would come before the host's end).
 		if i := strings.LastIndex(item, "@"); i >= 0 && !strings.Contains(item[i:], "/") {
 			typ = strings.TrimSpace(item[i+1:])
-			if !typePattern.MatchString(typ) {
+			if !ValidGPUType(typ) {
 				return nil, fmt.Errorf("%w: %q: the type after @ must be lower-case letters, digits and - such as nvidia-l4", ErrBadPool, item)
 			}
 			item = item[:i]

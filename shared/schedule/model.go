@@ -306,6 +306,18 @@ type GPUTarget struct {
 	Priority    int      `bson:"priority" json:"priority"`
 	MaxAttempts int      `bson:"maxAttempts" json:"maxAttempts"`
 	Timeout     Duration `bson:"timeout" json:"timeout"`
+	// Tenant is whose job each run's job is, for the pool's fair share and
+	// quotas (BATON_GPU_WEIGHTS, BATON_GPU_QUOTAS), as an API-enqueued
+	// job's tenant; empty gives the job the pool's default tenant.
+	Tenant string `bson:"tenant,omitempty" json:"tenant,omitempty"`
+	// GPUType asks for a slot of that type (BATON_GPU_POOL's
+	// "URL=slots@type"); empty takes any slot. The Schedules API refuses a
+	// type its pool does not have (ValidateOptions.GPUTypes).
+	GPUType string `bson:"gpuType,omitempty" json:"gpuType,omitempty"`
+	// Preemptible lets a higher-priority job stop each run's job while it
+	// runs and requeue it without using an attempt (docs/gpu.md,
+	// Preemption).
+	Preemptible bool `bson:"preemptible,omitempty" json:"preemptible,omitempty"`
 	// Shard is set by the scheduler on the copy it enqueues for a run of
 	// a sharded schedule (Run.GPUTarget), so the job's command is told its
 	// shard; it is never stored on a schedule nor read from a request.

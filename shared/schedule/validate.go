@@ -46,7 +46,31 @@ type ValidateOptions struct {
 	// (SubMinute). The deployed system ticks once a minute unless baton
 	// daemon runs; it would fire such a schedule once a minute in silence.
 	RefuseSubMinute bool
+	// GPUTypes are the GPU types of the pool (BATON_GPU_POOL's "@type"
+	// entries) that a gpu target's gpuType must be one of; nil skips the
+	// check, for a process that does not know the pool. An empty non-nil
+	// slice is a pool with no typed worker, where no gpuType can run.
+	GPUTypes []string
 }
+
+// gpuTenantPattern is a GPU tenant's name: short, and free of the "=" and
+// "," that BATON_GPU_WEIGHTS and BATON_GPU_QUOTAS use as separators. It is
+// here, not in shared/gpu (which imports this package), so that a
+// schedule's gpu target and an API-enqueued job accept the same tenants.
+var gpuTenantPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// gpuTypePattern is a GPU type's name, as Cloud Run spells accelerators
+// (nvidia-l4, nvidia-rtx-pro-6000). It is shared with shared/gpu for the
+// same reason as gpuTenantPattern.
+var gpuTypePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// ValidGPUTenant reports whether s is a well-formed GPU tenant name (1-63
+// letters, digits and ._- starting with a letter or digit).
+func ValidGPUTenant(s string) bool { return gpuTenantPattern.MatchString(s) }
+
+// ValidGPUType reports whether s is a well-formed GPU type name (1-63
+// lower-case letters, digits and - starting with a letter or digit).
+func ValidGPUType(s string) bool { return gpuTypePattern.MatchString(s) }
 
 // SubMinuteHint is the reason given when RefuseSubMinute refuses a cron.
 const SubMinuteHint = "fires more than once a minute, but this deployment ticks once a minute: deploy baton daemon " +
@@ -368,7 +392,7 @@ func (t *Target) validate(o ValidateOptions) error {
 	case TargetHTTP:
 		return t.HTTP.validate(o.AllowedHosts)
 	case TargetGPU:
-		return t.GPU.validate()
+		return t.GPU.validate(o.GPUTypes)
 	default:
 		return t.Builtin.validate(o.Builtins)
 	}
@@ -629,7 +653,21 @@ func hostKey(h string) (string, bool) {
 	return h, true
 }
 
-func (g *GPUTarget) validate() error {
+func (g *GPUTarget) validate(types []string) error {
+	if g.Tenant != "" && !ValidGPUTenant(g.Tenant) {
+		return fieldErr("target.gpu.tenant", "must be 1-63 letters, digits and ._- starting with a letter or digit, not %q", g.Tenant)
+	}
+	if g.GPUType != "" {
+		if !ValidGPUType(g.GPUType) {
+			return fieldErr("target.gpu.gpuType", "must be 1-63 lower-case letters, digits and - (a pool type such as nvidia-l4), not %q", g.GPUType)
+		}
+		if types != nil && !slices.Contains(types, g.GPUType) {
+			if len(types) == 0 {
+				return fieldErr("target.gpu.gpuType", "%q: no worker in the pool (BATON_GPU_POOL) declares a GPU type; omit gpuType", g.GPUType)
+			}
+			return fieldErr("target.gpu.gpuType", "%q: no worker in the pool (BATON_GPU_POOL) has that type; the pool has %s", g.GPUType, strings.Join(types, ", "))
+		}
+	}
 	if g.Priority < 0 || g.Priority > MaxGPUPriority {
 		return fieldErr("target.gpu.priority", "is %d; want 0 to %d", g.Priority, MaxGPUPriority)
 	}

@@ -14,6 +14,7 @@ import (
 var testOpts = ValidateOptions{
 	AllowedHosts: []string{"api.example.com", "hooks.example.org:8443", "*.svc.example.net", "10.1.2.3", "[::1]:9000"},
 	Builtins:     []string{"noop", "sleep", "fail"},
+	GPUTypes:     []string{"nvidia-l4", "nvidia-a100"},
 }
 
 func validHTTP() *Schedule {
@@ -148,6 +149,11 @@ func TestNormalizeErrors(t *testing.T) {
 		{"gpu priority", gpu(func(g *GPUTarget) { g.Priority = -1 }), "target.gpu.priority"},
 		{"gpu attempts", gpu(func(g *GPUTarget) { g.MaxAttempts = 99 }), "target.gpu.maxAttempts"},
 		{"gpu timeout", gpu(func(g *GPUTarget) { g.Timeout = Duration(48 * time.Hour) }), "target.gpu.timeout"},
+		{"gpu tenant with =", gpu(func(g *GPUTarget) { g.Tenant = "a=b" }), "target.gpu.tenant"},
+		{"gpu tenant too long", gpu(func(g *GPUTarget) { g.Tenant = strings.Repeat("t", 64) }), "target.gpu.tenant"},
+		{"gpu tenant leading dot", gpu(func(g *GPUTarget) { g.Tenant = ".batch" }), "target.gpu.tenant"},
+		{"gpu type malformed", gpu(func(g *GPUTarget) { g.GPUType = "Nvidia L4" }), "target.gpu.gpuType"},
+		{"gpu type not in the pool", gpu(func(g *GPUTarget) { g.GPUType = "nvidia-h100" }), "target.gpu.gpuType"},
 		{"builtin unknown", builtin("reboot"), "target.builtin.name"},
 		{"builtin empty", builtin(""), "target.builtin.name"},
 		{"concurrency without group", func(s *Schedule) { s.Concurrency = &Concurrency{Limit: 1} }, "concurrency.group"},
@@ -222,6 +228,10 @@ func TestNormalizeAccepts(t *testing.T) {
 		{"builtin", builtin("sleep")},
 		{"builtin unchecked", func(s *Schedule) { builtin("anything")(s) }},
 		{"gpu", gpu(func(*GPUTarget) {})},
+		{"gpu tenant, type and preemptible", gpu(func(g *GPUTarget) {
+			g.Tenant, g.GPUType, g.Preemptible = strings.Repeat("t", 63), "nvidia-a100", true
+		})},
+		{"gpu type unchecked", gpu(func(g *GPUTarget) { g.GPUType = "nvidia-h100" })},
 		{"every", func(s *Schedule) { s.Cron = "@every 90s"; s.TimeZone = "America/New_York" }},
 		{"zero catchup window stays default", func(s *Schedule) { s.CatchupWindow = 0 }},
 	} {
@@ -230,6 +240,11 @@ func TestNormalizeAccepts(t *testing.T) {
 		opts := testOpts
 		if tc.name == "builtin unchecked" {
 			opts.Builtins = nil
+		}
+		if tc.name == "gpu type unchecked" {
+			// A process that does not know the pool (nil) checks only
+			// the type's form.
+			opts.GPUTypes = nil
 		}
 		if err := s.Normalize(opts); err != nil {
 			t.Errorf("%s: Normalize: %v", tc.name, err)
@@ -369,5 +384,23 @@ func TestNormalizeCutsEchoedInput(t *testing.T) {
 		if err == nil || len(err.Error()) > 1<<10 {
 			t.Errorf("%s of 900 KB: error of %d bytes, want one under 1 KiB: %.200v", name, len(fmt.Sprint(err)), err)
 		}
+	}
+}
+
+// TestGPUTypeUntypedPool: a pool that is known but has no typed worker
+// (an empty GPUTypes, not nil) can run no gpuType, and the error says so.
+func TestGPUTypeUntypedPool(t *testing.T) {
+	t.Parallel()
+	s := validHTTP()
+	gpu(func(g *GPUTarget) { g.GPUType = "nvidia-l4" })(s)
+	opts := testOpts
+	opts.GPUTypes = []string{}
+	var fe *FieldError
+	if err := s.Normalize(opts); !errors.As(err, &fe) || fe.Field != "target.gpu.gpuType" || !strings.Contains(fe.Reason, "declares a GPU type") {
+		t.Fatalf("Normalize with an untyped pool: got %v, want a FieldError on target.gpu.gpuType saying no worker declares a type", err)
+	}
+	s.Target.GPU.GPUType = ""
+	if err := s.Normalize(opts); err != nil {
+		t.Fatalf("Normalize without gpuType on an untyped pool: %v", err)
 	}
 }
