@@ -631,7 +631,9 @@ type tenantHint struct {
 
 // noteHeads keeps the hint for slotID's type from a read of its heads
 // that began at at. An empty queue keeps the tenant it had (no other
-// tenant is queued, which is all the guess assumes) and renews it.
+// tenant is queued, which is all the guess assumes) and renews it. An
+// untyped head also clears the other types' hints that name another
+// tenant alone.
 func (d *Dispatcher) noteHeads(slotID string, heads []Job, at time.Time) {
 	d.hintMu.Lock()
 	defer d.hintMu.Unlock()
@@ -651,6 +653,21 @@ func (d *Dispatcher) noteHeads(slotID string, heads []Job, at time.Time) {
 		d.hint[key] = tenantHint{tenant: heads[0].Tenant, single: true, at: at}
 	default:
 		d.hint[key] = tenantHint{at: at}
+	}
+	// An untyped job runs on every slot, so its tenant is queued for
+	// every type: another type's hint naming someone else alone is wrong
+	// as of this read, and a guess on it would hand that type's next
+	// slot past the job too (one lost hand-off per type, not per
+	// dispatcher).
+	for _, h := range heads {
+		if h.GPUType != "" {
+			continue
+		}
+		for k, cur := range d.hint {
+			if k != key && cur.single && cur.tenant != h.Tenant && !cur.at.After(at) {
+				d.hint[k] = tenantHint{at: at}
+			}
+		}
 	}
 }
 

@@ -161,3 +161,51 @@ func TestGuessedClaimFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestTenantHintSeenByEveryType: each slot type keeps its own hint, but an
+// untyped job can run on every slot, so a read of one type's heads that
+// finds a new tenant's untyped job must clear the other types' hints too.
+// Tenant a holds the untyped and the L4 slot (both hints: a alone); b's
+// untyped job queues unseen behind two of a's. The untyped slot's
+// hand-off may go to a on the guess (the one hand-off the bound allows),
+// and its read afterwards sees b; then the L4 slot's hand-off must go to
+// b, not to a's second job. It fails if noteHeads keeps what one type's
+// read learns to that type.
+func TestTenantHintSeenByEveryType(t *testing.T) {
+	rec := &recorder{}
+	b := setup(t, setupOpts{workers: 2, types: []string{"", "nvidia-l4"}, worker: withOrder(rec), tenantHintTTL: hintTTL})
+	untyped := gpu.SlotID(b.workers[0].URL, 0)
+	b.enqueue(gpu.EnqueueRequest{ID: "a-l4", Tenant: "a", GPUType: "nvidia-l4", Payload: b.gate("l4")})
+	b.enqueue(gpu.EnqueueRequest{ID: "a-u", Tenant: "a", Payload: b.gate("u")})
+	if j := b.waitStatus("a-u", gpu.StatusRunning); j.Worker != b.workers[0].URL {
+		t.Fatalf("a-u runs on %s; want the untyped worker", j.Worker)
+	}
+	b.waitStatus("a-l4", gpu.StatusRunning)
+	for _, slot := range []string{untyped, gpu.SlotID(b.workers[1].URL, 0)} {
+		if tenant, single := gpu.TenantHint(b.d, slot); tenant != "a" || !single {
+			t.Fatalf("hint of %s: %q alone=%v; want a alone", slot, tenant, single)
+		}
+	}
+	q := queueOnly(t, b)
+	for _, req := range []gpu.EnqueueRequest{
+		{ID: "a-n1", Tenant: "a", Payload: b.gate("n1")},
+		{ID: "a-n2", Tenant: "a", Payload: "true"},
+		{ID: "b-1", Tenant: "b", Payload: "true"},
+	} {
+		if _, _, err := q.Enqueue(b.ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.release("u")
+	b.waitStatus("a-n1", gpu.StatusRunning)
+	b.waitFor("the untyped slot's read after its hand-off", func() bool {
+		_, single := gpu.TenantHint(b.d, untyped)
+		return !single
+	})
+	b.release("l4")
+	b.waitStatus("a-n2", gpu.StatusSucceeded)
+	b.waitStatus("b-1", gpu.StatusSucceeded)
+	b.release("n1")
+	b.waitStatus("a-n1", gpu.StatusSucceeded)
+	before(t, rec.list(), "b-1", "a-n2")
+}
