@@ -928,6 +928,11 @@ func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job, secret stri
 		// may have it, and once wherever the queue sends it next.
 		d.cfg.Logger.Warn("gpu: POST /run unanswered; the job keeps its slot until a heartbeat confirms it or its lease expires",
 			"job", job.ID, "slot", slot.ID, "error", err.Error())
+		if guessed {
+			// The job keeps its slot and may run: a hand-off like an
+			// answered one, so the next guess must see who queued.
+			d.recheckHeads(ctx, slot.ID)
+		}
 		return err
 	}
 	var answer *runAnswerError

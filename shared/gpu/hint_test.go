@@ -2,6 +2,9 @@ package gpu_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -208,4 +211,63 @@ func TestTenantHintSeenByEveryType(t *testing.T) {
 	b.release("n1")
 	b.waitStatus("a-n1", gpu.StatusSucceeded)
 	before(t, rec.list(), "b-1", "a-n2")
+}
+
+// TestTenantHintReadAfterUnansweredRun: a guessed POST /run whose answer
+// is lost may still run (send keeps the job on its slot), so it is a
+// hand-off like any other and the heads are read after it too. Two slots
+// at a network edge (a test double that records each POST /run and, for
+// a-3 alone, drops the connection instead of answering) run a's jobs, so
+// the hint is a alone; b's job queues unseen behind a-3 and a-4. The
+// first completion guesses a-3, unanswered; the second must go to b-1
+// (a holds the other slot), not a-4. It fails if send reads the heads
+// only after an answered POST.
+func TestTenantHintReadAfterUnansweredRun(t *testing.T) {
+	runs := make(chan gpu.RunRequest, 8)
+	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req gpu.RunRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			t.Error(err)
+		}
+		runs <- req
+		if req.JobID == "a-3" {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			conn.Close() // the worker has the job; its answer is lost
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(edge.Close)
+	b := setup(t, setupOpts{workers: 0, extraPool: edge.URL + "=2", tenantHintTTL: hintTTL})
+	b.enqueue(gpu.EnqueueRequest{ID: "a-1", Tenant: "a", Payload: "true"})
+	b.enqueue(gpu.EnqueueRequest{ID: "a-2", Tenant: "a", Payload: "true"})
+	first, second := nextRun(t, runs), nextRun(t, runs)
+	q := queueOnly(t, b)
+	for _, req := range []gpu.EnqueueRequest{
+		{ID: "a-3", Tenant: "a", Payload: "true"},
+		{ID: "a-4", Tenant: "a", Payload: "true"},
+		{ID: "b-1", Tenant: "b", Payload: "true"},
+	} {
+		if _, _, err := q.Enqueue(b.ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	complete := func(r gpu.RunRequest) {
+		t.Helper()
+		if _, err := b.d.Complete(b.ctx, r.JobID, gpu.CompleteRequest{Fence: gpu.Fence{Slot: r.Slot, Epoch: r.Epoch, Secret: r.Secret}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	complete(first)
+	if r := nextRun(t, runs); r.JobID != "a-3" {
+		t.Fatalf("the first hand-off sent %s; want a-3 (the guess)", r.JobID)
+	}
+	complete(second)
+	if r := nextRun(t, runs); r.JobID != "b-1" {
+		t.Errorf("the second hand-off sent %s; want b-1: a holds the other slot", r.JobID)
+	}
 }
