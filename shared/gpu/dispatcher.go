@@ -641,7 +641,9 @@ type tenantHint struct {
 
 // noteHeads keeps the hint for slotID's type from a read of its heads
 // that began at at. An empty queue keeps the tenant it had (no other
-// tenant is queued, which is all the guess assumes) and renews it.
+// tenant is queued, which is all the guess assumes) and renews it. An
+// untyped head also clears the other types' hints that name another
+// tenant alone.
 func (d *Dispatcher) noteHeads(slotID string, heads []Job, at time.Time) {
 	d.hintMu.Lock()
 	defer d.hintMu.Unlock()
@@ -661,6 +663,21 @@ func (d *Dispatcher) noteHeads(slotID string, heads []Job, at time.Time) {
 		d.hint[key] = tenantHint{tenant: heads[0].Tenant, single: true, at: at}
 	default:
 		d.hint[key] = tenantHint{at: at}
+	}
+	// An untyped job runs on every slot, so its tenant is queued for
+	// every type: another type's hint naming someone else alone is wrong
+	// as of this read, and a guess on it would hand that type's next
+	// slot past the job too (one lost hand-off per type, not per
+	// dispatcher).
+	for _, h := range heads {
+		if h.GPUType != "" {
+			continue
+		}
+		for k, cur := range d.hint {
+			if k != key && cur.single && cur.tenant != h.Tenant && !cur.at.After(at) {
+				d.hint[k] = tenantHint{at: at}
+			}
+		}
 	}
 }
 
@@ -921,6 +938,11 @@ func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job, secret stri
 		// may have it, and once wherever the queue sends it next.
 		d.cfg.Logger.Warn("gpu: POST /run unanswered; the job keeps its slot until a heartbeat confirms it or its lease expires",
 			"job", job.ID, "slot", slot.ID, "error", err.Error())
+		if guessed {
+			// The job keeps its slot and may run: a hand-off like an
+			// answered one, so the next guess must see who queued.
+			d.recheckHeads(ctx, slot.ID)
+		}
 		return err
 	}
 	var answer *runAnswerError

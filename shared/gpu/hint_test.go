@@ -2,6 +2,9 @@ package gpu_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -159,5 +162,112 @@ func TestGuessedClaimFaults(t *testing.T) {
 				t.Errorf("the fail point was never hit")
 			}
 		})
+	}
+}
+
+// TestTenantHintSeenByEveryType: each slot type keeps its own hint, but an
+// untyped job can run on every slot, so a read of one type's heads that
+// finds a new tenant's untyped job must clear the other types' hints too.
+// Tenant a holds the untyped and the L4 slot (both hints: a alone); b's
+// untyped job queues unseen behind two of a's. The untyped slot's
+// hand-off may go to a on the guess (the one hand-off the bound allows),
+// and its read afterwards sees b; then the L4 slot's hand-off must go to
+// b, not to a's second job. It fails if noteHeads keeps what one type's
+// read learns to that type.
+func TestTenantHintSeenByEveryType(t *testing.T) {
+	rec := &recorder{}
+	b := setup(t, setupOpts{workers: 2, types: []string{"", "nvidia-l4"}, worker: withOrder(rec), tenantHintTTL: hintTTL})
+	untyped := gpu.SlotID(b.workers[0].URL, 0)
+	b.enqueue(gpu.EnqueueRequest{ID: "a-l4", Tenant: "a", GPUType: "nvidia-l4", Payload: b.gate("l4")})
+	b.enqueue(gpu.EnqueueRequest{ID: "a-u", Tenant: "a", Payload: b.gate("u")})
+	if j := b.waitStatus("a-u", gpu.StatusRunning); j.Worker != b.workers[0].URL {
+		t.Fatalf("a-u runs on %s; want the untyped worker", j.Worker)
+	}
+	b.waitStatus("a-l4", gpu.StatusRunning)
+	for _, slot := range []string{untyped, gpu.SlotID(b.workers[1].URL, 0)} {
+		if tenant, single := gpu.TenantHint(b.d, slot); tenant != "a" || !single {
+			t.Fatalf("hint of %s: %q alone=%v; want a alone", slot, tenant, single)
+		}
+	}
+	q := queueOnly(t, b)
+	for _, req := range []gpu.EnqueueRequest{
+		{ID: "a-n1", Tenant: "a", Payload: b.gate("n1")},
+		{ID: "a-n2", Tenant: "a", Payload: "true"},
+		{ID: "b-1", Tenant: "b", Payload: "true"},
+	} {
+		if _, _, err := q.Enqueue(b.ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.release("u")
+	b.waitStatus("a-n1", gpu.StatusRunning)
+	b.waitFor("the untyped slot's read after its hand-off", func() bool {
+		_, single := gpu.TenantHint(b.d, untyped)
+		return !single
+	})
+	b.release("l4")
+	b.waitStatus("a-n2", gpu.StatusSucceeded)
+	b.waitStatus("b-1", gpu.StatusSucceeded)
+	b.release("n1")
+	b.waitStatus("a-n1", gpu.StatusSucceeded)
+	before(t, rec.list(), "b-1", "a-n2")
+}
+
+// TestTenantHintReadAfterUnansweredRun: a guessed POST /run whose answer
+// is lost may still run (send keeps the job on its slot), so it is a
+// hand-off like any other and the heads are read after it too. Two slots
+// at a network edge (a test double that records each POST /run and, for
+// a-3 alone, drops the connection instead of answering) run a's jobs, so
+// the hint is a alone; b's job queues unseen behind a-3 and a-4. The
+// first completion guesses a-3, unanswered; the second must go to b-1
+// (a holds the other slot), not a-4. It fails if send reads the heads
+// only after an answered POST.
+func TestTenantHintReadAfterUnansweredRun(t *testing.T) {
+	runs := make(chan gpu.RunRequest, 8)
+	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req gpu.RunRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			t.Error(err)
+		}
+		runs <- req
+		if req.JobID == "a-3" {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			conn.Close() // the worker has the job; its answer is lost
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(edge.Close)
+	b := setup(t, setupOpts{workers: 0, extraPool: edge.URL + "=2", tenantHintTTL: hintTTL})
+	b.enqueue(gpu.EnqueueRequest{ID: "a-1", Tenant: "a", Payload: "true"})
+	b.enqueue(gpu.EnqueueRequest{ID: "a-2", Tenant: "a", Payload: "true"})
+	first, second := nextRun(t, runs), nextRun(t, runs)
+	q := queueOnly(t, b)
+	for _, req := range []gpu.EnqueueRequest{
+		{ID: "a-3", Tenant: "a", Payload: "true"},
+		{ID: "a-4", Tenant: "a", Payload: "true"},
+		{ID: "b-1", Tenant: "b", Payload: "true"},
+	} {
+		if _, _, err := q.Enqueue(b.ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	complete := func(r gpu.RunRequest) {
+		t.Helper()
+		if _, err := b.d.Complete(b.ctx, r.JobID, gpu.CompleteRequest{Fence: gpu.Fence{Slot: r.Slot, Epoch: r.Epoch, Secret: r.Secret}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	complete(first)
+	if r := nextRun(t, runs); r.JobID != "a-3" {
+		t.Fatalf("the first hand-off sent %s; want a-3 (the guess)", r.JobID)
+	}
+	complete(second)
+	if r := nextRun(t, runs); r.JobID != "b-1" {
+		t.Errorf("the second hand-off sent %s; want b-1: a holds the other slot", r.JobID)
 	}
 }
