@@ -117,7 +117,10 @@ variable "gpu_worker_types" {
   }))
   default = {}
 
-  # One rule per block, each naming the entries that break it. The cpu and
+  # One rule per block, each naming the entries that break it. Names stop
+  # at 20 characters so that "baton-gpu-worker-NAME-PROJECT_NUMBER" stays a
+  # DNS label (63), and the computed URL in BATON_GPU_POOL is the service's
+  # (main.tf, worker_type_urls). The cpu and
   # memory shape per accelerator is a precondition on the service
   # (gpu_worker.tf), as it needs worker_cpu/worker_memory for entries that
   # do not set their own.
