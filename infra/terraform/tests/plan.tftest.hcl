@@ -648,3 +648,12 @@ run "gpu_type_l4_too_big_refused" {
   }
   expect_failures = [google_cloud_run_v2_service.gpu_worker_type]
 }
+
+# "default" names the gpu_accelerator service in gpu_worker_urls.
+run "gpu_type_default_name_refused" {
+  command = plan
+  variables {
+    gpu_worker_types = { default = { accelerator = "nvidia-l4", slots = 1 } }
+  }
+  expect_failures = [var.gpu_worker_types]
+}
