@@ -1,8 +1,8 @@
 # One more worker service per gpu_worker_types entry, the same as the
-# default one (gpu_worker.tf) but for its name, GPU, scaling and shape: the same
-# image, service account, environment and grants. The default one keeps
-# its own resource (and address), so adding types changes nothing about
-# it: no state move, and no redeploy under the jobs it runs.
+# default one (gpu_worker.tf) but for its name, GPU, scaling and shape:
+# the same image, service account, environment and grants. The default one
+# keeps its own resource (and address), so adding types changes nothing
+# about it: no state move, and no redeploy under the jobs it runs.
 resource "google_cloud_run_v2_service" "gpu_worker_type" {
   for_each = var.gpu_worker_types
 

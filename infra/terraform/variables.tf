@@ -107,7 +107,7 @@ variable "gpu_min_instances" {
 }
 
 variable "gpu_worker_types" {
-  description = "More GPU worker services, one per entry, beside the default one (gpu_accelerator, gpu_slots, gpu_min_instances): a short name (the service is baton-gpu-worker-NAME) to its accelerator, slots (max instances), min_instances (default 0) and optional cpu/memory (default worker_cpu/worker_memory). Each joins BATON_GPU_POOL as URL=slots@accelerator, so a job may ask for its type (gpuType). Two entries may share an accelerator (two sizes). See docs/gpu.md, \"GPU types\"."
+  description = "More GPU worker services, one per entry, beside the default one (gpu_accelerator, gpu_slots, gpu_min_instances): a short name (the service is baton-gpu-worker-NAME) to its accelerator, slots (max instances), min_instances (default 0) and optional cpu/memory (default worker_cpu/worker_memory). Each joins BATON_GPU_POOL as URL=slots@accelerator, so a job may ask for its type (gpuType). Two entries may share an accelerator (two sizes). See docs/gpu.md, \"Several GPU types with Terraform\"."
   type = map(object({
     accelerator   = string
     slots         = number
@@ -120,10 +120,9 @@ variable "gpu_worker_types" {
   # One rule per block, each naming the entries that break it. Names stop
   # at 20 characters so that "baton-gpu-worker-NAME-PROJECT_NUMBER" stays a
   # DNS label (63), and the computed URL in BATON_GPU_POOL is the service's
-  # (main.tf, worker_type_urls). The cpu and
-  # memory shape per accelerator is a precondition on the service
-  # (gpu_worker.tf), as it needs worker_cpu/worker_memory for entries that
-  # do not set their own.
+  # (main.tf, worker_type_urls). The cpu and memory shape per accelerator
+  # is a precondition on the service (gpu_worker_types.tf), as it needs
+  # worker_cpu/worker_memory for entries that do not set their own.
   validation {
     condition     = length(var.gpu_worker_types) <= 10 && alltrue([for k, t in var.gpu_worker_types : can(regex("^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$", k)) && k != "default"])
     error_message = "gpu_worker_types: at most 10 entries, each named by 1-20 lowercase letters, digits and hyphens (starting with a letter, not ending with a hyphen), and not \"default\" (the gpu_accelerator service's name in gpu_worker_urls); refused: ${join(", ", [for k, t in var.gpu_worker_types : k if !can(regex("^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$", k)) || k == "default"])}."
