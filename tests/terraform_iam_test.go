@@ -475,9 +475,10 @@ func waitSleeps(m *tfModule, name string) bool {
 // deployableAccounts are the accounts whose grants a deployable needs, by
 // the resource that deploys it.
 var deployableAccounts = map[string][]string{
-	"google_cloudfunctions2_function.fn":     {"google_service_account.build", "google_service_account.function"},
-	"google_cloud_run_v2_service.gpu_worker": {"google_service_account.gpu_worker"},
-	"google_cloud_run_v2_service.daemon":     {"google_service_account.daemon"},
+	"google_cloudfunctions2_function.fn":          {"google_service_account.build", "google_service_account.function"},
+	"google_cloud_run_v2_service.gpu_worker":      {"google_service_account.gpu_worker"},
+	"google_cloud_run_v2_service.gpu_worker_type": {"google_service_account.gpu_worker"},
+	"google_cloud_run_v2_service.daemon":          {"google_service_account.daemon"},
 }
 
 // checkOrdering: on a fresh project nothing calls an API before it is
@@ -513,8 +514,10 @@ func checkOrdering(m *tfModule) []string {
 	if b := m.resources[cbReady]; b == nil || m.text(attrOrEmpty(b, "triggers_replace")) != "["+cbGrant+"]" {
 		problems = append(problems, fmt.Sprintf("%s must be triggered by the worker's invoker grant on GPUCallback: triggers_replace = [%s]", cbReady, cbGrant))
 	}
-	if m.resources[worker] != nil && !g.after(worker, cbReady) {
-		problems = append(problems, fmt.Sprintf("%s must be ordered after %s: its first heartbeat would be refused while its invoker grant on GPUCallback propagates", worker, cbReady))
+	for _, w := range []string{worker, "google_cloud_run_v2_service.gpu_worker_type"} {
+		if m.resources[w] != nil && !g.after(w, cbReady) {
+			problems = append(problems, fmt.Sprintf("%s must be ordered after %s: its first heartbeat would be refused while its invoker grant on GPUCallback propagates", w, cbReady))
+		}
 	}
 	if !g.after(ready, apis) {
 		problems = append(problems, ready+" must be ordered after "+apis+" (depends_on)")
@@ -726,6 +729,12 @@ func TestTerraformIAMRulesFail(t *testing.T) {
 		{"worker deployed before its callback grant propagates", "ordering", "gpu_worker.tf",
 			"    terraform_data.callback_invoker_ready,\n", "",
 			"google_cloud_run_v2_service.gpu_worker must be ordered after terraform_data.callback_invoker_ready"},
+		{"typed worker deployed before its callback grant propagates", "ordering", "gpu_worker_types.tf",
+			"    terraform_data.callback_invoker_ready,\n", "",
+			"google_cloud_run_v2_service.gpu_worker_type must be ordered after terraform_data.callback_invoker_ready"},
+		{"daemon started before its invoker on the typed workers", "ordering", "daemon.tf",
+			"    google_cloud_run_v2_service_iam_member.daemon_worker_type_invoker,\n", "",
+			"google_cloud_run_v2_service.daemon is not ordered after google_cloud_run_v2_service_iam_member.daemon_worker_type_invoker"},
 		{"callback wait not replaced with the grant", "ordering", "iam.tf",
 			`triggers_replace = [google_cloud_run_v2_service_iam_member.function_invoker["GPUCallback/worker"].id]`,
 			`triggers_replace = [google_cloud_run_v2_service_iam_member.function_invoker["Tick/scheduler"].id]`,
@@ -750,10 +759,10 @@ func TestTerraformIAMRulesFail(t *testing.T) {
 			"      google_artifact_registry_repository_iam_member.build_writer.id,\n", "",
 			"terraform_data.iam_ready must be ordered after google_artifact_registry_repository_iam_member.build_writer"},
 		{"daemon started before its grants", "ordering", "daemon.tf",
-			"    terraform_data.apis_ready,\n    terraform_data.iam_ready,\n    google_project_iam_member.daemon_datastore,\n    google_storage_bucket_iam_member.daemon_bucket,\n    google_cloud_run_v2_service_iam_member.daemon_worker_invoker,\n", "    terraform_data.apis_ready,\n",
+			"    terraform_data.apis_ready,\n    terraform_data.iam_ready,\n    google_project_iam_member.daemon_datastore,\n    google_storage_bucket_iam_member.daemon_bucket,\n    google_cloud_run_v2_service_iam_member.daemon_worker_invoker,\n    google_cloud_run_v2_service_iam_member.daemon_worker_type_invoker,\n", "    terraform_data.apis_ready,\n",
 			"google_cloud_run_v2_service.daemon is not ordered after google_project_iam_member.daemon_datastore"},
 		{"daemon started without waiting", "ordering", "daemon.tf",
-			"    terraform_data.apis_ready,\n    terraform_data.iam_ready,\n    google_project_iam_member.daemon_datastore,\n    google_storage_bucket_iam_member.daemon_bucket,\n    google_cloud_run_v2_service_iam_member.daemon_worker_invoker,\n", "    terraform_data.apis_ready,\n",
+			"    terraform_data.apis_ready,\n    terraform_data.iam_ready,\n    google_project_iam_member.daemon_datastore,\n    google_storage_bucket_iam_member.daemon_bucket,\n    google_cloud_run_v2_service_iam_member.daemon_worker_invoker,\n    google_cloud_run_v2_service_iam_member.daemon_worker_type_invoker,\n", "    terraform_data.apis_ready,\n",
 			"google_cloud_run_v2_service.daemon must be ordered after terraform_data.iam_ready"},
 		{"worker deployed before its callback grant", "ordering", "gpu_worker.tf",
 			"    google_cloud_run_v2_service_iam_member.function_invoker,\n    terraform_data.callback_invoker_ready,\n", "",

@@ -270,10 +270,14 @@ func deployedEnv(m *tfModule) (map[string][]string, []string) {
 			problems = append(problems, "google_cloudfunctions2_function.fn: build_config.entry_point must be each.key (the registered function name)")
 		}
 	}
-	w := m.resources["google_cloud_run_v2_service.gpu_worker"]
-	if w == nil {
-		problems = append(problems, "resource google_cloud_run_v2_service.gpu_worker is missing")
-	} else {
+	// Every worker service, the default one and one per gpu_worker_types
+	// entry, runs with the same environment.
+	for _, ws := range workerServices {
+		w := m.resources[ws.resource]
+		if w == nil {
+			problems = append(problems, "resource "+ws.resource+" is missing")
+			continue
+		}
 		var d *hclsyntax.Block
 		if t := block(w.Body, "template"); t != nil {
 			if c := block(t.Body, "containers"); c != nil {
@@ -281,7 +285,7 @@ func deployedEnv(m *tfModule) (map[string][]string, []string) {
 			}
 		}
 		if d == nil || d.Body.Attributes["for_each"] == nil || m.text(d.Body.Attributes["for_each"].Expr) != "local.worker_env" {
-			problems = append(problems, "gpu_worker: containers must set env with dynamic \"env\" { for_each = local.worker_env }")
+			problems = append(problems, ws.short+": containers must set env with dynamic \"env\" { for_each = local.worker_env }")
 		}
 	}
 	return env, problems
@@ -394,7 +398,9 @@ func checkServiceAccounts(m *tfModule) []string {
 		if mm[2] == "[each.key]" {
 			key += mm[2]
 		}
-		uses[key] = append(uses[key], who)
+		if !slices.Contains(uses[key], who) {
+			uses[key] = append(uses[key], who)
+		}
 	}
 	if fn := m.resources["google_cloudfunctions2_function.fn"]; fn != nil {
 		a := attr(fn, "service_config", "service_account_email")
@@ -404,8 +410,24 @@ func checkServiceAccounts(m *tfModule) []string {
 		}
 		use("functions (build)", attr(fn, "build_config", "service_account"))
 	}
-	if w := m.resources["google_cloud_run_v2_service.gpu_worker"]; w != nil {
-		use(config.SvcWorker, attr(w, "template", "service_account"))
+	// The worker services are one deployable (one worker, several GPU
+	// types): one account, the one its grants (outputs/, GPUCallback) go to.
+	var workerAccount string
+	for i, ws := range workerServices {
+		w := m.resources[ws.resource]
+		if w == nil {
+			continue
+		}
+		a := attr(w, "template", "service_account")
+		use(config.SvcWorker, a)
+		if a == nil {
+			continue
+		}
+		if i == 0 {
+			workerAccount = m.text(a.Expr)
+		} else if m.text(a.Expr) != workerAccount {
+			problems = append(problems, fmt.Sprintf("%s runs as %s, not as the default worker service's %s, which the worker's grants go to", ws.short, m.text(a.Expr), workerAccount))
+		}
 	}
 	if d := m.resources["google_cloud_run_v2_service.daemon"]; d != nil {
 		use("daemon", attr(d, "template", "service_account"))
@@ -574,18 +596,44 @@ func checkScheduler(m *tfModule) []string {
 	return problems
 }
 
-// checkGPUService: the GPU worker runs one job per instance with its CPU
-// always on, on a GPU.
+// workerService is one resource deploying cmd/gpu-worker, with what its
+// scaling and GPU must come from.
+type workerService struct {
+	resource    string // "type.name"
+	short       string // its name in problems
+	slots       string // max_instance_count
+	accelerator string // node_selector.accelerator
+}
+
+// workerServices: the default worker service, from gpu_accelerator and
+// gpu_slots, and one per var.gpu_worker_types entry. Both run the same
+// worker as the same account, so every rule on one holds on the other.
+var workerServices = []workerService{
+	{"google_cloud_run_v2_service.gpu_worker", "gpu_worker", "var.gpu_slots", "var.gpu_accelerator"},
+	{"google_cloud_run_v2_service.gpu_worker_type", "gpu_worker_type", "each.value.slots", "each.value.accelerator"},
+}
+
+// checkGPUService: every GPU worker service runs one job per instance with
+// its CPU always on, on a GPU.
 func checkGPUService(m *tfModule) []string {
-	w := m.resources["google_cloud_run_v2_service.gpu_worker"]
+	var problems []string
+	for _, ws := range workerServices {
+		problems = append(problems, checkGPUWorker(m, ws)...)
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+func checkGPUWorker(m *tfModule, ws workerService) []string {
+	w := m.resources[ws.resource]
 	if w == nil {
-		return []string{"resource google_cloud_run_v2_service.gpu_worker is missing"}
+		return []string{"resource " + ws.resource + " is missing"}
 	}
 	var problems []string
 	want := func(path []string, ok func(hclsyntax.Expression) bool, why string) {
 		a := attr(w, path...)
 		if a == nil || !ok(a.Expr) {
-			problems = append(problems, fmt.Sprintf("gpu_worker: %s %s", strings.Join(path, "."), why))
+			problems = append(problems, fmt.Sprintf("%s: %s %s", ws.short, strings.Join(path, "."), why))
 		}
 	}
 	isLit := func(v cty.Value) func(hclsyntax.Expression) bool {
@@ -605,18 +653,18 @@ func checkGPUService(m *tfModule) []string {
 	}
 	want([]string{"template", "containers", "resources", "cpu_idle"}, isLit(cty.False), "must be false (CPU stays allocated while a job runs)")
 	want([]string{"template", "max_instance_request_concurrency"}, isLit(cty.NumberIntVal(1)), "must be 1 (one job per GPU)")
-	want([]string{"template", "scaling", "max_instance_count"}, isText("var.gpu_slots"), "must be var.gpu_slots")
-	want([]string{"template", "node_selector", "accelerator"}, isText("var.gpu_accelerator"), "must be var.gpu_accelerator")
+	want([]string{"template", "scaling", "max_instance_count"}, isText(ws.slots), "must be "+ws.slots)
+	want([]string{"template", "node_selector", "accelerator"}, isText(ws.accelerator), "must be "+ws.accelerator)
+	want([]string{"template", "containers", "image"}, isText("var.worker_image"), "must be var.worker_image")
 	want([]string{"template", "gpu_zonal_redundancy_disabled"}, isText("var.gpu_zonal_redundancy_disabled"), "must be var.gpu_zonal_redundancy_disabled")
 	want([]string{"template", "timeout"}, func(e hclsyntax.Expression) bool { return true }, "must be set")
 	if a := attr(w, "template", "containers", "resources", "limits"); a == nil {
-		problems = append(problems, "gpu_worker: containers.resources.limits is missing")
+		problems = append(problems, ws.short+": containers.resources.limits is missing")
 	} else if keys, ok := objectKeys(a.Expr); !ok {
-		problems = append(problems, "gpu_worker: resources.limits must be a literal object")
+		problems = append(problems, ws.short+": resources.limits must be a literal object")
 	} else if g, ok := keys["nvidia.com/gpu"]; !ok || !isLit(cty.StringVal("1"))(g) {
-		problems = append(problems, `gpu_worker: resources.limits must set "nvidia.com/gpu" = "1"`)
+		problems = append(problems, ws.short+`: resources.limits must set "nvidia.com/gpu" = "1"`)
 	}
-	sort.Strings(problems)
 	return problems
 }
 
@@ -1556,6 +1604,32 @@ func TestTerraformRulesFail(t *testing.T) {
 		{"no gpu", "gpuService", "gpu_worker.tf",
 			`"nvidia.com/gpu" = "1"`, `"nvidia.com/gpu" = "0"`,
 			`must set "nvidia.com/gpu" = "1"`},
+		// The same rules on every gpu_worker_types service.
+		{"typed cpu idle", "gpuService", "gpu_worker_types.tf",
+			"cpu_idle          = false", "cpu_idle          = true",
+			"gpu_worker_type: template.containers.resources.cpu_idle must be false"},
+		{"typed concurrency", "gpuService", "gpu_worker_types.tf",
+			"max_instance_request_concurrency = 1", "max_instance_request_concurrency = 4",
+			"gpu_worker_type: template.max_instance_request_concurrency must be 1"},
+		{"typed no gpu", "gpuService", "gpu_worker_types.tf",
+			`"nvidia.com/gpu" = "1"`, `"nvidia.com/gpu" = "0"`,
+			`gpu_worker_type: resources.limits must set "nvidia.com/gpu" = "1"`},
+		{"typed slots not the entry's", "gpuService", "gpu_worker_types.tf",
+			"max_instance_count = each.value.slots", "max_instance_count = var.gpu_slots",
+			"gpu_worker_type: template.scaling.max_instance_count must be each.value.slots"},
+		{"typed accelerator not the entry's", "gpuService", "gpu_worker_types.tf",
+			"accelerator = each.value.accelerator", "accelerator = var.gpu_accelerator",
+			"gpu_worker_type: template.node_selector.accelerator must be each.value.accelerator"},
+		{"typed other image", "gpuService", "gpu_worker_types.tf",
+			"image = var.worker_image", `image = "gpu-worker:latest"`,
+			"gpu_worker_type: template.containers.image must be var.worker_image"},
+		{"typed env", "env", "gpu_worker_types.tf",
+			"for_each = local.worker_env", "for_each = local.daemon_env",
+			`gpu_worker_type: containers must set env with dynamic "env" { for_each = local.worker_env }`},
+		{"typed other account", "serviceAccounts", "gpu_worker_types.tf",
+			"service_account                  = google_service_account.gpu_worker.email",
+			"service_account                  = google_service_account.tasks.email",
+			"gpu_worker_type runs as google_service_account.tasks.email, not as the default worker service's google_service_account.gpu_worker.email"},
 		{"index scope", "firestore", "firestore.tf",
 			`api_scope   = "MONGODB_COMPATIBLE_API"`, `api_scope   = "ANY_API"`,
 			`api_scope must be "MONGODB_COMPATIBLE_API", got "ANY_API"`},

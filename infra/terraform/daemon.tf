@@ -97,6 +97,17 @@ resource "google_cloud_run_v2_service_iam_member" "daemon_worker_invoker" {
   member   = google_service_account.daemon[0].member
 }
 
+# And to every gpu_worker_types service.
+resource "google_cloud_run_v2_service_iam_member" "daemon_worker_type_invoker" {
+  for_each = local.daemon_count == 1 ? var.gpu_worker_types : {}
+
+  project  = var.project
+  location = var.region
+  name     = google_cloud_run_v2_service.gpu_worker_type[each.key].name
+  role     = "roles/run.invoker"
+  member   = google_service_account.daemon[0].member
+}
+
 # No run.invoker on this service for anyone: nothing calls the daemon. Its
 # only listener is /healthz on $PORT, which Cloud Run requires of a
 # container and probes from inside.
@@ -157,5 +168,6 @@ resource "google_cloud_run_v2_service" "daemon" {
     google_project_iam_member.daemon_datastore,
     google_storage_bucket_iam_member.daemon_bucket,
     google_cloud_run_v2_service_iam_member.daemon_worker_invoker,
+    google_cloud_run_v2_service_iam_member.daemon_worker_type_invoker,
   ]
 }

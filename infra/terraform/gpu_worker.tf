@@ -80,15 +80,25 @@ resource "google_cloud_run_v2_service" "gpu_worker" {
 # dispatch secrets elsewhere.
 
 locals {
-  worker_cpu_n    = tonumber(var.worker_cpu)
-  worker_memory_n = tonumber(trimsuffix(var.worker_memory, "Gi"))
+  # The shape of each worker service: the default one and one per
+  # gpu_worker_types entry, which falls back to worker_cpu/worker_memory.
+  worker_shapes = merge(
+    { default = { accelerator = var.gpu_accelerator, cpu = var.worker_cpu, memory = var.worker_memory } },
+    { for k, t in var.gpu_worker_types : k => {
+      accelerator = t.accelerator
+      cpu         = coalesce(t.cpu, var.worker_cpu)
+      memory      = coalesce(t.memory, var.worker_memory)
+    } },
+  )
   # nvidia-rtx-pro-6000 needs 20 vCPUs and at least 80 GiB; nvidia-l4 takes
   # at most 8 vCPUs and 32 GiB, and Cloud Run asks for 6 vCPUs above 16 GiB
-  # and 8 above 24 GiB.
-  worker_shape_ok = (var.gpu_accelerator == "nvidia-rtx-pro-6000" ?
-    local.worker_cpu_n >= 20 && local.worker_memory_n >= 80 :
-    local.worker_cpu_n <= 8 && local.worker_memory_n <= 32 &&
-    (local.worker_memory_n <= 16 || local.worker_cpu_n >= 6) &&
-  (local.worker_memory_n <= 24 || local.worker_cpu_n >= 8))
-  worker_shape_rule = "worker_cpu/worker_memory do not fit gpu_accelerator: nvidia-rtx-pro-6000 needs worker_cpu = 20 and worker_memory >= 80Gi; nvidia-l4 takes worker_cpu <= 8 and worker_memory <= 32Gi, with worker_cpu >= 6 above 16Gi and 8 above 24Gi."
+  # and 8 above 24 GiB. One rule, applied to every service.
+  worker_shapes_ok = { for k, s in local.worker_shapes : k => (s.accelerator == "nvidia-rtx-pro-6000" ?
+    tonumber(s.cpu) >= 20 && tonumber(trimsuffix(s.memory, "Gi")) >= 80 :
+    tonumber(s.cpu) <= 8 && tonumber(trimsuffix(s.memory, "Gi")) <= 32 &&
+    (tonumber(trimsuffix(s.memory, "Gi")) <= 16 || tonumber(s.cpu) >= 6) &&
+  (tonumber(trimsuffix(s.memory, "Gi")) <= 24 || tonumber(s.cpu) >= 8)) }
+  worker_shape_ok      = local.worker_shapes_ok["default"]
+  worker_shape_rule    = "worker_cpu/worker_memory do not fit gpu_accelerator: ${local.worker_shape_rule_of}"
+  worker_shape_rule_of = "nvidia-rtx-pro-6000 needs cpu = 20 and memory >= 80Gi; nvidia-l4 takes cpu <= 8 and memory <= 32Gi, with cpu >= 6 above 16Gi and 8 above 24Gi."
 }

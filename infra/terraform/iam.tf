@@ -260,6 +260,18 @@ resource "google_cloud_run_v2_service_iam_member" "worker_invoker" {
   member   = google_service_account.function[each.key].member
 }
 
+# The same on every gpu_worker_types service, one grant per function and
+# type (the default service keeps worker_invoker, and its addresses).
+resource "google_cloud_run_v2_service_iam_member" "worker_type_invoker" {
+  for_each = { for p in setproduct(sort(local.pool_functions), sort(keys(var.gpu_worker_types))) : "${p[0]}/${p[1]}" => { fn = p[0], type = p[1] } }
+
+  project  = var.project
+  location = var.region
+  name     = google_cloud_run_v2_service.gpu_worker_type[each.value.type].name
+  role     = "roles/run.invoker"
+  member   = google_service_account.function[each.value.fn].member
+}
+
 # Who may call each function: the scheduler calls Tick, the worker calls
 # GPUCallback (heartbeat and complete, the only routes it serves), operators
 # call Schedules and GPU (which refuses the callback routes), and Cloud

@@ -11,8 +11,20 @@ locals {
   # (BATON_CONTROL_URL); computing this one breaks the cycle.
   worker_name = "baton-gpu-worker"
   worker_url  = "https://${local.worker_name}-${data.google_project.this.number}.${var.region}.run.app"
-  # The pool entry declares its GPU type, so a job may ask for it (gpuType).
-  gpu_pool = "${local.worker_url}=${var.gpu_slots}@${var.gpu_accelerator}"
+  # One more service per gpu_worker_types entry, named after it, with its
+  # deterministic URL the same way.
+  worker_type_names = { for k, t in var.gpu_worker_types : k => "${local.worker_name}-${k}" }
+  worker_type_urls  = { for k, n in local.worker_type_names : k => "https://${n}-${data.google_project.this.number}.${var.region}.run.app" }
+  # Every service by its gpu_worker_urls key ("default" is the
+  # gpu_accelerator one), for the grants and outputs that cover them all.
+  worker_names = merge({ default = local.worker_name }, local.worker_type_names)
+  # Each pool entry declares its GPU type, so a job may ask for it
+  # (gpuType): the default service first, then the types by name. With no
+  # gpu_worker_types this is the single default entry, as before.
+  gpu_pool = join(",", concat(
+    ["${local.worker_url}=${var.gpu_slots}@${var.gpu_accelerator}"],
+    [for k in sort(keys(var.gpu_worker_types)) : "${local.worker_type_urls[k]}=${var.gpu_worker_types[k].slots}@${var.gpu_worker_types[k].accelerator}"],
+  ))
   # Tenants' weights and quotas, in BATON_GPU_WEIGHTS' and
   # BATON_GPU_QUOTAS' "tenant=N,..." form (docs/gpu.md, "Tenants").
   gpu_weights = join(",", [for t in sort(keys(var.gpu_weights)) : "${t}=${var.gpu_weights[t]}"])

@@ -211,10 +211,17 @@ resource "google_monitoring_alert_policy" "gpu_wait" {
 # The GPU worker logs its errors (a callback refused, an output upload
 # failed) but has no database to record them in: a log-based metric
 # counts them.
+locals {
+  # Every worker service's logs; with no gpu_worker_types, the single
+  # clause it always was (the metric's filter unchanged).
+  worker_service_filter = (length(local.worker_names) == 1 ? "resource.labels.service_name = \"${local.worker_name}\"" :
+  "(${join(" OR ", [for n in values(local.worker_names) : "resource.labels.service_name = \"${n}\""])})")
+}
+
 resource "google_logging_metric" "gpu_worker_errors" {
   project    = var.project
   name       = "baton_gpu_worker_errors"
-  filter     = "resource.type = \"cloud_run_revision\" AND resource.labels.service_name = \"${local.worker_name}\" AND severity >= ERROR"
+  filter     = "resource.type = \"cloud_run_revision\" AND ${local.worker_service_filter} AND severity >= ERROR"
   depends_on = [terraform_data.apis_ready]
 
   metric_descriptor {
@@ -247,7 +254,7 @@ resource "google_monitoring_alert_policy" "gpu_worker_errors" {
 
   documentation {
     mime_type = "text/markdown"
-    content   = "The GPU worker logged errors. Its log lines (service ${local.worker_name}, severity ERROR) name the job; a 421 wrong_function means its BATON_CONTROL_URL names the wrong function. See docs/observability.md, \"GPU worker errors\"."
+    content   = "The GPU worker logged errors. Its log lines (service ${join(" or ", values(local.worker_names))}, severity ERROR) name the job; a 421 wrong_function means its BATON_CONTROL_URL names the wrong function. See docs/observability.md, \"GPU worker errors\"."
   }
   depends_on = [terraform_data.apis_ready]
 }

@@ -19,8 +19,13 @@ output "daemon_service" {
 }
 
 output "gpu_worker_url" {
-  description = "URL of the GPU worker service."
+  description = "URL of the GPU worker service of gpu_accelerator (the default one; see gpu_worker_urls for all of them)."
   value       = google_cloud_run_v2_service.gpu_worker.uri
+}
+
+output "gpu_worker_urls" {
+  description = "URL of every GPU worker service, by type: \"default\" is the gpu_accelerator one (gpu_worker_url), the others are gpu_worker_types' names."
+  value       = merge({ default = google_cloud_run_v2_service.gpu_worker.uri }, { for k, s in google_cloud_run_v2_service.gpu_worker_type : k => s.uri })
 }
 
 output "rent_url" {

@@ -106,6 +106,45 @@ variable "gpu_min_instances" {
   }
 }
 
+variable "gpu_worker_types" {
+  description = "More GPU worker services, one per entry, beside the default one (gpu_accelerator, gpu_slots, gpu_min_instances): a short name (the service is baton-gpu-worker-NAME) to its accelerator, slots (max instances), min_instances (default 0) and optional cpu/memory (default worker_cpu/worker_memory). Each joins BATON_GPU_POOL as URL=slots@accelerator, so a job may ask for its type (gpuType). Two entries may share an accelerator (two sizes). See docs/gpu.md, \"Several GPU types with Terraform\"."
+  type = map(object({
+    accelerator   = string
+    slots         = number
+    min_instances = optional(number, 0)
+    cpu           = optional(string)
+    memory        = optional(string)
+  }))
+  default = {}
+
+  # One rule per block, each naming the entries that break it. Names stop
+  # at 20 characters so that "baton-gpu-worker-NAME-PROJECT_NUMBER" stays a
+  # DNS label (63), and the computed URL in BATON_GPU_POOL is the service's
+  # (main.tf, worker_type_urls). The cpu and memory shape per accelerator
+  # is a precondition on the service (gpu_worker_types.tf), as it needs
+  # worker_cpu/worker_memory for entries that do not set their own.
+  validation {
+    condition     = length(var.gpu_worker_types) <= 10 && alltrue([for k, t in var.gpu_worker_types : can(regex("^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$", k)) && k != "default"])
+    error_message = "gpu_worker_types: at most 10 entries, each named by 1-20 lowercase letters, digits and hyphens (starting with a letter, not ending with a hyphen), and not \"default\" (the gpu_accelerator service's name in gpu_worker_urls); refused: ${join(", ", [for k, t in var.gpu_worker_types : k if !can(regex("^[a-z]([a-z0-9-]{0,18}[a-z0-9])?$", k)) || k == "default"])}."
+  }
+  validation {
+    condition     = alltrue([for k, t in var.gpu_worker_types : contains(["nvidia-l4", "nvidia-rtx-pro-6000"], t.accelerator)])
+    error_message = "gpu_worker_types: accelerator must be nvidia-l4 or nvidia-rtx-pro-6000; refused: ${join(", ", [for k, t in var.gpu_worker_types : "${k} (${t.accelerator})" if !contains(["nvidia-l4", "nvidia-rtx-pro-6000"], t.accelerator)])}."
+  }
+  validation {
+    condition     = alltrue([for k, t in var.gpu_worker_types : t.slots >= 1 && t.slots <= 100 && floor(t.slots) == t.slots])
+    error_message = "gpu_worker_types: slots must be a whole number from 1 to 100; refused: ${join(", ", [for k, t in var.gpu_worker_types : "${k} (${t.slots})" if !(t.slots >= 1 && t.slots <= 100 && floor(t.slots) == t.slots)])}."
+  }
+  validation {
+    condition     = alltrue([for k, t in var.gpu_worker_types : t.min_instances >= 0 && t.min_instances <= t.slots && floor(t.min_instances) == t.min_instances])
+    error_message = "gpu_worker_types: min_instances must be a whole number from 0 to the entry's slots (an instance kept started beyond the slots would never get a job); refused: ${join(", ", [for k, t in var.gpu_worker_types : "${k} (min_instances ${t.min_instances}, slots ${t.slots})" if !(t.min_instances >= 0 && t.min_instances <= t.slots && floor(t.min_instances) == t.min_instances)])}."
+  }
+  validation {
+    condition     = alltrue([for k, t in var.gpu_worker_types : (t.cpu == null || contains(["4", "6", "8", "20"], coalesce(t.cpu, "4"))) && (t.memory == null || (can(regex("^[0-9]+Gi$", coalesce(t.memory, "16Gi"))) && try(tonumber(trimsuffix(t.memory, "Gi")) >= 16, false)))])
+    error_message = "gpu_worker_types: cpu must be 4, 6, 8 or 20 and memory at least 16Gi, written like 16Gi (as worker_cpu and worker_memory); refused: ${join(", ", [for k, t in var.gpu_worker_types : k if !((t.cpu == null || contains(["4", "6", "8", "20"], coalesce(t.cpu, "4"))) && (t.memory == null || (can(regex("^[0-9]+Gi$", coalesce(t.memory, "16Gi"))) && try(tonumber(trimsuffix(t.memory, "Gi")) >= 16, false))))])}."
+  }
+}
+
 variable "gpu_weights" {
   description = "GPU tenants' weights for fair share of the slots, e.g. { research = 3, batch = 1 } (BATON_GPU_WEIGHTS); a tenant not named weighs 1. See docs/gpu.md, \"Tenants\"."
   type        = map(number)

@@ -506,3 +506,154 @@ run "bad_notify_topic_refused" {
   }
   expect_failures = [var.notify_topic]
 }
+
+# No gpu_worker_types: the single default service, as before, and nothing
+# typed next to it.
+run "gpu_types_default" {
+  command = plan
+  assert {
+    condition     = length(google_cloud_run_v2_service.gpu_worker_type) == 0 && length(google_cloud_run_v2_service_iam_member.worker_type_invoker) == 0 && google_cloud_run_v2_service.gpu_worker.name == "baton-gpu-worker"
+    error_message = "without gpu_worker_types, only the default worker service and its grants"
+  }
+  assert {
+    condition     = keys(output.gpu_worker_urls) == ["default"] && local.gpu_pool == "https://baton-gpu-worker-123456789012.us-central1.run.app=1@nvidia-l4"
+    error_message = "without gpu_worker_types, the pool is the single default entry and gpu_worker_urls names only it"
+  }
+  assert {
+    condition     = google_logging_metric.gpu_worker_errors.filter == "resource.type = \"cloud_run_revision\" AND resource.labels.service_name = \"baton-gpu-worker\" AND severity >= ERROR"
+    error_message = "without gpu_worker_types, the worker errors metric's filter is unchanged"
+  }
+}
+
+# Two more types beside the default L4 one: an RTX Pro 6000 with its own
+# shape and a second, bigger L4 (two entries may share an accelerator).
+run "gpu_types_two" {
+  command = plan
+  variables {
+    gpu_slots    = 2
+    daemon_image = "us-central1-docker.pkg.dev/baton-test/baton/baton:v1"
+    gpu_worker_types = {
+      rtx   = { accelerator = "nvidia-rtx-pro-6000", slots = 3, min_instances = 1, cpu = "20", memory = "80Gi" }
+      l4big = { accelerator = "nvidia-l4", slots = 4, cpu = "8", memory = "32Gi" }
+    }
+  }
+  assert {
+    condition = (google_cloud_run_v2_service.gpu_worker.name == "baton-gpu-worker" &&
+      google_cloud_run_v2_service.gpu_worker_type["rtx"].name == "baton-gpu-worker-rtx" &&
+    google_cloud_run_v2_service.gpu_worker_type["l4big"].name == "baton-gpu-worker-l4big")
+    error_message = "the default service keeps its name; each type gets baton-gpu-worker-NAME"
+  }
+  assert {
+    condition = (google_cloud_run_v2_service.gpu_worker_type["rtx"].template[0].node_selector[0].accelerator == "nvidia-rtx-pro-6000" &&
+      google_cloud_run_v2_service.gpu_worker_type["rtx"].template[0].scaling[0].max_instance_count == 3 &&
+      google_cloud_run_v2_service.gpu_worker_type["rtx"].template[0].scaling[0].min_instance_count == 1 &&
+      google_cloud_run_v2_service.gpu_worker_type["rtx"].template[0].containers[0].resources[0].limits.cpu == "20" &&
+      google_cloud_run_v2_service.gpu_worker_type["rtx"].template[0].containers[0].resources[0].limits.memory == "80Gi" &&
+      google_cloud_run_v2_service.gpu_worker_type["l4big"].template[0].scaling[0].min_instance_count == 0 &&
+    google_cloud_run_v2_service.gpu_worker.template[0].containers[0].resources[0].limits.cpu == "4")
+    error_message = "each type has its own accelerator, scaling and shape; the default keeps worker_cpu"
+  }
+  assert {
+    condition = alltrue([for s in google_cloud_run_v2_service.gpu_worker_type :
+      s.template[0].service_account == google_service_account.gpu_worker.email && s.template[0].containers[0].image == var.worker_image &&
+      s.template[0].max_instance_request_concurrency == 1 && s.template[0].containers[0].resources[0].cpu_idle == false &&
+      s.template[0].containers[0].resources[0].limits["nvidia.com/gpu"] == "1" &&
+    one([for e in s.template[0].containers[0].env : e.value if e.name == "BATON_CONTROL_URL"]) == "https://baton-gpu-callback-mock-uc.a.run.app"])
+    error_message = "every type runs the same image as the worker account, one job per instance on one GPU, and calls back GPUCallback"
+  }
+  assert {
+    condition = (google_cloudfunctions2_function.fn["Tick"].service_config[0].environment_variables["BATON_GPU_POOL"] == join(",", [
+      "https://baton-gpu-worker-123456789012.us-central1.run.app=2@nvidia-l4",
+      "https://baton-gpu-worker-l4big-123456789012.us-central1.run.app=4@nvidia-l4",
+      "https://baton-gpu-worker-rtx-123456789012.us-central1.run.app=3@nvidia-rtx-pro-6000",
+    ]) && one([for e in google_cloud_run_v2_service.daemon[0].template[0].containers[0].env : e.value if e.name == "BATON_GPU_POOL"]) == local.gpu_pool)
+    error_message = "BATON_GPU_POOL must list every service as URL=slots@accelerator, the default first, on the functions and the daemon"
+  }
+  assert {
+    condition = (toset(keys(google_cloud_run_v2_service_iam_member.worker_type_invoker)) == toset(flatten([for f in local.pool_functions : ["${f}/l4big", "${f}/rtx"]])) &&
+      google_cloud_run_v2_service_iam_member.worker_type_invoker["Tick/rtx"].member == google_service_account.function["Tick"].member &&
+      google_cloud_run_v2_service_iam_member.worker_type_invoker["Tick/rtx"].name == "baton-gpu-worker-rtx" &&
+    toset(keys(google_cloud_run_v2_service_iam_member.worker_invoker)) == local.pool_functions)
+    error_message = "every function told the pool may invoke every type; the default service keeps its own grants"
+  }
+  assert {
+    condition     = keys(google_cloud_run_v2_service_iam_member.daemon_worker_type_invoker) == ["l4big", "rtx"] && google_cloud_run_v2_service_iam_member.daemon_worker_type_invoker["rtx"].name == "baton-gpu-worker-rtx" && length(google_cloud_run_v2_service_iam_member.daemon_worker_invoker) == 1
+    error_message = "the daemon may invoke every type, and the default service"
+  }
+  assert {
+    condition     = keys(output.gpu_worker_urls) == ["default", "l4big", "rtx"]
+    error_message = "gpu_worker_urls must name every service"
+  }
+  assert {
+    condition     = google_logging_metric.gpu_worker_errors.filter == "resource.type = \"cloud_run_revision\" AND (resource.labels.service_name = \"baton-gpu-worker\" OR resource.labels.service_name = \"baton-gpu-worker-l4big\" OR resource.labels.service_name = \"baton-gpu-worker-rtx\") AND severity >= ERROR"
+    error_message = "the worker errors metric must count every worker service's errors"
+  }
+}
+
+run "gpu_type_min_over_slots_refused" {
+  command = plan
+  variables {
+    gpu_worker_types = { rtx = { accelerator = "nvidia-rtx-pro-6000", slots = 1, min_instances = 2, cpu = "20", memory = "80Gi" } }
+  }
+  expect_failures = [var.gpu_worker_types]
+}
+
+run "gpu_type_bad_accelerator_refused" {
+  command = plan
+  variables {
+    gpu_worker_types = { h100 = { accelerator = "nvidia-h100", slots = 1 } }
+  }
+  expect_failures = [var.gpu_worker_types]
+}
+
+run "gpu_type_bad_slots_refused" {
+  command = plan
+  variables {
+    gpu_worker_types = { l4 = { accelerator = "nvidia-l4", slots = 1.5 } }
+  }
+  expect_failures = [var.gpu_worker_types]
+}
+
+run "gpu_type_bad_name_refused" {
+  command = plan
+  variables {
+    gpu_worker_types = { "L4_Big" = { accelerator = "nvidia-l4", slots = 1 } }
+  }
+  expect_failures = [var.gpu_worker_types]
+}
+
+run "gpu_type_bad_cpu_refused" {
+  command = plan
+  variables {
+    gpu_worker_types = { l4 = { accelerator = "nvidia-l4", slots = 1, cpu = "2" } }
+  }
+  expect_failures = [var.gpu_worker_types]
+}
+
+# The shape rule per entry: an RTX type left on the default 4 vCPU / 16Gi
+# is refused at plan, naming the entry.
+run "gpu_type_bad_shape_refused" {
+  command = plan
+  variables {
+    gpu_worker_types = { rtx = { accelerator = "nvidia-rtx-pro-6000", slots = 1 } }
+  }
+  expect_failures = [google_cloud_run_v2_service.gpu_worker_type]
+}
+
+# An L4 type too big for an L4, beside a default that fits.
+run "gpu_type_l4_too_big_refused" {
+  command = plan
+  variables {
+    gpu_worker_types = { l4 = { accelerator = "nvidia-l4", slots = 1, cpu = "20", memory = "80Gi" } }
+  }
+  expect_failures = [google_cloud_run_v2_service.gpu_worker_type]
+}
+
+# "default" names the gpu_accelerator service in gpu_worker_urls.
+run "gpu_type_default_name_refused" {
+  command = plan
+  variables {
+    gpu_worker_types = { default = { accelerator = "nvidia-l4", slots = 1 } }
+  }
+  expect_failures = [var.gpu_worker_types]
+}
