@@ -144,3 +144,38 @@ func TestLiveHeartbeatWaitsForALeaseDueWithinABeat(t *testing.T) {
 		t.Errorf("the beat was held %s, past its budget of 2/5 of the lease (%s)", held, 2*b.d.LeaseTTL()/5)
 	}
 }
+
+// TestIdleSweepWritesNoSlot: with nothing queued, the tick's sweep leaves
+// the slots alone: no epoch moves, so it made no write, and no reader saw
+// a slot being claimed. It fails if Sweep dispatches an empty queue.
+func TestIdleSweepWritesNoSlot(t *testing.T) {
+	b := setup(t, setupOpts{workers: 2})
+	before, err := b.d.Slots(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, _, err := b.d.Sweep(b.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := b.d.Slots(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range before {
+		if after[i].Epoch != before[i].Epoch || after[i].State != "free" {
+			t.Errorf("slot %s: epoch %d → %d, state %s; want the epoch unchanged and free", after[i].ID, before[i].Epoch, after[i].Epoch, after[i].State)
+		}
+	}
+	// And the sweep still dispatches what is queued (by a dispatcher
+	// without a pool, so only the sweep can send it).
+	j, _, err := queueOnly(t, b).Enqueue(b.ctx, gpu.EnqueueRequest{Payload: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.d.Sweep(b.ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.waitStatus(j.ID, gpu.StatusSucceeded)
+}

@@ -26,8 +26,15 @@ func (d *Dispatcher) Sweep(ctx context.Context) (requeued, dead int, err error) 
 	if err != nil {
 		return requeued, dead, err
 	}
-	if _, err := d.Dispatch(ctx); err != nil {
-		return requeued, dead, fmt.Errorf("gpu: sweep: %w", err)
+	// An empty queue needs no dispatch: one read of at most one job,
+	// instead of claiming a free slot and freeing it again (two writes a
+	// tick, and a slot that looks busy to anyone reading it meanwhile).
+	// A job queued after this read dispatches itself (Enqueue). A failed
+	// read dispatches anyway, as before.
+	if queued, qerr := d.q.AnyQueued(ctx); qerr != nil || queued {
+		if _, err := d.Dispatch(ctx); err != nil {
+			return requeued, dead, fmt.Errorf("gpu: sweep: %w", err)
+		}
 	}
 	// A job that waited past a victim's minimum run time is seen here,
 	// once per tick (preempt.go).
