@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/shared/gpu"
@@ -183,6 +184,25 @@ func setup(t *testing.T, o setupOpts) *bundle {
 	b.d = d
 	handler.Store(httpapi.RequireToken(testToken, gpu.NewHandler(d)))
 	return b
+}
+
+// jobWriteFaults are the three faults every write on the run path is
+// tested under, each armed once on the next cmd against gpu_jobs: a
+// WriteConflict (which the store retries), a connection dropped before the
+// command ran, and a write that landed and answered an error.
+func jobWriteFaults(cmd string) map[string]func(*testing.T, *mongostore.Store) {
+	once := bson.D{{Key: "times", Value: 1}}
+	return map[string]func(*testing.T, *mongostore.Store){
+		"WriteConflict": func(t *testing.T, st *mongostore.Store) {
+			emutest.FailCommandCode(t, st, mongostore.GPUJobsCollection, once, 112, cmd)
+		},
+		"Dropped": func(t *testing.T, st *mongostore.Store) {
+			emutest.FailCommandDrop(t, st, mongostore.GPUJobsCollection, once, cmd)
+		},
+		"LandedWithError": func(t *testing.T, st *mongostore.Store) {
+			emutest.FailCommandAfterWrite(t, st, mongostore.GPUJobsCollection, once, cmd)
+		},
+	}
 }
 
 // gate returns a payload that blocks until release(name) is called.

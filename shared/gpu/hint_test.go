@@ -14,7 +14,6 @@ import (
 	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/shared/gpu"
 	"github.com/baton-cron/baton/shared/gpu/worker"
-	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // hintTTL is long beside the tests below, so whether the dispatcher's
@@ -95,17 +94,7 @@ func TestTenantHintLagsOneHandOff(t *testing.T) {
 // or, when the claim landed unseen, after its lease runs out and the sweep
 // requeues it. The fault must have been hit.
 func TestGuessedClaimFaults(t *testing.T) {
-	faults := map[string]func(*testing.T, *mongostore.Store){
-		"WriteConflict": func(t *testing.T, st *mongostore.Store) {
-			emutest.FailCommandCode(t, st, mongostore.GPUJobsCollection, bson.D{{Key: "times", Value: 1}}, 112, "findAndModify")
-		},
-		"Dropped": func(t *testing.T, st *mongostore.Store) {
-			emutest.FailCommandDrop(t, st, mongostore.GPUJobsCollection, bson.D{{Key: "times", Value: 1}}, "findAndModify")
-		},
-		"LandedWithError": func(t *testing.T, st *mongostore.Store) {
-			emutest.FailCommandAfterWrite(t, st, mongostore.GPUJobsCollection, bson.D{{Key: "times", Value: 1}}, "findAndModify")
-		},
-	}
+	faults := jobWriteFaults("findAndModify")
 	for name, fault := range faults {
 		t.Run(name, func(t *testing.T) {
 			rec := &recorder{}

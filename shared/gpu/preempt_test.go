@@ -4,11 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-
-	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/shared/gpu"
-	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // pastMinRun moves the clock beyond the minimum run time and waits until
@@ -111,17 +107,7 @@ func TestPreemptMinRun(t *testing.T) {
 // answer. Sweeps go on as ticks would; the low job is still preempted at
 // most once, uses no attempt, and both jobs finish.
 func TestPreemptionFaults(t *testing.T) {
-	faults := map[string]func(*testing.T, *mongostore.Store){
-		"WriteConflict": func(t *testing.T, st *mongostore.Store) {
-			emutest.FailCommandCode(t, st, mongostore.GPUJobsCollection, bson.D{{Key: "times", Value: 1}}, 112, "findAndModify")
-		},
-		"Dropped": func(t *testing.T, st *mongostore.Store) {
-			emutest.FailCommandDrop(t, st, mongostore.GPUJobsCollection, bson.D{{Key: "times", Value: 1}}, "findAndModify")
-		},
-		"LandedWithError": func(t *testing.T, st *mongostore.Store) {
-			emutest.FailCommandAfterWrite(t, st, mongostore.GPUJobsCollection, bson.D{{Key: "times", Value: 1}}, "findAndModify")
-		},
-	}
+	faults := jobWriteFaults("findAndModify")
 	for name, fault := range faults {
 		t.Run(name, func(t *testing.T) {
 			b := setup(t, setupOpts{workers: 1, preemptMinRun: time.Minute})
