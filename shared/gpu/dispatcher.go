@@ -128,10 +128,12 @@ type Dispatcher struct {
 
 	// hint is, per slot type (key "" for untyped slots), what the last
 	// read of the queue heads found: the single-tenant guess (claimFair).
-	hintMu   sync.Mutex
-	hint     map[string]tenantHint
-	guessing map[string]bool // slot types with a guessed fill under way (takeGuess)
-	guesses  map[string]bool // jobs claimed on the guess and not yet sent
+	hintMu sync.Mutex
+	hint   map[string]tenantHint
+	// guessing is, per slot type, the one fill acting on the guess
+	// (takeGuess): "" while it claims, then the id of the job it claimed,
+	// until send has read the heads again (endGuess).
+	guessing map[string]string
 
 	// lastSweep is when sweepSoon last ran (Unix nanoseconds), so
 	// heartbeats sweep at most once per DefaultSweepEvery.
@@ -497,7 +499,7 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot, early <-chan headsRea
 	err = d.q.LinkSlot(ctx, slot.ID, slot.Epoch, job.ID, job.TenantOf(), hash, d.runLease(now, job))
 	if err != nil {
 		// We were too slow and lost the slot: give the job back unharmed.
-		if d.takeGuessed(job.ID) {
+		if d.ownsGuess(slot.ID, job.ID) {
 			d.endGuess(slot.ID)
 		}
 		d.requeueUnharmed(ctx, &job)
@@ -559,7 +561,7 @@ func (d *Dispatcher) claimFair(ctx context.Context, slot Slot, hash string, now,
 		if guess, ok := d.takeGuess(slot.ID); ok {
 			job, err := d.q.ClaimTenantJob(ctx, guess, types, slot, hash, now, lease)
 			if err == nil {
-				d.guessed(job.ID) // send ends the guess
+				d.guessed(slot.ID, job.ID) // send ends the guess
 				return job, nil
 			}
 			d.endGuess(slot.ID)
@@ -683,20 +685,20 @@ func (d *Dispatcher) noteHeads(slotID string, heads []Job, at time.Time) {
 
 // hintFresh is the guess for slotID's type: the tenant that the last read
 // of its heads found alone in the queue, if that read began less than
-// TenantHintTTL ago and no quotas are set (they need every fill to count
-// the running slots).
+// TenantHintTTL ago, no other fill is acting on it, and no quotas are set
+// (they need every fill to count the running slots).
 func (d *Dispatcher) hintFresh(slotID string) (string, bool) {
-	if d.cfg.TenantHintTTL < 0 || len(d.cfg.Quotas) > 0 {
-		return "", false
-	}
 	d.hintMu.Lock()
 	defer d.hintMu.Unlock()
 	return d.freshLocked(d.types[slotID])
 }
 
 func (d *Dispatcher) freshLocked(key string) (string, bool) {
+	if d.cfg.TenantHintTTL < 0 || len(d.cfg.Quotas) > 0 {
+		return "", false
+	}
 	h, ok := d.hint[key]
-	if !ok || !h.single || d.guessing[key] || d.cfg.Clock.Now().Sub(h.at) >= d.cfg.TenantHintTTL {
+	if _, busy := d.guessing[key]; !ok || !h.single || busy || d.cfg.Clock.Now().Sub(h.at) >= d.cfg.TenantHintTTL {
 		return "", false
 	}
 	return h.tenant, true
@@ -708,20 +710,34 @@ func (d *Dispatcher) freshLocked(key string) (string, bool) {
 // heads themselves, and a tenant that queued unseen waits for at most one
 // guessed hand-off per dispatcher. endGuess ends it.
 func (d *Dispatcher) takeGuess(slotID string) (string, bool) {
-	if d.cfg.TenantHintTTL < 0 || len(d.cfg.Quotas) > 0 {
-		return "", false
-	}
 	d.hintMu.Lock()
 	defer d.hintMu.Unlock()
 	key := d.types[slotID]
 	t, ok := d.freshLocked(key)
 	if ok {
 		if d.guessing == nil {
-			d.guessing = map[string]bool{}
+			d.guessing = map[string]string{}
 		}
-		d.guessing[key] = true
+		d.guessing[key] = ""
 	}
 	return t, ok
+}
+
+// guessed records that the guess taken for slotID's type claimed jobID,
+// for send, which reads the heads again and ends the guess.
+func (d *Dispatcher) guessed(slotID, jobID string) {
+	d.hintMu.Lock()
+	defer d.hintMu.Unlock()
+	d.guessing[d.types[slotID]] = jobID
+}
+
+// ownsGuess reports whether jobID was claimed on the guess under way for
+// slotID's type, so its holder alone ends it.
+func (d *Dispatcher) ownsGuess(slotID, jobID string) bool {
+	d.hintMu.Lock()
+	defer d.hintMu.Unlock()
+	g, ok := d.guessing[d.types[slotID]]
+	return ok && g == jobID
 }
 
 // endGuess ends the guess takeGuess began for slotID's type.
@@ -729,26 +745,6 @@ func (d *Dispatcher) endGuess(slotID string) {
 	d.hintMu.Lock()
 	defer d.hintMu.Unlock()
 	delete(d.guessing, d.types[slotID])
-}
-
-// guessed records that jobID was claimed on the guess, for
-// send, which reads the heads again and ends the guess.
-func (d *Dispatcher) guessed(jobID string) {
-	d.hintMu.Lock()
-	defer d.hintMu.Unlock()
-	if d.guesses == nil {
-		d.guesses = map[string]bool{}
-	}
-	d.guesses[jobID] = true
-}
-
-// takeGuessed reports whether job was claimed on the guess, and forgets it.
-func (d *Dispatcher) takeGuessed(jobID string) bool {
-	d.hintMu.Lock()
-	defer d.hintMu.Unlock()
-	g := d.guesses[jobID]
-	delete(d.guesses, jobID)
-	return g
 }
 
 // recheckHeads reads slotID's heads again after a guessed dispatch, so
@@ -920,17 +916,20 @@ func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job, secret stri
 		Payload: job.Payload, Timeout: job.Timeout, Lease: schedule.Duration(d.cfg.LeaseTTL), LeaseUntil: leaseUntil,
 		Secret: secret, Shard: job.Shard,
 	})
-	guessed := d.takeGuessed(job.ID)
+	guessed := d.ownsGuess(slot.ID, job.ID)
 	if guessed {
 		defer d.endGuess(slot.ID)
 	}
 	err := d.post(ctx, slot.Worker, body)
+	if guessed && (err == nil || errors.Is(err, ErrUnanswered)) {
+		// The job has the slot, or may have it (an unanswered POST keeps
+		// it there): a hand-off either way, so the next guess must see
+		// who queued meanwhile. After the POST, off the hand-off's path;
+		// the caller waits for send, so the read still has the
+		// instance's CPU. A refused job was requeued: it took nothing.
+		d.recheckHeads(ctx, slot.ID)
+	}
 	if err == nil {
-		if guessed {
-			// After the POST, off the hand-off's path; the caller waits
-			// for send, so the read still has the instance's CPU.
-			d.recheckHeads(ctx, slot.ID)
-		}
 		return nil
 	}
 	if errors.Is(err, ErrUnanswered) {
@@ -938,11 +937,6 @@ func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job, secret stri
 		// may have it, and once wherever the queue sends it next.
 		d.cfg.Logger.Warn("gpu: POST /run unanswered; the job keeps its slot until a heartbeat confirms it or its lease expires",
 			"job", job.ID, "slot", slot.ID, "error", err.Error())
-		if guessed {
-			// The job keeps its slot and may run: a hand-off like an
-			// answered one, so the next guess must see who queued.
-			d.recheckHeads(ctx, slot.ID)
-		}
 		return err
 	}
 	var answer *runAnswerError
