@@ -3,9 +3,11 @@ package gpu_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,13 +35,21 @@ func newTenantBehindA(t *testing.T, queued ...gpu.EnqueueRequest) (*bundle, *rec
 	b.enqueue(gpu.EnqueueRequest{ID: "a-first", Tenant: "a", Payload: b.gate("first")})
 	b.waitStatus("a-long", gpu.StatusRunning)
 	b.waitStatus("a-first", gpu.StatusRunning)
+	queueUnseen(t, b, queued...)
+	return b, rec
+}
+
+// queueUnseen queues reqs through another dispatcher (queueOnly), so b's
+// dispatcher neither sends them nor reads the heads: its hint stays as it
+// was.
+func queueUnseen(t *testing.T, b *bundle, reqs ...gpu.EnqueueRequest) {
+	t.Helper()
 	q := queueOnly(t, b)
-	for _, req := range queued {
+	for _, req := range reqs {
 		if _, _, err := q.Enqueue(b.ctx, req); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return b, rec
 }
 
 // before fails the test unless job x started before job y.
@@ -178,16 +188,10 @@ func TestTenantHintSeenByEveryType(t *testing.T) {
 			t.Fatalf("hint of %s: %q alone=%v; want a alone", slot, tenant, single)
 		}
 	}
-	q := queueOnly(t, b)
-	for _, req := range []gpu.EnqueueRequest{
-		{ID: "a-n1", Tenant: "a", Payload: b.gate("n1")},
-		{ID: "a-n2", Tenant: "a", Payload: "true"},
-		{ID: "b-1", Tenant: "b", Payload: "true"},
-	} {
-		if _, _, err := q.Enqueue(b.ctx, req); err != nil {
-			t.Fatal(err)
-		}
-	}
+	queueUnseen(t, b,
+		gpu.EnqueueRequest{ID: "a-n1", Tenant: "a", Payload: b.gate("n1")},
+		gpu.EnqueueRequest{ID: "a-n2", Tenant: "a", Payload: "true"},
+		gpu.EnqueueRequest{ID: "b-1", Tenant: "b", Payload: "true"})
 	b.release("u")
 	b.waitStatus("a-n1", gpu.StatusRunning)
 	b.waitFor("the untyped slot's read after its hand-off", func() bool {
@@ -235,16 +239,10 @@ func TestTenantHintReadAfterUnansweredRun(t *testing.T) {
 	b.enqueue(gpu.EnqueueRequest{ID: "a-1", Tenant: "a", Payload: "true"})
 	b.enqueue(gpu.EnqueueRequest{ID: "a-2", Tenant: "a", Payload: "true"})
 	first, second := nextRun(t, runs), nextRun(t, runs)
-	q := queueOnly(t, b)
-	for _, req := range []gpu.EnqueueRequest{
-		{ID: "a-3", Tenant: "a", Payload: "true"},
-		{ID: "a-4", Tenant: "a", Payload: "true"},
-		{ID: "b-1", Tenant: "b", Payload: "true"},
-	} {
-		if _, _, err := q.Enqueue(b.ctx, req); err != nil {
-			t.Fatal(err)
-		}
-	}
+	queueUnseen(t, b,
+		gpu.EnqueueRequest{ID: "a-3", Tenant: "a", Payload: "true"},
+		gpu.EnqueueRequest{ID: "a-4", Tenant: "a", Payload: "true"},
+		gpu.EnqueueRequest{ID: "b-1", Tenant: "b", Payload: "true"})
 	complete := func(r gpu.RunRequest) {
 		t.Helper()
 		if _, err := b.d.Complete(b.ctx, r.JobID, gpu.CompleteRequest{Fence: gpu.Fence{Slot: r.Slot, Epoch: r.Epoch, Secret: r.Secret}}); err != nil {
@@ -258,5 +256,63 @@ func TestTenantHintReadAfterUnansweredRun(t *testing.T) {
 	complete(second)
 	if r := nextRun(t, runs); r.JobID != "b-1" {
 		t.Errorf("the second hand-off sent %s; want b-1: a holds the other slot", r.JobID)
+	}
+}
+
+// TestOneGuessAtATime: four completions answered at once, while the hint
+// says a alone and b has queued unseen. Only one of the four fills may act
+// on the guess; the others read the heads, see b and count the slots, so
+// at most two of the four freed slots go to a (2:2 is b's fair share with
+// equal weights). The stand-in workers at the network edge (a test
+// double) only record each POST /run. It fails, as a rule, if every fill
+// may guess at once: all four then go to a.
+func TestOneGuessAtATime(t *testing.T) {
+	runs := make(chan gpu.RunRequest, 16)
+	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req gpu.RunRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			t.Error(err)
+		}
+		runs <- req
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(edge.Close)
+	b := setup(t, setupOpts{workers: 0, extraPool: edge.URL + "=4", tenantHintTTL: hintTTL})
+	var running []gpu.RunRequest
+	for i := range 4 {
+		b.enqueue(gpu.EnqueueRequest{ID: fmt.Sprintf("a-%d", i), Tenant: "a", Payload: "true"})
+		running = append(running, nextRun(t, runs))
+	}
+	queueUnseen(t, b,
+		gpu.EnqueueRequest{ID: "a-next0", Tenant: "a", Payload: "true"},
+		gpu.EnqueueRequest{ID: "a-next1", Tenant: "a", Payload: "true"},
+		gpu.EnqueueRequest{ID: "a-next2", Tenant: "a", Payload: "true"},
+		gpu.EnqueueRequest{ID: "a-next3", Tenant: "a", Payload: "true"},
+		gpu.EnqueueRequest{ID: "b-0", Tenant: "b", Payload: "true"},
+		gpu.EnqueueRequest{ID: "b-1", Tenant: "b", Payload: "true"},
+		gpu.EnqueueRequest{ID: "b-2", Tenant: "b", Payload: "true"},
+		gpu.EnqueueRequest{ID: "b-3", Tenant: "b", Payload: "true"})
+	var wg sync.WaitGroup
+	for _, r := range running {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := b.d.Complete(b.ctx, r.JobID, gpu.CompleteRequest{Fence: gpu.Fence{Slot: r.Slot, Epoch: r.Epoch, Secret: r.Secret}}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	toA := 0
+	var sent []string
+	for range 4 {
+		r := nextRun(t, runs)
+		sent = append(sent, r.JobID)
+		if tenantOf(r.JobID) == "a" {
+			toA++
+		}
+	}
+	if toA > 2 {
+		t.Errorf("the four freed slots went to %v: %d to a; want at most 2 (one guess, then fair share)", sent, toA)
 	}
 }
