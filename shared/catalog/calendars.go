@@ -73,7 +73,8 @@ func (s *Service) PutCalendarJSON(ctx context.Context, id string, body []byte, i
 		switch {
 		case err == nil:
 			return &out, false, nil
-		case !errors.Is(err, store.ErrConflict):
+		case !errors.Is(err, store.ErrConflict), ifMatch != 0 && errors.Is(err, store.ErrContended):
+			// (Contention refused nothing: "retry", not a version mismatch.)
 			return nil, false, fmt.Errorf("catalog: replace calendar %s: %w", id, err)
 		case ifMatch != 0:
 			return nil, false, fmt.Errorf("catalog: put calendar %s: %w", id, ErrVersionMismatch)
@@ -119,7 +120,8 @@ func (s *Service) DeleteCalendar(ctx context.Context, id string, ifMatch int64) 
 	if err == nil {
 		return nil
 	}
-	if !errors.Is(err, store.ErrConflict) {
+	if !errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrContended) {
+		// (Contention refused nothing: "retry", not a version mismatch.)
 		return fmt.Errorf("catalog: delete calendar %s: %w", id, err)
 	}
 	if _, gerr := s.GetCalendar(ctx, id); gerr != nil {

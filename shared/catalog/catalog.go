@@ -404,6 +404,10 @@ func (s *Service) update(ctx context.Context, id string, patch map[string]any, i
 			return next, nil
 		case !errors.Is(err, store.ErrConflict):
 			return nil, fmt.Errorf("catalog: update %s: %w", id, err)
+		case ifMatch != 0 && errors.Is(err, store.ErrContended):
+			// Not applied, yet the caller's version may be current:
+			// "retry" (Aborted), not a version mismatch.
+			return nil, fmt.Errorf("catalog: update %s: %w", id, err)
 		case ifMatch != 0:
 			// Someone else wrote between our read and our write; the
 			// caller's version is stale either way. Tell deletion apart.
@@ -506,7 +510,8 @@ func (s *Service) Delete(ctx context.Context, id string, ifMatch int64) error {
 				slog.WarnContext(ctx, "marking a delete's record final failed; it is listed all the same", "schedule", id, "err", ferr)
 			}
 			return nil
-		case !errors.Is(err, store.ErrConflict):
+		case !errors.Is(err, store.ErrConflict), ifMatch != 0 && errors.Is(err, store.ErrContended):
+			// (Contention refused nothing: "retry", not a version mismatch.)
 			return fmt.Errorf("catalog: delete %s: %w", id, err)
 		case ifMatch != 0:
 			if _, gerr := s.Get(ctx, id); gerr != nil {

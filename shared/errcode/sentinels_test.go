@@ -32,6 +32,7 @@ func TestSentinels(t *testing.T) {
 		{"store.ErrNotFound", store.ErrNotFound, errcode.NotFound, nil, []error{store.ErrConflict}},
 		{"store.ErrConflict", store.ErrConflict, errcode.Aborted, nil, []error{store.ErrStaleFence, store.ErrNotFound}},
 		{"store.ErrStaleFence", store.ErrStaleFence, errcode.StaleFence, []error{store.ErrConflict}, nil},
+		{"store.ErrContended", store.ErrContended, errcode.Aborted, []error{store.ErrConflict}, []error{store.ErrStaleFence, store.ErrUnknownOutcome}},
 		{"store.ErrUnknownOutcome", store.ErrUnknownOutcome, errcode.UnknownOutcome, nil, []error{store.ErrConflict, store.ErrStaleFence}},
 		{"store.ErrRetryableWrites", store.ErrRetryableWrites, errcode.InvalidArgument, nil, nil},
 		{"store.ErrBadPageToken", store.ErrBadPageToken, errcode.InvalidArgument, nil, nil},

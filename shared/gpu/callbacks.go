@@ -19,7 +19,9 @@ func (d *Dispatcher) Heartbeat(ctx context.Context, id string, f Fence) (Job, er
 	now := d.cfg.Clock.Now().UTC()
 	lease := now.Add(d.cfg.LeaseTTL)
 	job, err := d.q.Heartbeat(ctx, id, hold(f), now, lease)
-	if errors.Is(err, store.ErrConflict) {
+	// Contention that outlasted the store's retries refused nothing: the
+	// worker hears "retry" (Aborted, 503), not a stale fence.
+	if errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrContended) {
 		return Job{}, d.whyNotHeld(ctx, id, f, "heartbeat")
 	}
 	if err != nil {
@@ -155,7 +157,7 @@ func (d *Dispatcher) finish(ctx context.Context, id string, c CompleteRequest) (
 	if job.Preempting {
 		job, err = d.q.RequeuePreempted(ctx, job, hold(c.Fence), "preempted by a higher-priority job")
 		if err != nil {
-			if errors.Is(err, store.ErrConflict) {
+			if errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrContended) {
 				return Job{}, d.whyNotHeld(ctx, id, c.Fence, "complete")
 			}
 			return Job{}, fmt.Errorf("gpu: complete %s: requeue preempted: %w", id, err)
@@ -169,7 +171,7 @@ func (d *Dispatcher) finish(ctx context.Context, id string, c CompleteRequest) (
 	}
 	job, err = d.q.RequeueInterrupted(ctx, job, hold(c.Fence), "interrupted: "+c.Error, d.cfg.Clock.Now().UTC())
 	if err != nil {
-		if errors.Is(err, store.ErrConflict) {
+		if errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrContended) {
 			return Job{}, d.whyNotHeld(ctx, id, c.Fence, "complete")
 		}
 		return Job{}, fmt.Errorf("gpu: complete %s: %w", id, err)

@@ -413,6 +413,12 @@ func (e *Engine) decideRest(ctx context.Context, s *schedule.Schedule, spec sche
 		// its decision stands. Nothing of this one's is handed off.
 		e.undoStale(ctx, s, f.Epoch, inserted, c)
 		return nil, &abortError{fmt.Errorf("schedule %s: advance nextRunAt: %w", s.ID, err)}
+	case errors.Is(err, store.ErrContended):
+		// Not applied, and no edit is known to have won: as any failed
+		// advance, the next tick decides this schedule again (its runs
+		// above are idempotent by id). Counting them as after an edit
+		// would count them twice.
+		return nil, fmt.Errorf("schedule %s: advance nextRunAt: %w", s.ID, err)
 	case errors.Is(err, store.ErrConflict):
 		// Edited (or deleted) since we read it: the edit recomputed
 		// nextRunAt and wins. The runs recorded above were decided on the

@@ -319,8 +319,10 @@ func (e *Engine) callWithHeartbeat(ctx context.Context, s *schedule.Schedule, r 
 			}
 			now := e.now().UTC()
 			err := e.runs.Heartbeat(tctx, r.ID, epoch, now, now.Add(ttl+e.cfg.Leases.Skew()))
-			if errors.Is(err, store.ErrConflict) {
+			if errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrContended) {
 				// Failed over, or fenced out by a newer holder: stop.
+				// Contention that outlasted the retries refused nothing:
+				// the next beat tries again, as after any failed beat.
 				cancel(fmt.Errorf("run %s: heartbeat refused: %w", r.ID, err))
 				return
 			}
@@ -408,7 +410,9 @@ func (e *Engine) recordOutcome(ctx context.Context, id string, epoch int64, o st
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, store.ErrConflict) || ctx.Err() != nil || time.Now().After(deadline) {
+		// A conflict gives up; contention that outlasted the store's
+		// retries (ErrContended) refused nothing, and is retried here.
+		if errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrContended) || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
 		e.log.Warn("record run outcome failed; retrying while the lease is held", "run", id, "err", err)

@@ -17,6 +17,17 @@ var (
 	// epoch has written. It wraps ErrConflict, yet its code is
 	// StaleFence: the caller must stop, not retry.
 	ErrStaleFence = errcode.Wrap(errcode.StaleFence, ErrConflict, "store: conflict: stale fencing token")
+	// ErrContended: a write met Firestore's Aborted (112, "too much
+	// contention" on a hot document) on every attempt of its retry budget.
+	// Each 112 says the attempt did not commit, so the write was not
+	// applied. It wraps ErrConflict: a racer (a claim, a compare-and-set)
+	// that hears it has lost as cleanly as to a changed condition, and
+	// whatever made the document hot (another writer) will be seen by a
+	// retry of the whole operation. A caller for whom ErrConflict means
+	// "the condition no longer holds, stop" (a holder's heartbeat, an
+	// If-Match update) must test ErrContended first: its condition may
+	// still hold, and only the write failed. Aborted.
+	ErrContended = errcode.Wrap(errcode.Aborted, ErrConflict, "store: conflict: contention outlasted the retries (Aborted 112); the write was not applied")
 	// ErrUnknownOutcome: a write failed in a way that does not say whether
 	// it was applied (DeadlineExceeded 262, MaxTimeMSExpired 50, a write
 	// concern error, a dropped connection, a context that ended), and

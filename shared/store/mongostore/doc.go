@@ -18,7 +18,9 @@
 //
 // Firestore answers Aborted (112, not applied) and DeadlineExceeded (262,
 // maybe applied) under contention. Every write is retried after 112, a
-// bounded few times with jittered backoff (retryWrite). After 262 only an
+// bounded few times with jittered backoff (retryWrite); a conditional
+// write whose every attempt met one reports ErrContended, a conflict
+// (nothing was applied). After 262 only an
 // insert is retried, since its retry can only answer a duplicate; a
 // conditional write is not, because a retry of a write that landed would
 // miss its own condition and report ErrConflict for the caller's own

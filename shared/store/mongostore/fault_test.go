@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/baton-cron/baton/emulator/emutest"
+	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/store"
 )
 
@@ -91,11 +92,17 @@ func TestWritesRetriedAfterAborted(t *testing.T) {
 		}
 	})
 	t.Run("bounded", func(t *testing.T) {
+		// A 112 that outlasts the retries: nothing was applied, and the
+		// conditional write reports a clean conflict (ErrContended), as
+		// a racer that lost must hear.
 		st, c := faultRig(t)
 		emutest.FailCommandCode(t, st, "jobs", "alwaysOn", 112, "update")
-		err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: "j"}}, inc("n"))
-		if err == nil || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrUnknownOutcome) {
-			t.Fatalf("update under a 112 that never ends = %v, want a plain error (not applied, not a conflict)", err)
+		err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: "j"}, {Key: "n", Value: 1}}, inc("n"))
+		if !errors.Is(err, store.ErrContended) || !errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrUnknownOutcome) {
+			t.Fatalf("update under a 112 that never ends = %v, want ErrContended (a conflict: not applied)", err)
+		}
+		if code := errcode.Code(err); code != errcode.Aborted {
+			t.Errorf("code %v, want Aborted", code)
 		}
 		emutest.FailCommandOff(t, st)
 		if n := nOf(t, c, "j"); n != 1 {

@@ -29,12 +29,33 @@ const (
 	codeMaxTimeMSExpired = 50
 )
 
-// Retry bounds. Four attempts with full-jitter backoff from 20ms wait at
-// most 20+40+80 ms in all: long enough for Firestore's contention to pass,
-// short enough to stay inside a tick or an HTTP request.
+// Retry bounds for Aborted (112), sized for real contention rather than a
+// blip. Firestore "resolves data contention by delaying or failing one of
+// the operations" and fails it with Aborted once the delay runs out
+// (https://cloud.google.com/firestore/docs/transaction-data-contention);
+// its admin API names the mode, pessimistic or optimistic by edition
+// (https://cloud.google.com/ruby/docs/reference/google-cloud-firestore-admin-v1/latest/Google-Cloud-Firestore-Admin-V1-Database-ConcurrencyMode).
+// Either way one hot document commits its writers one at a time, each in
+// a commit's latency (tens of milliseconds), and a 112 means the writer
+// queued or raced behind others. The hottest case baton has is Racers (20)
+// dispatchers or sweepers on one document: the losers must outlast the
+// queue ahead of them, about 20 commits, a few hundred milliseconds.
+//
+// Six attempts with full-jitter backoff doubling from 25ms wait at most
+// 25+50+100+200+400 = 775ms in all (at least half that, 388ms, with the
+// jitter), plus six round trips: about a second in the worst case. That
+// covers the 20-writer queue with room, spreads contending writers apart
+// (the jitter), and stays well inside the budget of the callers: a tick
+// (whose writes run under its lease, minutes), an HTTP request (a GPU
+// callback or an API edit, whose clients wait seconds) and the run path's
+// 10-second write contexts. Past it the write is reported not applied
+// (store.ErrContended, a conflict), which every caller already handles:
+// the whole operation runs again on the next tick, sweep or request.
 const (
-	writeAttempts = 4
-	retryBase     = 20 * time.Millisecond
+	// WriteAttempts is how many times a write is tried while it meets
+	// 112; exported for tests that must exhaust it exactly.
+	WriteAttempts = 6
+	retryBase     = 25 * time.Millisecond
 )
 
 // notApplied reports whether err says the write was not applied: a
@@ -97,7 +118,7 @@ func unknownOutcome(err error) bool {
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// retryWrite runs write up to writeAttempts times while it fails with an
+// retryWrite runs write up to WriteAttempts times while it fails with an
 // error that says it was not applied (112). With afterTimeout set it also
 // retries deadline codes (262, 50), which is right only for a write whose
 // repetition after landing is harmless and recognisable: an insert with a
@@ -108,7 +129,7 @@ func unknownOutcome(err error) bool {
 func retryWrite(ctx context.Context, afterTimeout bool, write func() error) error {
 	for attempt := 0; ; attempt++ {
 		err := write()
-		if err == nil || attempt == writeAttempts-1 {
+		if err == nil || attempt == WriteAttempts-1 {
 			return err
 		}
 		if !notApplied(err) && (!afterTimeout || !timedOut(err)) {
@@ -125,9 +146,22 @@ func retryWrite(ctx context.Context, afterTimeout bool, write func() error) erro
 	}
 }
 
-// writeError wraps err, a failed write's error, naming the operation, and
-// with store.ErrUnknownOutcome when the write may have been applied.
+// writeError wraps err, a failed conditional write's error, naming the
+// operation: with store.ErrUnknownOutcome when the write may have been
+// applied, and with store.ErrContended (a conflict) when its last attempt
+// was a 112 too. retryWrite stops at the first error that is not a 112
+// (a conditional write is never retried after a deadline code), so a
+// last 112 means no attempt was applied.
 func (c *Collection) writeError(op string, err error) error {
+	if notApplied(err) {
+		return fmt.Errorf("store: %s %s: %w: %w", op, c.name, store.ErrContended, err)
+	}
+	return c.plainWriteError(op, err)
+}
+
+// plainWriteError is writeError without the contention case, for an
+// insert: it has no condition, and its 112s are settled by reading back.
+func (c *Collection) plainWriteError(op string, err error) error {
 	if unknownOutcome(err) {
 		return fmt.Errorf("store: %s %s: %w: %w", op, c.name, store.ErrUnknownOutcome, err)
 	}

@@ -290,7 +290,7 @@ func (c *Collection) op(name string) string { return c.name + "." + name }
 //
 // It does not rely on the duplicate-key code alone, which Firestore does
 // not document. A 112 (Aborted) and a deadline code (262, 50) are retried,
-// up to writeAttempts in all: the _id is deterministic, so a retry of an
+// up to WriteAttempts in all: the _id is deterministic, so a retry of an
 // insert that landed answers a duplicate. On any other error, or when the
 // attempts run out, the document is read back by _id: when it is there,
 // and of the same kind as doc (sameKind), the insert happened (ours, whose
@@ -333,7 +333,7 @@ func (c *Collection) insertReadBack(ctx context.Context, doc any, insertErr erro
 	case errors.Is(err, mongo.ErrNoDocuments):
 		// Not there: the insert did not land (Firestore reads are
 		// strongly consistent), as far as a read can tell.
-		return false, c.writeError("insert into", insertErr)
+		return false, c.plainWriteError("insert into", insertErr)
 	case err != nil:
 		return false, fmt.Errorf("store: insert into %s: %w: %w; reading _id %v back failed too: %v", c.name, store.ErrUnknownOutcome, insertErr, id, err) //nolint:errorlint // the outcome is the insert's; wrapping the read's error too would let a read timeout change how retryWrite classifies it
 	}
@@ -411,8 +411,10 @@ func (c *Collection) CountLimit(ctx context.Context, filter any, limit int64) (i
 // UpdateOne applies update to one document matching filter. When nothing
 // matches, the filter's condition no longer holds and it returns store.ErrConflict.
 //
-// A 112 (Aborted) is retried (writeAttempts in all); a write that may have
-// landed (262, 50, a lost connection) is not, and gives an error wrapping
+// A 112 (Aborted) is retried (WriteAttempts in all), and when every
+// attempt met one, the write was not applied and the error wraps
+// store.ErrContended (a store.ErrConflict). A write that may have landed
+// (262, 50, a lost connection) is not retried, and gives an error wrapping
 // store.ErrUnknownOutcome, never store.ErrConflict.
 func (c *Collection) UpdateOne(ctx context.Context, filter, update any) error {
 	var res *mongo.UpdateResult
@@ -511,25 +513,34 @@ func (c *Collection) FencedUpdate(ctx context.Context, filter bson.D, f store.Fe
 		res, err = c.c.UpdateOne(ctx, fenced, upd)
 		return err
 	})
-	if err != nil {
+	contended := err != nil && notApplied(err)
+	if err != nil && !contended {
 		return c.writeError("fenced update", err)
 	}
-	if res.MatchedCount > 0 {
+	if !contended && res.MatchedCount > 0 {
 		c.meter.AddWrite(c.op("fencedUpdate"), res.MatchedCount)
 		return nil
 	}
+	// miss is what a write that was not applied reports when the fence
+	// does not refuse it: a conflict, or the contention that outlasted
+	// the retries (a conflict too, yet one whose condition may hold).
+	miss := func() error { return fmt.Errorf("store: fenced update %s: %w", c.name, store.ErrConflict) }
+	if contended {
+		miss = func() error { return c.writeError("fenced update", err) }
+	}
 	// Tell a stale fence from a plain conflict: the fence first, because a
-	// newer holder's write is what moved the rest of the filter. This read
-	// happens only on the failure path, so the success path costs no read.
+	// newer holder's write is what moved the rest of the filter (and may
+	// be the write this one contended with). This read happens only on the
+	// failure path, so the success path costs no read.
 	var doc bson.Raw
-	err = c.c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc)
+	rerr := c.c.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc)
 	switch {
-	case errors.Is(err, mongo.ErrNoDocuments):
-		return fmt.Errorf("store: fenced update %s: %w", c.name, store.ErrConflict)
-	case err != nil:
+	case errors.Is(rerr, mongo.ErrNoDocuments):
+		return miss()
+	case rerr != nil:
 		// Not a conflict: the caller must not take an unknown for an
 		// edit that wins.
-		return fmt.Errorf("store: fenced update %s: matched nothing, and the fence check failed: %w", c.name, err)
+		return fmt.Errorf("store: fenced update %s: not applied, and the fence check failed: %w", c.name, rerr)
 	}
 	c.meter.Add(c.op("fenceCheck"), 1)
 	if v, lerr := doc.LookupErr(field); lerr == nil {
@@ -537,7 +548,7 @@ func (c *Collection) FencedUpdate(ctx context.Context, filter bson.D, f store.Fe
 			return fmt.Errorf("store: fenced update %s: stored fence %d > epoch %d: %w", c.name, stored, f.Epoch, store.ErrStaleFence)
 		}
 	}
-	return fmt.Errorf("store: fenced update %s: %w", c.name, store.ErrConflict)
+	return miss()
 }
 
 // idOf returns the value of filter's top-level _id.

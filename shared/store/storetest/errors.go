@@ -132,14 +132,49 @@ func (s *suite) faults(t *testing.T) {
 	})
 
 	t.Run("AbortedUntilGivingUp", func(t *testing.T) {
-		// Retries are bounded, and what they give up with is neither a
-		// conflict (nothing refused the condition) nor unknown (nothing
-		// was applied).
-		c, f := rig(t)
-		f.Refuse(t, c.Name(), 100, CodeAborted, "update")
-		err := writes[0].do(t, c)
-		if err == nil || errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrUnknownOutcome) {
-			t.Fatalf("UpdateOne under endless 112s = %v; want an error that is neither ErrConflict nor ErrUnknownOutcome", err)
+		// Retries are bounded, and when every attempt met a 112 nothing
+		// was applied: the write reports a clean conflict
+		// (ErrContended, which is ErrConflict and never unknown), so a
+		// racer that meets contention loses as it would to a changed
+		// condition. A fenced write whose fence holds reports the same.
+		all := append(writes, write{"DeleteOne", "delete", func(t *testing.T, c *mongostore.Collection) error {
+			return c.DeleteOne(t.Context(), bson.D{{Key: "_id", Value: "x"}, {Key: "n", Value: 0}})
+		}})
+		for _, w := range all {
+			t.Run(w.name, func(t *testing.T) {
+				c, f := rig(t)
+				f.Refuse(t, c.Name(), 100, CodeAborted, w.command)
+				err := w.do(t, c)
+				onlyConflict(t, w.name+" under endless 112s", err)
+				if !errors.Is(err, store.ErrContended) {
+					t.Errorf("%s under endless 112s = %v; want ErrContended", w.name, err)
+				}
+				if got := get(t, c, "x"); got.N != 0 {
+					t.Errorf("n = %d; want the write not applied", got.N)
+				}
+			})
+		}
+	})
+
+	t.Run("RacersUnderAborted", func(t *testing.T) {
+		// Racers compare-and-set one document while the server answers
+		// 112 to all but one attempt of all of theirs: 19 racers meet a
+		// 112 on every attempt, and one lands on its last. Exactly one
+		// wins, and every loser hears a plain conflict, never an
+		// unknown outcome or a bare server error.
+		for _, w := range writes[:2] {
+			t.Run(w.name, func(t *testing.T) {
+				c, f := rig(t)
+				f.Refuse(t, c.Name(), Racers*mongostore.WriteAttempts-1, CodeAborted, w.command)
+				winners := raceWinners(t, Racers, func(i int) string { return fmt.Sprintf("racer %d under 112s", i) },
+					func(int) error { return w.do(t, c) })
+				if len(winners) != 1 {
+					t.Fatalf("winners %v; want exactly one of %d racers", winners, Racers)
+				}
+				if got := get(t, c, "x"); got.N != 1 {
+					t.Errorf("n = %d; want the one winner's write applied once", got.N)
+				}
+			})
 		}
 	})
 

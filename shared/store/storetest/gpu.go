@@ -20,10 +20,12 @@ import (
 // refused.
 func (s *suite) gpu(t *testing.T) {
 	t.Run("StaleEpoch", s.gpuStaleEpoch)
-	t.Run("ClaimSlotRace", s.gpuClaimSlotRace)
+	t.Run("ClaimSlotRace", func(t *testing.T) { s.gpuClaimSlotRace(t, false) })
+	t.Run("ClaimSlotRaceUnderAborted", func(t *testing.T) { s.gpuClaimSlotRace(t, true) })
 	t.Run("ClaimBestJobOrder", s.gpuClaimBestJobOrder)
 	t.Run("CountQueued", s.gpuCountQueued)
-	t.Run("ClaimBestJobRace", s.gpuClaimBestJobRace)
+	t.Run("ClaimBestJobRace", func(t *testing.T) { s.gpuClaimBestJobRace(t, false) })
+	t.Run("ClaimBestJobRaceUnderAborted", func(t *testing.T) { s.gpuClaimBestJobRace(t, true) })
 	t.Run("EnqueueIdempotent", s.gpuEnqueueIdempotent)
 	t.Run("CallbackLostAnswer", s.gpuCallbackLostAnswer)
 	t.Run("QueueHeads", s.gpuQueueHeads)
@@ -178,11 +180,17 @@ func (s *suite) gpuStaleEpoch(t *testing.T) {
 
 // gpuClaimSlotRace: Racers claim one free slot at once; exactly one wins,
 // with the slot's next epoch, and every other racer hears ErrConflict.
-func (s *suite) gpuClaimSlotRace(t *testing.T) {
-	_, q := s.gpuRig(t)
+// With aborted, the server answers 112 to all the racers' claim attempts
+// but one (underAborted): the losers, each of whom met a 112 on every
+// attempt, must lose as cleanly.
+func (s *suite) gpuClaimSlotRace(t *testing.T, aborted bool) {
+	st, q := s.gpuRig(t)
 	ctx := t.Context()
 	if err := q.EnsureSlots(ctx, freeSlot("s0")); err != nil {
 		t.Fatal(err)
+	}
+	if aborted {
+		s.underAborted(t, st, mongostore.GPUSlotsCollection)
 	}
 	var mu sync.Mutex
 	var won []gpumodel.Slot
@@ -266,11 +274,14 @@ func (s *suite) gpuCountQueued(t *testing.T) {
 
 // gpuClaimBestJobRace: with one job queued, Racers claim it at once for
 // slots of their own; exactly one gets it, and the job carries that
-// racer's fence.
-func (s *suite) gpuClaimBestJobRace(t *testing.T) {
-	_, q := s.gpuRig(t)
+// racer's fence. With aborted, as in gpuClaimSlotRace.
+func (s *suite) gpuClaimBestJobRace(t *testing.T, aborted bool) {
+	st, q := s.gpuRig(t)
 	ctx := t.Context()
 	enqueue(t, q, queuedJob("only", 0, gpuT0))
+	if aborted {
+		s.underAborted(t, st, gpuJobsColl)
+	}
 	var mu sync.Mutex
 	var won []gpumodel.Job
 	race(Racers, func(i int) {
@@ -367,4 +378,12 @@ func (s *suite) gpuCallbackLostAnswer(t *testing.T) {
 	// The repeat misses the guard, which the completion itself moved on.
 	_, err = q.Complete(ctx, "j", h, gpumodel.Outcome{Status: gpumodel.StatusSucceeded}, at)
 	onlyConflict(t, "complete repeated after it landed", err)
+}
+
+// underAborted arms 112 for the next Racers*WriteAttempts-1 findAndModify
+// commands on the view collection coll of st: Racers-1 claimers meet a 112
+// on every attempt and run out of retries, and one lands on its last.
+func (s *suite) underAborted(t *testing.T, st *mongostore.Store, coll string) {
+	t.Helper()
+	s.faultsFor(t, st).Refuse(t, s.viewColl(t, coll), Racers*mongostore.WriteAttempts-1, CodeAborted, "findAndModify")
 }
