@@ -37,6 +37,12 @@ func TestOutcomeWriteFaultRunsTheTargetOnce(t *testing.T) {
 		{"landed, answered an error", func(t *testing.T, st *mongostore.Store) {
 			emutest.FailCommandAfterWrite(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: 1}}, "update")
 		}},
+		// Aborted on every one of the store's attempts: not applied
+		// (store.ErrContended, a conflict), yet the lease still holds,
+		// so the outcome is written again rather than given up.
+		{"Aborted until the store's retries ran out", func(t *testing.T, st *mongostore.Store) {
+			emutest.FailCommandCode(t, st, schedule.RunsCollection, bson.D{{Key: "times", Value: mongostore.WriteAttempts}}, 112, "update")
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := setup(t)
