@@ -184,6 +184,12 @@ func isHostList(s string) bool {
 // way baton opens a database: it forces retryWrites=false and keeps
 // retryable reads on.
 func Open(ctx context.Context, uri string, o Options) (*Store, error) {
+	return open(ctx, uri, o, nil)
+}
+
+// open is Open, with tune (when set) applied to the client's options last:
+// the package's tests record the wire with it.
+func open(ctx context.Context, uri string, o Options, tune func(*options.ClientOptions)) (*Store, error) {
 	norm, err := NormalizeURI(uri)
 	if err != nil {
 		return nil, err
@@ -192,7 +198,18 @@ func Open(ctx context.Context, uri string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	name := o.Database
+	if name == "" {
+		p, _ := splitURI(norm) // norm passed splitURI in NormalizeURI
+		name = p.database
+	}
+	if name == "" {
+		name = DefaultDatabase
+	}
 	copts := options.Client().ApplyURI(norm).SetRetryWrites(false).SetRetryReads(true)
+	if tune != nil {
+		tune(copts)
+	}
 	client, err := mongo.Connect(copts)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", redact(uri), err)
@@ -203,23 +220,20 @@ func Open(ctx context.Context, uri string, o Options) (*Store, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := client.Ping(pctx, nil); err != nil {
-		_ = client.Disconnect(context.WithoutCancel(ctx))
+	// The ping goes to the deployment's own database, not to admin as
+	// client.Ping's does: "each connection is limited to a single
+	// Firestore with MongoDB compatibility database"
+	// (https://cloud.google.com/firestore/mongodb-compatibility/docs/behavior-differences).
+	db := client.Database(name)
+	if err := db.RunCommand(pctx, bson.D{{Key: "ping", Value: 1}}).Err(); err != nil {
+		_ = disconnect(ctx, client)
 		return nil, fmt.Errorf("store: open %s: ping: %w", redact(uri), err)
-	}
-	name := o.Database
-	if name == "" {
-		p, _ := splitURI(norm) // norm passed splitURI in NormalizeURI
-		name = p.database
-	}
-	if name == "" {
-		name = DefaultDatabase
 	}
 	m := o.Meter
 	if m == nil {
 		m = store.NewMeter()
 	}
-	return &Store{client: client, db: client.Database(name), meter: m, pageKey: key, prefix: o.CollectionPrefix}, nil
+	return &Store{client: client, db: db, meter: m, pageKey: key, prefix: o.CollectionPrefix}, nil
 }
 
 // pageKey checks Options.PageKey, or draws a random one when it is empty.
@@ -239,10 +253,31 @@ func pageKey(k []byte) ([]byte, error) {
 
 // Close disconnects.
 func (s *Store) Close(ctx context.Context) error {
-	if err := s.client.Disconnect(ctx); err != nil {
+	if err := disconnect(ctx, s.client); err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
 	return nil
+}
+
+// disconnect closes client's connections without the endSessions command
+// the driver's Disconnect sends to the admin database (mongo/client.go,
+// endSessions: database "admin", errors ignored), which a Firestore
+// connection, "limited to a single ... database"
+// (https://cloud.google.com/firestore/mongodb-compatibility/docs/behavior-differences),
+// may refuse or take for another database. The driver has no option to
+// skip it, nor to send it elsewhere, nor to disable the implicit sessions
+// that fill its pool. Ending sessions is an optimisation (the driver
+// ignores its failure; a server session unused for
+// logicalSessionTimeoutMinutes ends on its own), so Close does without:
+// Disconnect gets a context that has already ended, and the driver, which
+// checks the context before it writes a command, sends nothing. The
+// connection pool is closed the same way as under a caller's context
+// that has passed its deadline: idle connections at once, checked-out
+// ones as they come back.
+func disconnect(ctx context.Context, client *mongo.Client) error {
+	ended, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	cancel()
+	return client.Disconnect(ended)
 }
 
 // Meter returns the store's meter of documents read and written.
