@@ -271,10 +271,20 @@ func (s *Store) Close(ctx context.Context) error {
 // logicalSessionTimeoutMinutes ends on its own), so Close does without:
 // Disconnect gets a context that has already ended, and the driver, which
 // checks the context before it writes a command, sends nothing. The
-// connection pool is closed the same way as under a caller's context
-// that has passed its deadline: idle connections at once, checked-out
-// ones as they come back.
+// driver reads a deadline on Disconnect's context as "wait for operations
+// in flight"; that wait is done here instead, as the driver does it (it
+// polls too, having no signal to wait on), until ctx ends.
 func disconnect(ctx context.Context, client *mongo.Client) error {
+	if _, ok := ctx.Deadline(); ok {
+		t := time.NewTicker(10 * time.Millisecond)
+		for client.NumberSessionsInProgress() > 0 && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+		}
+		t.Stop()
+	}
 	ended, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	cancel()
 	return client.Disconnect(ended)
