@@ -52,8 +52,8 @@ locals {
     { collection = "runs", fields = [{ path = "group", order = "ASCENDING" }, { path = "status", order = "ASCENDING" }, { path = "fireTime", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # scheduler: the timed-pause sweep (paused schedules whose pausedUntil has come).
     { collection = "schedules", fields = [{ path = "enabled", order = "ASCENDING" }, { path = "pausedUntil", order = "ASCENDING" }] },
-    # scheduler: the stranded-misfire sweep (misfire flag set, holder gone).
-    { collection = "schedules", fields = [{ path = "misfire", order = "ASCENDING" }] },
+    # scheduler: the stranded-misfire sweep (misfire flag set, holder gone), paged by _id across sweeps.
+    { collection = "schedules", fields = [{ path = "misfire", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # scheduler: the highest fence a lease wrote, read when its lease object is missing (EpochFloor).
     { collection = "schedules", fields = [{ path = "fence", order = "DESCENDING" }] },
     { collection = "runs", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "fence", order = "DESCENDING" }] },

@@ -152,6 +152,10 @@ type Engine struct {
 	bg sync.WaitGroup
 	// notifying is set while TickHeld's notification sweep runs.
 	notifying atomic.Bool
+	// misfireMu guards misfireAfter, the _id the stranded-misfire sweep
+	// resumes after: its pages advance across sweeps (strandedMisfires).
+	misfireMu    sync.Mutex
+	misfireAfter string
 
 	// beforeInsert, when set (tests), runs when a schedule is about to have
 	// its runs inserted, after the tick lease was last checked: where a

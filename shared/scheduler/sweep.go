@@ -331,13 +331,28 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 // would be), releases, and returns the run for hand-off. A flag set while a
 // holder runs is the holder's to drain: Acquire finds it held (one read).
 // Paused schedules keep the flag for the holder after they resume.
+//
+// Such flags, left alone, stay set; so each sweep reads the next page by
+// _id after the last one's, and starts again from the first after a short
+// page. With n flagged schedules, each is looked at within n/PageSize+1
+// sweeps of one Engine (a fresh instance starts from the first).
 func (e *Engine) strandedMisfires(ctx context.Context, c *counters) []*scheduleWork {
-	flagged, err := e.schedules.Misfired(ctx, e.cfg.PageSize)
+	e.misfireMu.Lock()
+	after := e.misfireAfter
+	e.misfireMu.Unlock()
+	flagged, err := e.schedules.Misfired(ctx, after, e.cfg.PageSize)
 	if err != nil {
 		c.errors.Add(1)
 		e.log.Error("stranded-misfire sweep failed", "err", err)
 		return nil
 	}
+	next := ""
+	if len(flagged) == e.cfg.PageSize && len(flagged) > 0 {
+		next = flagged[len(flagged)-1].ID
+	}
+	e.misfireMu.Lock()
+	e.misfireAfter = next
+	e.misfireMu.Unlock()
 	var work []*scheduleWork
 	for i := range flagged {
 		s := &flagged[i]

@@ -126,10 +126,15 @@ type Schedules interface {
 	// metered count of at most one document). A missing schedule is false.
 	HasMisfire(ctx context.Context, id string) (bool, error)
 
-	// Misfired reads at most limit schedules whose misfire flag is set, in
-	// no particular order: the sweep's stranded misfires. It writes
-	// nothing.
-	Misfired(ctx context.Context, limit int) ([]schedule.Schedule, error)
+	// Misfired reads at most limit schedules whose misfire flag is set and
+	// whose id sorts after after ("": from the first), in id order: a page
+	// of the sweep's stranded misfires, which the caller resumes after the
+	// last id returned. Without the order and the cursor, the database's
+	// natural order (Firestore's is neither insertion nor _id order, and
+	// may be the same every time) could hand the same flagged schedules,
+	// the ones the sweep must leave alone, to every sweep and starve the
+	// rest. It writes nothing.
+	Misfired(ctx context.Context, after string, limit int) ([]schedule.Schedule, error)
 
 	// EditedAfter reads at most limit schedules edited after the position
 	// (updatedAt, id) = (after, afterID), in (updatedAt, id) order: the

@@ -60,8 +60,10 @@ var SchedulerIndexes = []Index{
 	// The timed-pause sweep (PausedUntil): paused schedules whose pause is
 	// over, oldest first. Only timed pauses carry pausedUntil.
 	{Collection: schedule.SchedulesCollection, Name: "paused_until", Keys: bson.D{{Key: "enabled", Value: 1}, {Key: "pausedUntil", Value: 1}}},
-	// The stranded-misfire sweep: schedules whose misfire flag is set.
-	{Collection: schedule.SchedulesCollection, Name: "misfire", Keys: bson.D{{Key: "misfire", Value: 1}}},
+	// The stranded-misfire sweep: schedules whose misfire flag is set,
+	// paged by _id (a keyset that advances across sweeps, so that flagged
+	// schedules the sweep leaves alone cannot head every page).
+	{Collection: schedule.SchedulesCollection, Name: "misfire", Keys: bson.D{{Key: "misfire", Value: 1}, {Key: "_id", Value: 1}}},
 	// EpochFloor: the highest fence a lease wrote, read when its object
 	// is missing.
 	{Collection: schedule.SchedulesCollection, Name: "fence", Keys: bson.D{{Key: "fence", Value: -1}}},

@@ -162,10 +162,13 @@ func (v schedules) HasMisfire(ctx context.Context, id string) (bool, error) {
 	return n > 0, nil
 }
 
-// Misfired implements store.Schedules.
-func (v schedules) Misfired(ctx context.Context, limit int) ([]schedule.Schedule, error) {
+// Misfired implements store.Schedules: a keyset page on (misfire, _id),
+// which the "misfire" index serves.
+func (v schedules) Misfired(ctx context.Context, after string, limit int) ([]schedule.Schedule, error) {
 	var flagged []schedule.Schedule
-	if err := v.c().Find(ctx, bson.D{{Key: "misfire", Value: true}}, &flagged, options.Find().SetLimit(int64(limit))); err != nil {
+	err := v.c().Find(ctx, bson.D{{Key: "misfire", Value: true}, {Key: "_id", Value: bson.D{{Key: "$gt", Value: after}}}}, &flagged,
+		options.Find().SetSort(bson.D{{Key: "misfire", Value: 1}, {Key: "_id", Value: 1}}).SetLimit(int64(limit)))
+	if err != nil {
 		return nil, err
 	}
 	return flagged, nil

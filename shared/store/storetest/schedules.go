@@ -389,12 +389,22 @@ func (s *suite) misfire(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		got, err := b.Schedules().Misfired(t.Context(), 10)
+		got, err := b.Schedules().Misfired(t.Context(), "", 10)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if ids := idsOf(got); fmt.Sprint(ids) != "[a c]" {
 			t.Errorf("Misfired = %v; want [a c]", ids)
+		}
+		// Keyset pages in id order, whatever the natural order.
+		if got, err := b.Schedules().Misfired(t.Context(), "", 1); err != nil || fmt.Sprint(idsOf(got)) != "[a]" {
+			t.Errorf("Misfired(\"\", 1) = %v, %v; want [a]", idsOf(got), err)
+		}
+		if got, err := b.Schedules().Misfired(t.Context(), "a", 1); err != nil || fmt.Sprint(idsOf(got)) != "[c]" {
+			t.Errorf("Misfired(\"a\", 1) = %v, %v; want [c]", idsOf(got), err)
+		}
+		if got, err := b.Schedules().Misfired(t.Context(), "c", 1); err != nil || len(got) != 0 {
+			t.Errorf("Misfired(\"c\", 1) = %v, %v; want none", idsOf(got), err)
 		}
 	})
 	t.Run("ClearAnswerLost", func(t *testing.T) {
