@@ -2,7 +2,9 @@ package mongostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -16,6 +18,14 @@ import (
 func (v catalog) versions() *Collection { return v.s.named(schedule.VersionsCollection) }
 
 // PutVersion implements store.Catalog.
+//
+// It does not rely on the duplicate-key code (11000), which Firestore does
+// not document: a failed write is settled by reading the record back, as
+// InsertIdempotent settles an insert. A non-final record's upsert finds no
+// match when a final record holds its _id, and its insert then collides;
+// whatever code that answers, the read-back finds the final record there
+// and the guard's ErrConflict follows. Our own record there means the
+// write landed and only its answer was lost: done.
 func (v catalog) PutVersion(ctx context.Context, rec *schedule.VersionRecord) error {
 	c := v.versions()
 	filter := bson.D{{Key: "_id", Value: rec.ID}}
@@ -28,16 +38,63 @@ func (v catalog) PutVersion(ctx context.Context, rec *schedule.VersionRecord) er
 		_, err := c.c.ReplaceOne(ctx, filter, rec, options.Replace().SetUpsert(true))
 		return err
 	})
-	switch {
-	case err == nil:
+	if err == nil {
 		c.meter.AddWrite(c.op("upsert"), 1)
 		return nil
-	case mongo.IsDuplicateKeyError(err):
-		// Not final, and the _id holds a final record: the upsert found
-		// no match and its insert collided.
+	}
+	return c.putVersionReadBack(ctx, rec, err)
+}
+
+// putVersionReadBack settles PutVersion's failed write err by reading
+// rec's _id back.
+func (c *Collection) putVersionReadBack(ctx context.Context, rec *schedule.VersionRecord, err error) error {
+	// Not on ctx alone: a deadline that cut the write short would cut the
+	// read-back too.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var stored bson.Raw
+	rerr := c.c.FindOne(rctx, bson.D{{Key: "_id", Value: rec.ID}}).Decode(&stored)
+	switch {
+	case errors.Is(rerr, mongo.ErrNoDocuments):
+		// Not there: the write did not land (reads are strongly
+		// consistent).
+		return c.writeError("upsert into", err)
+	case rerr != nil:
+		if mongo.IsDuplicateKeyError(err) {
+			// MongoDB's answer for the guard's collision, when the
+			// read that would confirm it failed.
+			return fmt.Errorf("store: put %s into %s: a final record is there: %w", rec.ID, c.name, store.ErrConflict)
+		}
+		return fmt.Errorf("store: upsert into %s: %w: %w; reading _id %s back failed too: %v", c.name, store.ErrUnknownOutcome, err, rec.ID, rerr) //nolint:errorlint // the outcome is the write's
+	}
+	c.meter.Add(c.op("upsertCheck"), 1)
+	var got schedule.VersionRecord
+	if derr := bson.Unmarshal(stored, &got); derr != nil {
+		return fmt.Errorf("store: upsert into %s: %w; _id %s holds something else: %v", c.name, err, rec.ID, derr) //nolint:errorlint // the outcome is the write's
+	}
+	switch {
+	case sameVersionRecord(rec, &got):
+		return nil // ours landed; its answer was lost
+	case got.Final && !rec.Final:
 		return fmt.Errorf("store: put %s into %s: a final record is there: %w", rec.ID, c.name, store.ErrConflict)
 	}
+	// Another record, not final: ours would have replaced it, so it did
+	// not land.
 	return c.writeError("upsert into", err)
+}
+
+// sameVersionRecord reports whether stored is rec as the database keeps it
+// (times in milliseconds, UTC): rec is taken through BSON first.
+func sameVersionRecord(rec, stored *schedule.VersionRecord) bool {
+	raw, err := bson.Marshal(rec)
+	if err != nil {
+		return false
+	}
+	var ours schedule.VersionRecord
+	if err := bson.Unmarshal(raw, &ours); err != nil {
+		return false
+	}
+	return reflect.DeepEqual(&ours, stored)
 }
 
 // ListVersions implements store.Catalog.

@@ -38,6 +38,35 @@ func (s *suite) versions(t *testing.T) {
 			t.Fatalf("ListVersions = %+v, %v; want the one final update", page, err)
 		}
 	})
+	// PutVersion settles a failed write by reading the record back, not by
+	// MongoDB's duplicate-key code, which Firestore does not document.
+	t.Run("PutVersionGuardWhateverTheCode", func(t *testing.T) {
+		// The guard's refusal answered with another code than 11000:
+		// the final record is there, so it is the guard's conflict.
+		st := s.h.Open(t)
+		var b store.Backend = st
+		f := s.faultsFor(t, st)
+		if err := b.Catalog().PutVersion(t.Context(), rec("x", 2, true, schedule.ChangeUpdate)); err != nil {
+			t.Fatal(err)
+		}
+		f.Refuse(t, s.viewColl(t, schedule.VersionsCollection), 1, CodeInternal, "update")
+		onlyConflict(t, "a provisional record over a final one, refused with code 1", b.Catalog().PutVersion(t.Context(), rec("x", 2, false, schedule.ChangeDelete)))
+	})
+	t.Run("PutVersionLostAnswer", func(t *testing.T) {
+		// The record landed, and the answer was an error that nothing
+		// retries: read back, it is ours, and the put succeeded.
+		st := s.h.Open(t)
+		var b store.Backend = st
+		f := s.faultsFor(t, st)
+		f.LoseAnswer(t, s.viewColl(t, schedule.VersionsCollection), 1, CodeInternal, "update")
+		if err := b.Catalog().PutVersion(t.Context(), rec("x", 2, false, schedule.ChangeDelete)); err != nil {
+			t.Fatalf("a put that landed, answered code 1: %v; want nil (read back, it is there)", err)
+		}
+		page, _, err := b.Catalog().ListVersions(t.Context(), "x", 10, "")
+		if err != nil || len(page) != 1 || page[0].Op != schedule.ChangeDelete {
+			t.Fatalf("ListVersions = %+v, %v; want the one record", page, err)
+		}
+	})
 	t.Run("ListVersionsKeyset", func(t *testing.T) {
 		b := s.backend(t)
 		c := b.Catalog()
