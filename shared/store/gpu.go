@@ -83,7 +83,11 @@ type GPU interface {
 	// than by the head's id, so that racing dispatchers each take the next
 	// job instead of all fighting for one. tenant is as stored ("" for a
 	// job stored without one). Guard: such a job is queued; else an error
-	// wrapping ErrConflict. Errors as ClaimBestJob's.
+	// wrapping ErrConflict. Errors as ClaimBestJob's. No query of it may
+	// sort whole jobs in memory (Firestore caps a query's memory at 128
+	// MiB; payloads reach 256 KiB): with several types, it reads each
+	// type's head as its sort keys alone (one read per type), then claims
+	// within the best head's type, whose index gives the order.
 	ClaimTenantJob(ctx context.Context, tenant string, gpuTypes []string, slot gpumodel.Slot, secretHash string, now, leaseUntil time.Time) (gpumodel.Job, error)
 
 	// CountQueuedTenant counts tenant's queued jobs, up to limit (as

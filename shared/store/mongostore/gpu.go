@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -275,22 +276,88 @@ func (g gpuQueue) ClaimJob(ctx context.Context, id string, slot gpumodel.Slot, s
 	return job, nil
 }
 
+// ClaimTenantJob claims type by type, so that no query sorts whole job
+// documents. Firestore caps a query's memory at 128 MiB, and a job's
+// payload may be 256 KiB: with gpuType $in ahead of the sort fields, the
+// queue_tenant index (status, gpuType, tenant, priority desc, createdAt,
+// _id) cannot give the order across types, and the old single
+// findAndModify sorted the tenant's matching jobs, payloads and all, in
+// memory. Now, with more than one type, one probe per type reads that
+// type's head with a projection of the sort keys alone (one index entry
+// each, in index order); the best head's type is then claimed by a
+// findAndModify whose filter is all equalities on the index's prefix,
+// so its sort is the index's own order and it dispatches the type's best
+// job at write time, atomically: racing dispatchers each take the next
+// job, as before. When that type has nothing queued any more, the probes
+// run again (at most once per type, then ErrConflict).
 func (g gpuQueue) ClaimTenantJob(ctx context.Context, tenant string, gpuTypes []string, slot gpumodel.Slot, secretHash string, now, leaseUntil time.Time) (gpumodel.Job, error) {
-	types := make(bson.A, len(gpuTypes))
+	claim := func(typ string) (gpumodel.Job, error) {
+		var job gpumodel.Job
+		err := g.jobs().FindOneAndUpdate(ctx,
+			bson.D{{Key: "status", Value: gpumodel.StatusQueued}, {Key: "gpuType", Value: typ}, {Key: "tenant", Value: tenant}},
+			gpuDispatch(slot, secretHash, now, leaseUntil),
+			&job, options.FindOneAndUpdate().SetSort(gpuQueueOrder))
+		return job, err
+	}
+	switch len(gpuTypes) {
+	case 0:
+		return gpumodel.Job{}, fmt.Errorf("store: claim tenant %q job: no gpu type: %w", tenant, store.ErrConflict)
+	case 1:
+		return claim(gpuTypes[0])
+	}
+	var err error
+	for range gpuTypes {
+		typ, ok, perr := g.tenantBestType(ctx, tenant, gpuTypes)
+		if perr != nil {
+			return gpumodel.Job{}, perr
+		}
+		if !ok {
+			return gpumodel.Job{}, fmt.Errorf("store: claim tenant %q job: none of types %q queued: %w", tenant, gpuTypes, store.ErrConflict)
+		}
+		var job gpumodel.Job
+		job, err = claim(typ)
+		if !errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrContended) {
+			return job, err
+		}
+		// The type's last job went to another dispatcher (or was
+		// cancelled) since the probe: look again.
+	}
+	return gpumodel.Job{}, err
+}
+
+// gpuQueueKeys is the projection of a job onto the queue order's keys.
+var gpuQueueKeys = bson.D{{Key: "priority", Value: 1}, {Key: "createdAt", Value: 1}, {Key: "_id", Value: 1}}
+
+// tenantBestType reads the head of tenant's queue in each of gpuTypes, as
+// its sort keys alone, and returns the type of the best one (gpuBefore);
+// ok is false when none is queued. The probes run at once: one round trip.
+func (g gpuQueue) tenantBestType(ctx context.Context, tenant string, gpuTypes []string) (typ string, ok bool, err error) {
+	heads := make([]gpumodel.Job, len(gpuTypes))
+	errs := make([]error, len(gpuTypes))
+	var wg sync.WaitGroup
 	for i, t := range gpuTypes {
-		types[i] = t
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = g.jobs().FindOne(ctx,
+				bson.D{{Key: "status", Value: gpumodel.StatusQueued}, {Key: "gpuType", Value: t}, {Key: "tenant", Value: tenant}}, &heads[i],
+				options.FindOne().SetSort(gpuQueueOrder).SetProjection(gpuQueueKeys))
+		}()
 	}
-	// The queue_tenant index: equality on status and tenant, gpuType in a
-	// short list, then the queue order.
-	var job gpumodel.Job
-	err := g.jobs().FindOneAndUpdate(ctx,
-		bson.D{{Key: "status", Value: gpumodel.StatusQueued}, {Key: "gpuType", Value: bson.D{{Key: "$in", Value: types}}}, {Key: "tenant", Value: tenant}},
-		gpuDispatch(slot, secretHash, now, leaseUntil),
-		&job, options.FindOneAndUpdate().SetSort(gpuQueueOrder))
-	if err != nil {
-		return gpumodel.Job{}, err
+	wg.Wait()
+	var best gpumodel.Job
+	for i, t := range gpuTypes {
+		switch {
+		case errors.Is(errs[i], store.ErrNotFound):
+			continue
+		case errs[i] != nil:
+			return "", false, fmt.Errorf("store: head of tenant %q type %q: %w", tenant, t, errs[i])
+		}
+		if !ok || gpuBefore(heads[i], best) {
+			typ, best, ok = t, heads[i], true
+		}
 	}
-	return job, nil
+	return typ, ok, nil
 }
 
 // gpuDispatch is the update that dispatches a queued job to slot: the
