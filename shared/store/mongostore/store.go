@@ -430,24 +430,35 @@ func (c *Collection) Find(ctx context.Context, filter any, out any, opts ...opti
 // Count counts matching documents. Firestore bills a count like the reads
 // behind it, so the result is metered.
 func (c *Collection) Count(ctx context.Context, filter any) (int64, error) {
-	n, err := c.c.CountDocuments(ctx, filter)
-	if err != nil {
-		return 0, fmt.Errorf("store: count %s: %w", c.name, err)
-	}
-	c.meter.Add(c.op("count"), n)
-	return n, nil
+	return c.CountLimit(ctx, filter, 0)
 }
 
 // CountLimit is Count stopping at limit matches (limit ≤ 0: no limit), so
 // its reads are bounded by limit.
+//
+// It sends the count command ({count, query, limit}), which Firestore
+// with MongoDB compatibility lists among its supported commands
+// (https://cloud.google.com/firestore/mongodb-compatibility/docs/supported-features,
+// "Commands"), and not the driver's CountDocuments, whose aggregate of
+// $match, $group with $sum, and $skip/$limit is a pipeline shape Google
+// does not state it serves.
 func (c *Collection) CountLimit(ctx context.Context, filter any, limit int64) (int64, error) {
-	o := options.Count()
-	if limit > 0 {
-		o.SetLimit(limit)
+	if filter == nil {
+		filter = bson.D{}
 	}
-	n, err := c.c.CountDocuments(ctx, filter, o)
-	if err != nil {
+	cmd := bson.D{{Key: "count", Value: c.c.Name()}, {Key: "query", Value: filter}}
+	if limit > 0 {
+		cmd = append(cmd, bson.E{Key: "limit", Value: limit})
+	}
+	var res struct {
+		N bson.RawValue `bson:"n"`
+	}
+	if err := c.c.Database().RunCommand(ctx, cmd).Decode(&res); err != nil {
 		return 0, fmt.Errorf("store: count %s: %w", c.name, err)
+	}
+	n, ok := res.N.AsInt64OK()
+	if !ok {
+		return 0, fmt.Errorf("store: count %s: the answer's n is %s, not a number", c.name, res.N.Type)
 	}
 	c.meter.Add(c.op("count"), n)
 	return n, nil
