@@ -109,6 +109,23 @@ func TestWritesRetriedAfterAborted(t *testing.T) {
 			t.Errorf("n = %d, want 1", n)
 		}
 	})
+	t.Run("bounded, fence newer", func(t *testing.T) {
+		// The write a stale holder contended with may be the newer
+		// holder's: when its 112s run out, the fence is checked as after
+		// a miss, and a newer fence is a stale fence, not contention.
+		st, c := faultRig(t)
+		if err := c.FencedUpdate(ctx, bson.D{{Key: "_id", Value: "j"}}, store.Fence{Epoch: 5}, inc("n")); err != nil {
+			t.Fatal(err)
+		}
+		emutest.FailCommandCode(t, st, "jobs", "alwaysOn", 112, "update")
+		err := c.FencedUpdate(ctx, bson.D{{Key: "_id", Value: "j"}}, store.Fence{Epoch: 3}, inc("n"))
+		if !errors.Is(err, store.ErrStaleFence) || errors.Is(err, store.ErrContended) {
+			t.Fatalf("stale fenced update under a 112 that never ends = %v, want ErrStaleFence", err)
+		}
+		if code := errcode.Code(err); code != errcode.StaleFence {
+			t.Errorf("code %v, want StaleFence", code)
+		}
+	})
 }
 
 // TestConditionalWriteAfterDeadlineIsNotConflict: a conditional write
