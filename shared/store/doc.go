@@ -2,7 +2,7 @@
 // database: the domain-shaped interfaces (Backend and its views Schedules,
 // Runs, Catalog and GPU), the fencing token (Fence), the Meter that counts
 // documents read and written, and the errors every implementation returns
-// (ErrNotFound, ErrConflict, ErrStaleFence, ErrUnknownOutcome,
+// (ErrNotFound, ErrConflict, ErrStaleFence, ErrContended, ErrUnknownOutcome,
 // ErrBadPageToken), each carrying an errcode.Code that the HTTP layer
 // answers by.
 //
