@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/wire"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -193,6 +194,16 @@ func Open(ctx context.Context, uri string, o Options) (*Store, error) {
 		return nil, err
 	}
 	copts := options.Client().ApplyURI(norm).SetRetryWrites(false).SetRetryReads(true)
+	// The wire inventory (docs/emulators-mongo.md): off unless
+	// BATON_MONGO_WIRELOG names a directory, and then only a monitor
+	// that notes each command's shape once.
+	rec, err := wire.FromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	if rec != nil {
+		copts.SetMonitor(rec.Monitor(copts.Monitor))
+	}
 	client, err := mongo.Connect(copts)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", redact(uri), err)
