@@ -76,8 +76,12 @@ type Refused struct {
 	Fallback string
 }
 
-func cmd(name, url, note string) Entry { return Entry{Kind: wire.KindCommand, Name: name, URL: url, Note: note} }
-func opt(name, url, note string) Entry { return Entry{Kind: wire.KindOption, Name: name, URL: url, Note: note} }
+func cmd(name, url, note string) Entry {
+	return Entry{Kind: wire.KindCommand, Name: name, URL: url, Note: note}
+}
+func opt(name, url, note string) Entry {
+	return Entry{Kind: wire.KindOption, Name: name, URL: url, Note: note}
+}
 func unstated(k wire.Kind, name, note string) Entry {
 	return Entry{Kind: k, Name: name, URL: urlFeatures, Unstated: true, Note: note}
 }
