@@ -194,7 +194,6 @@ var Allowlist = concat(
 		opt("listCollections.cursor", urlFeatures, "listCollections: Yes"),
 		opt("listCollections.authorizedCollections", urlFeatures, "listCollections: Yes"),
 		opt("listDatabases.nameOnly", urlFeatures, "listDatabases: Yes"),
-		opt("explain.explain", urlFeatures, "explain: Yes"),
 		opt("explain.verbosity", urlFeatures, "explain: Yes"),
 		opt("endSessions.*", urlFeatures, "endSessions: Yes"),
 		opt("hello.*", urlFeatures, "the driver's handshake fields (client metadata, loadBalanced, compression, …)"),

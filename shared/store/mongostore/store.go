@@ -47,6 +47,10 @@ type Options struct {
 	// conformance suite sets it to run in a shared database without
 	// touching baton's own collections.
 	CollectionPrefix string
+	// Recorder notes the shape of every command the store sends (the
+	// wire inventory, docs/emulators-mongo.md). Nil means the process's
+	// recorder when BATON_MONGO_WIRELOG is set, and none otherwise.
+	Recorder *wire.Recorder
 }
 
 // Store is a connected database handle. It is safe for concurrent use.
@@ -197,9 +201,11 @@ func Open(ctx context.Context, uri string, o Options) (*Store, error) {
 	// The wire inventory (docs/emulators-mongo.md): off unless
 	// BATON_MONGO_WIRELOG names a directory, and then only a monitor
 	// that notes each command's shape once.
-	rec, err := wire.FromEnv()
-	if err != nil {
-		return nil, fmt.Errorf("store: open: %w", err)
+	rec := o.Recorder
+	if rec == nil {
+		if rec, err = wire.FromEnv(); err != nil {
+			return nil, fmt.Errorf("store: open: %w", err)
+		}
 	}
 	if rec != nil {
 		copts.SetMonitor(rec.Monitor(copts.Monitor))

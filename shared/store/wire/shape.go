@@ -129,7 +129,9 @@ func Of(cmd bson.Raw, seqs Sequences) Shape {
 	}
 	name := elems[0].Key()
 	x.shape.Command = name
-	fields := map[string]bson.RawValue{}
+	// The command's own value (a collection name, or explain's command)
+	// is read by its name, and is no option.
+	fields := map[string]bson.RawValue{name: elems[0].Value()}
 	for _, e := range elems[1:] {
 		k := e.Key()
 		if Plumbing[k] {
