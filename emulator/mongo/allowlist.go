@@ -17,6 +17,7 @@ package mongo
 // inventory" table is generated from both.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"strings"
@@ -399,7 +400,7 @@ func sequences(c command) wire.Sequences {
 		}
 		if kind == 1 {
 			sec := raw[p+4 : p+size]
-			nul := strings.IndexByte(string(sec), 0)
+			nul := bytes.IndexByte(sec, 0)
 			if nul >= 0 {
 				id := string(sec[:nul])
 				docs := sec[nul+1:]

@@ -67,6 +67,17 @@ func TestWireInventory(t *testing.T) {
 		// suite, the whole surface of the store, in-process.
 		t.Logf("no recordings in %q: recording the store's conformance suite in-process", dir)
 		shapes = recordConformance(t)
+		// A recorder that saw nothing would pass anything: the
+		// suite uses every kind of command the store has.
+		got := map[string]bool{}
+		for _, r := range shapes {
+			got[r.shape.Command] = true
+		}
+		for _, c := range []string{"find", "insert", "update", "delete", "findAndModify", "aggregate"} {
+			if !got[c] {
+				t.Errorf("the in-process recording has no %s command: is the store's command monitor installed?", c)
+			}
+		}
 	}
 	inv := readInventory(t)
 	seen := map[use]bool{}
