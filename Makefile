@@ -5,7 +5,7 @@ ARGS      ?=
 # the race detector; the others run without it, so no package runs twice.
 RACE_PKGS := ./shared/lease/... ./shared/store/... ./shared/catalog/... ./shared/scheduler/... ./shared/gpu/... ./emulator/... ./cmd/gpu-worker/...
 
-.PHONY: run test test-unit test-race vet lint fmt-check fmt build package deploy tf-check bench screenshots
+.PHONY: run test test-unit test-race vet lint fmt-check fmt build package deploy tf-check bench screenshots wire-reset wire-check wire-inventory
 
 # golangci-lint, pinned; make lint installs it from the Go module proxy on
 # first use (into GOPATH/bin), so a fresh machine needs nothing else.
@@ -15,7 +15,30 @@ GOLANGCI_LINT         := $(shell $(GO) env GOPATH)/bin/golangci-lint
 run:
 	@$(GO) run ./cmd/baton local $(ARGS)
 
-test: fmt-check vet lint test-unit test-race
+test: fmt-check vet lint wire-reset test-unit test-race wire-check
+
+# The wire inventory (docs/emulators-mongo.md): while the tests run, every
+# store records the shape of each command it sends into WIRELOG (one file
+# per test binary, one line per distinct shape); wire-check then fails on
+# any command, option, stage or operator that is not on the Mongo
+# emulator's allowlist. It runs with -race, as test-race built that
+# package, so it reuses the build.
+WIRELOG := $(CURDIR)/.wirelog
+
+wire-reset:
+	@rm -rf "$(WIRELOG)"
+
+wire-check:
+	BATON_WIRECHECK="$(WIRELOG)" $(GO) test -race -count=1 -run '^TestWireInventory$$' ./emulator/mongo/
+
+# Rewrites the checked-in inventory and its table in docs/emulators-mongo.md
+# from the last make test's recordings (or, without any, from the store,
+# scheduler, catalog and GPU suites run now).
+wire-inventory:
+	@if ! ls "$(WIRELOG)"/*.jsonl >/dev/null 2>&1; then \
+		BATON_MONGO_WIRELOG="$(WIRELOG)" $(GO) test -count=1 ./shared/store/... ./shared/scheduler/... ./shared/catalog/... ./shared/gpu/...; \
+	fi
+	BATON_WIRECHECK="$(WIRELOG)" BATON_WIRECHECK_UPDATE=1 $(GO) test -count=1 -run '^TestWireInventory$$' ./emulator/mongo/
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -36,10 +59,10 @@ lint:
 
 test-unit:
 	@pkgs=$$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PKGS))"); \
-	$(GO) test -count=1 $$pkgs
+	BATON_MONGO_WIRELOG="$(WIRELOG)" $(GO) test -count=1 $$pkgs
 
 test-race:
-	$(GO) test -race -count=1 $(RACE_PKGS)
+	BATON_MONGO_WIRELOG="$(WIRELOG)" $(GO) test -race -count=1 $(RACE_PKGS)
 
 build:
 	$(GO) build ./...

@@ -12,6 +12,9 @@
 //   - Firestore refuses things FerretDB accepts or fakes. The front answers
 //     retryable writes (any command carrying txnNumber), transactions and
 //     $changeStream with an error that says why, and forwards nothing.
+//     In strict mode it also refuses any command, option, stage or
+//     operator that Google's pages do not list as supported: the
+//     allowlist (allowlist.go), one entry per feature with its page.
 //
 // For fault tests, the front also implements mongod's failCommand fail
 // point (configureFailPoint), with a namespace filter of baton's own

@@ -63,6 +63,9 @@ type front struct {
 	writeMu sync.Mutex
 	// fail is the failCommand fail point (failpoint.go).
 	fail failPoint
+	// strict turns the allowlist (allowlist.go) on: every command is
+	// checked against Google's list of supported features.
+	strict bool
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -84,7 +87,7 @@ func startFront(addr, backendURI string, logger *slog.Logger) (string, func() er
 	if err != nil {
 		return "", nil, fmt.Errorf("mongo emulator: front: listen %s: %w", addr, err)
 	}
-	f := &front{ln: ln, backend: u.Host, logger: logger, conns: map[net.Conn]struct{}{}}
+	f := &front{ln: ln, backend: u.Host, logger: logger, conns: map[net.Conn]struct{}{}, strict: true}
 	f.wg.Add(1)
 	go f.accept()
 	return "mongodb://" + ln.Addr().String() + "/", f.close, nil
@@ -195,6 +198,7 @@ func (f *front) handle(req message, client, backend net.Conn, br *bufio.Reader) 
 	if cmd.name == "configureFailPoint" {
 		return f.answer(req, cmd, client, f.fail.configure(cmd.body))
 	}
+	cmd.strict = f.strict
 	r := cmd.refusal()
 	var act failAction
 	if r == nil {
@@ -314,13 +318,18 @@ type command struct {
 	body       bson.Raw
 	write      bool
 	moreToCome bool
+	// raw is the whole message, for the allowlist to read an OP_MSG's
+	// document sequences, which body leaves out.
+	raw []byte
+	// strict: refusal also applies the allowlist.
+	strict bool
 }
 
 // inspect parses a request far enough to classify it. Only OP_MSG and
 // OP_QUERY (legacy handshakes) are accepted: the front never advertises
 // compression, so OP_COMPRESSED means a client that ignored the handshake.
 func inspect(m message) (command, error) {
-	c := command{opCode: m.opCode}
+	c := command{opCode: m.opCode, raw: m.raw}
 	switch m.opCode {
 	case opMsg:
 		body, flags, err := parseOpMsg(m.raw)
@@ -465,6 +474,9 @@ func (c command) refusal() *refusal {
 		return &refusal{codeChangeStreamNotHere, codeNameChangeStream,
 			"$changeStream is not supported: baton's Firestore emulator has no change streams " +
 				"(Firestore offers them only as a preview that must be created with gcloud first); poll on (updatedAt, _id) instead"}
+	}
+	if c.strict {
+		return allowlistRefusal(c)
 	}
 	return nil
 }

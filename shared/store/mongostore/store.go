@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/wire"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -46,6 +47,10 @@ type Options struct {
 	// conformance suite sets it to run in a shared database without
 	// touching baton's own collections.
 	CollectionPrefix string
+	// Recorder notes the shape of every command the store sends (the
+	// wire inventory, docs/emulators-mongo.md). Nil means the process's
+	// recorder when BATON_MONGO_WIRELOG is set, and none otherwise.
+	Recorder *wire.Recorder
 }
 
 // Store is a connected database handle. It is safe for concurrent use.
@@ -187,7 +192,8 @@ func Open(ctx context.Context, uri string, o Options) (*Store, error) {
 	return open(ctx, uri, o, nil)
 }
 
-// open is Open, with tune (when set) applied to the client's options last:
+// open is Open, with tune (when set) applied to the client's options before
+// the wire recorder, which chains any monitor tune set:
 // the package's tests record the wire with it.
 func open(ctx context.Context, uri string, o Options, tune func(*options.ClientOptions)) (*Store, error) {
 	norm, err := NormalizeURI(uri)
@@ -209,6 +215,18 @@ func open(ctx context.Context, uri string, o Options, tune func(*options.ClientO
 	copts := options.Client().ApplyURI(norm).SetRetryWrites(false).SetRetryReads(true)
 	if tune != nil {
 		tune(copts)
+	}
+	// The wire inventory (docs/emulators-mongo.md): off unless
+	// BATON_MONGO_WIRELOG names a directory, and then only a monitor
+	// that notes each command's shape once.
+	rec := o.Recorder
+	if rec == nil {
+		if rec, err = wire.FromEnv(); err != nil {
+			return nil, fmt.Errorf("store: open: %w", err)
+		}
+	}
+	if rec != nil {
+		copts.SetMonitor(rec.Monitor(copts.Monitor))
 	}
 	client, err := mongo.Connect(copts)
 	if err != nil {
