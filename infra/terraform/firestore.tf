@@ -47,11 +47,13 @@ locals {
   # Equality lookups by `_id` alone (a run, a GPU job or slot, a schedule
   # version, read or written by its id) have no index here: `_id` is the
   # document's own key, and Firestore reads a document by key from primary
-  # storage, as its $lookup does ("LookupById: Performs a join by looking up
-  # documents in a foreign collection by their ID"; "TableAccess: Back-joins
+  # storage, as its $lookup does. Query Explain's reference has the nodes:
+  # "LookupById: Performs a join by looking up documents in a foreign
+  # collection by their ID"; "Values: ... Used primarily when a set list of
+  # documents is provided as the input to a query"; "TableAccess: Back-joins
   # the supplied row's identifier to the actual row contents from primary
-  # storage",
-  # https://firebase.google.com/docs/firestore/enterprise/query-explain-reference).
+  # storage"
+  # (https://firebase.google.com/docs/firestore/enterprise/query-explain-reference).
   # Google does not state it for find({_id: x}) in as many words; an explain
   # of such a lookup on the real database settles it.
   firestore_indexes = [
