@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/store/mongostore"
@@ -693,6 +694,21 @@ func checkFirestore(m *tfModule) []string {
 		if fe := b.Body.Attributes["for_each"]; fe == nil || !strings.Contains(m.text(fe.Expr), "local.firestore_indexes") {
 			problems = append(problems, name+": indexes must come from local.firestore_indexes, the one list to compare with the code")
 		}
+		// The list spells the document id as the code does (_id); the
+		// resource declares it as var.index_id_field, __name__ unless the
+		// operator's apply refused that (issue 26, finding 3).
+		if fp := attr(b, "fields", "field_path"); fp == nil || m.text(fp.Expr) != strings.Join(strings.Fields(idFieldPath), "") {
+			got := "nothing"
+			if fp != nil {
+				got = m.text(fp.Expr)
+			}
+			problems = append(problems, fmt.Sprintf("%s: fields.field_path must be %s, got %s", name, idFieldPath, got))
+		}
+	}
+	if v := m.variables["index_id_field"]; v == nil {
+		problems = append(problems, "variable index_id_field is missing")
+	} else if d := v.Body.Attributes["default"]; d == nil || m.text(d.Expr) != `"__name__"` {
+		problems = append(problems, `variable index_id_field must default to "__name__", the field path Google's admin API documents`)
 	}
 	if n == 0 {
 		problems = append(problems, "no google_firestore_index")
@@ -700,6 +716,10 @@ func checkFirestore(m *tfModule) []string {
 	sort.Strings(problems)
 	return problems
 }
+
+// idFieldPath is the field_path expression of google_firestore_index.baton:
+// the code's _id becomes var.index_id_field, every other path stays.
+const idFieldPath = `fields.value.path == "_id" ? var.index_id_field : fields.value.path`
 
 // indexPackages are the packages whose Indexes the deployment must declare,
 // by directory under shared/. codeIndexes refuses to run when another
@@ -728,32 +748,60 @@ func codeIndexes() ([]string, error) {
 	}
 	set := map[string]bool{}
 	for _, ix := range all {
-		var fields []string
-		for _, k := range ix.Keys {
-			var dir int64
-			switch v := k.Value.(type) {
-			case int:
-				dir = int64(v)
-			case int32:
-				dir = int64(v)
-			case int64:
-				dir = v
-			default:
-				return nil, fmt.Errorf("index %s.%s: key %s has direction %v (%T); Terraform can only express 1 and -1", ix.Collection, ix.Name, k.Key, k.Value, k.Value)
-			}
-			order := map[int64]string{1: "ASCENDING", -1: "DESCENDING"}[dir]
-			if order == "" {
-				return nil, fmt.Errorf("index %s.%s: key %s has direction %d", ix.Collection, ix.Name, k.Key, dir)
-			}
-			fields = append(fields, k.Key+" "+order)
-		}
-		key := ix.Collection + "(" + strings.Join(fields, ", ") + ")"
-		if ix.Unique {
-			key += " unique"
+		key, err := indexString(ix)
+		if err != nil {
+			return nil, err
 		}
 		set[key] = true
 	}
 	return sortedKeys(set), nil
+}
+
+// indexString spells ix as local.firestore_indexes does
+// ("runs(scheduleId ASCENDING, _id DESCENDING)"), or says why Terraform
+// cannot declare it.
+func indexString(ix mongostore.Index) (string, error) {
+	var fields []string
+	for i, k := range ix.Keys {
+		var dir int64
+		switch v := k.Value.(type) {
+		case int:
+			dir = int64(v)
+		case int32:
+			dir = int64(v)
+		case int64:
+			dir = v
+		default:
+			return "", fmt.Errorf("index %s.%s: key %s has direction %v (%T); Terraform can only express 1 and -1", ix.Collection, ix.Name, k.Key, k.Value, k.Value)
+		}
+		order := map[int64]string{1: "ASCENDING", -1: "DESCENDING"}[dir]
+		if order == "" {
+			return "", fmt.Errorf("index %s.%s: key %s has direction %d", ix.Collection, ix.Name, k.Key, dir)
+		}
+		// Firestore's admin API takes the document name (__name__, which
+		// Terraform declares for _id by default) only as the last field.
+		if k.Key == "_id" && i != len(ix.Keys)-1 {
+			return "", fmt.Errorf("index %s.%s: _id is key %d of %d; Firestore takes the document name (__name__) only as an index's last field", ix.Collection, ix.Name, i+1, len(ix.Keys))
+		}
+		fields = append(fields, k.Key+" "+order)
+	}
+	key := ix.Collection + "(" + strings.Join(fields, ", ") + ")"
+	if ix.Unique {
+		key += " unique"
+	}
+	return key, nil
+}
+
+// TestIndexIDOnlyLast: an index of the code that sorts on _id before another
+// field could not be declared in the __name__ form, so it is refused.
+func TestIndexIDOnlyLast(t *testing.T) {
+	if _, err := indexString(mongostore.Index{Collection: "runs", Name: "x", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "_id", Value: -1}}}); err != nil {
+		t.Errorf("_id last: %v", err)
+	}
+	_, err := indexString(mongostore.Index{Collection: "runs", Name: "x", Keys: bson.D{{Key: "_id", Value: 1}, {Key: "fireTime", Value: -1}}})
+	if err == nil || !strings.Contains(err.Error(), "only as an index's last field") {
+		t.Errorf("_id first: got %v, want the last-field refusal", err)
+	}
 }
 
 // packagesDeclaringIndexes lists the directories under root whose non-test
@@ -1640,6 +1688,12 @@ func TestTerraformRulesFail(t *testing.T) {
 			`{ path = "status", order = "ASCENDING" }, { path = "sweepAt", order = "ASCENDING" }`,
 			`{ path = "status", order = "ASCENDING" }, { path = "heartbeatAt", order = "ASCENDING" }`,
 			"local.firestore_indexes has runs(status ASCENDING, heartbeatAt ASCENDING), which no code declares"},
+		{"index names _id whatever the variable says", "firestore", "firestore.tf",
+			`field_path = fields.value.path == "_id" ? var.index_id_field : fields.value.path`, `field_path = fields.value.path`,
+			"fields.field_path must be " + idFieldPath + ", got fields.value.path"},
+		{"index_id_field defaults to _id", "firestore", "variables.tf",
+			`default     = "__name__"`, `default     = "_id"`,
+			`variable index_id_field must default to "__name__"`},
 		{"index missing", "indexes", "firestore.tf",
 			"    { collection = \"gpu_slots\", fields = [{ path = \"leaseUntil\", order = \"ASCENDING\" }, { path = \"_id\", order = \"ASCENDING\" }] },\n", "",
 			"local.firestore_indexes lacks gpu_slots(leaseUntil ASCENDING, _id ASCENDING), which the code declares"},

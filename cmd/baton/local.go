@@ -51,6 +51,9 @@ emulator (gRPC) to which Tick hands each decided run and which delivers it
 to /Run with the real headers, and
 --gpu-workers local GPU workers that run --gpu-command on the CPU.
 
+http targets may call loopback (127.0.0.1, localhost, ::1) and, beside it,
+the hosts on BATON_ALLOWED_TARGETS, as in the cloud.
+
 It prints export lines on stdout (and writes them to DATA_DIR/env), so another
 shell can run:  . .baton/env
 Logs go to stderr (--log-format: text on a terminal, else JSON). SIGINT or SIGTERM shuts down cleanly: the tick and

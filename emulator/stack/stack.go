@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,7 @@ import (
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/metrics"
+	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store/mongostore"
 	"github.com/baton-cron/baton/shared/taskqueue"
 )
@@ -245,11 +247,14 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			return nil, err
 		}
 	}
+	allowed, err := allowedTargets()
+	if err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
 	deps := &functions.Deps{
 		Store: s.store, Storage: s.storage, Bucket: cfg.Bucket, Token: cfg.Token, Logger: cfg.Logger,
-		PageSecret: pageSecret,
-		// Local targets live on this machine; nothing else is allowed.
-		AllowedTargets: []string{"127.0.0.1", "localhost", "::1"},
+		PageSecret:     pageSecret,
+		AllowedTargets: allowed,
 		GPUPool:        pool,
 		GPUWeights:     config.Get(config.EnvGPUWeights),
 		GPUQuotas:      config.Get(config.EnvGPUQuotas),
@@ -341,8 +346,27 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 	}
 	s.Scheduler.Start()
-	cfg.Logger.Info("stack: up", "url", s.URL, "mongo", s.MongoURI, "storage", s.StorageHost, "bucket", s.Bucket, "tasks", s.TasksHost, "tick", cfg.Tick.String(), "functions", functions.Names(), "gpuPool", pool)
+	cfg.Logger.Info("stack: up", "url", s.URL, "mongo", s.MongoURI, "storage", s.StorageHost, "bucket", s.Bucket, "tasks", s.TasksHost, "tick", cfg.Tick.String(), "functions", functions.Names(), "gpuPool", pool, "allowedTargets", allowed)
 	return s, nil
+}
+
+// loopbackTargets are the hosts every local stack lets http targets call:
+// a laptop's own services are the usual local targets.
+var loopbackTargets = []string{"127.0.0.1", "localhost", "::1"}
+
+// allowedTargets is the local stack's http target allowlist: loopback, and
+// beside it the entries of BATON_ALLOWED_TARGETS, as the README lists that
+// variable for the functions the stack runs. A user trying a schedule on a
+// public API sets the variable as in the cloud, and the stack must not
+// answer 400 "not on the allowlist" for a host the user listed. A malformed
+// entry is an error naming the variable, as the deployed functions refuse
+// to start on one (functions.FromEnv).
+func allowedTargets() ([]string, error) {
+	extra := config.List(config.EnvAllowedTargets)
+	if err := schedule.CheckAllowlist(extra); err != nil {
+		return nil, fmt.Errorf("%s: %w", config.EnvAllowedTargets, err)
+	}
+	return append(slices.Clone(loopbackTargets), extra...), nil
 }
 
 func withDefaults(cfg Config) Config {

@@ -1,12 +1,15 @@
 package stack_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +21,7 @@ import (
 	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/emulator/scheduler"
 	"github.com/baton-cron/baton/emulator/stack"
+	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/store"
 	"github.com/baton-cron/baton/shared/store/mongostore"
 )
@@ -300,4 +304,66 @@ func keysOf(d bson.D) string {
 		fmt.Fprintf(&b, "%s:%v,", e.Key, e.Value)
 	}
 	return b.String()
+}
+
+// TestAllowedTargetsBesideLoopback is finding 10 of issue 26: a user who
+// sets BATON_ALLOWED_TARGETS for baton local gets schedules calling that
+// host accepted, and loopback stays allowed beside it. No tick runs, so
+// nothing is ever sent to the listed host.
+func TestAllowedTargetsBesideLoopback(t *testing.T) {
+	t.Setenv(config.EnvAllowedTargets, "example.com, *.svc.example.net:8443")
+	s := start(t, stack.Config{Tick: -1})
+	defer closeStack(t, s)
+
+	for _, want := range []string{"127.0.0.1", "localhost", "::1", "example.com", "*.svc.example.net:8443"} {
+		if !slices.Contains(s.Deps.AllowedTargets, want) {
+			t.Errorf("allowlist %q lacks %q", s.Deps.AllowedTargets, want)
+		}
+	}
+	put := func(id, url string) (int, string) {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"id": id, "cron": "@hourly",
+			"target": map[string]any{"type": "http", "http": map[string]any{"url": url}}})
+		req, _ := http.NewRequest(http.MethodPost, s.URL+"/Schedules/schedules", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+s.Token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("POST schedule %s: %v", id, err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	for _, c := range []struct {
+		id, url string
+		want    int
+	}{
+		{"listed", "https://example.com/", http.StatusCreated},
+		{"wildcard", "https://api.svc.example.net:8443/hook", http.StatusCreated},
+		{"loopback", "http://127.0.0.1:9/", http.StatusCreated},
+		{"localhost", "http://localhost:9/", http.StatusCreated},
+		{"unlisted", "https://example.org/", http.StatusBadRequest},
+	} {
+		if code, body := put(c.id, c.url); code != c.want {
+			t.Errorf("schedule %s calling %s: %d %s, want %d", c.id, c.url, code, body, c.want)
+		}
+	}
+}
+
+// TestMalformedAllowedTargetsStopsStart: a typo in the allowlist would
+// refuse that target forever, so the local stack, like the deployed
+// functions, refuses to start and names the variable.
+func TestMalformedAllowedTargetsStopsStart(t *testing.T) {
+	t.Setenv(config.EnvAllowedTargets, "https://example.com/")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := stack.Start(ctx, stack.Config{Addr: "127.0.0.1:0", Tick: -1})
+	if err == nil {
+		closeStack(t, s)
+		t.Fatal("stack.Start with a malformed BATON_ALLOWED_TARGETS: nil error")
+	}
+	if !strings.Contains(err.Error(), config.EnvAllowedTargets) {
+		t.Errorf("error %q does not name %s", err, config.EnvAllowedTargets)
+	}
 }

@@ -17,18 +17,45 @@ resource "google_firestore_database" "baton" {
 locals {
   # The indexes baton's queries need: exactly the mongostore.Index values the code
   # declares (mongostore.SchedulerIndexes, mongostore.GPUIndexes), which
-  # tests/terraform_test.go compares with this list. In the Enterprise
-  # edition a query without its index still runs, as a scan billed for every
-  # document it reads, and no index exists until one is declared: not even
-  # on `_id`, which Firestore with MongoDB compatibility keeps unique but
-  # does not index ("Behavior differences", Indexes). `_id` is the keyset
-  # tie-breaker below and the whole key of the schedule list. It is given as
-  # the field path `_id`, the name the MongoDB API's createIndex uses; the
-  # admin API documents `__name__` (the document name, from which Query
-  # Explain computes `_id`) as the implicit last field of every index. This
-  # was checked against the provider schema and validate, not a live
-  # database (there is no cloud access here): should Firestore refuse `_id`
-  # as an index field path, use `__name__` in its place.
+  # tests/terraform_test.go compares with this list, in the code's own
+  # spelling: `_id` stands for the document's id. In the Enterprise edition a
+  # query without its index still runs, as a scan billed for every document
+  # it reads, and no index exists until one is declared, not even on `_id`:
+  #
+  #   "Cloud Firestore with MongoDB compatibility does not automatically
+  #   create an index on _id, but it ensures values of _id are unique within
+  #   a collection."
+  #   https://firebase.google.com/docs/firestore/enterprise/behavior-differences#indexes
+  #
+  # 19 of these name `_id`, always as the last field: the whole key of the
+  # schedule and calendar lists, the keyset order or its tie-breaker in the
+  # other 17. The resource
+  # below declares it as var.index_id_field, by default `__name__`, the field
+  # path the admin API documents for the document name, from which Firestore
+  # computes `_id` (Query Explain: `$__id__1: _id($__key__)`):
+  #
+  #   "The last field entry is always for the field path __name__. If, on
+  #   creation, __name__ was not specified as the last field, it will be added
+  #   automatically with the same direction as that of the last field
+  #   defined."
+  #   https://firebase.google.com/docs/firestore/reference/rest/v1/projects.databases.collectionGroups.indexes
+  #
+  # No Google page shows `_id` as a field_path of google_firestore_index; an
+  # operator whose apply refuses `__name__` sets index_id_field = "_id" (the
+  # name the MongoDB API's createIndex uses). baton doctor matches either.
+  #
+  # Equality lookups by `_id` alone (a run, a GPU job or slot, a schedule
+  # version, read or written by its id) have no index here: `_id` is the
+  # document's own key, and Firestore reads a document by key from primary
+  # storage, as its $lookup does. Query Explain's reference has the nodes:
+  # "LookupById: Performs a join by looking up documents in a foreign
+  # collection by their ID"; "Values: ... Used primarily when a set list of
+  # documents is provided as the input to a query"; "TableAccess: Back-joins
+  # the supplied row's identifier to the actual row contents from primary
+  # storage"
+  # (https://firebase.google.com/docs/firestore/enterprise/query-explain-reference).
+  # Google does not state it for find({_id: x}) in as many words; an explain
+  # of such a lookup on the real database settles it.
   firestore_indexes = [
     # scheduler: due schedules, keyset on (nextRunAt, _id).
     { collection = "schedules", fields = [{ path = "enabled", order = "ASCENDING" }, { path = "nextRunAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
@@ -88,6 +115,8 @@ locals {
 }
 
 resource "google_firestore_index" "baton" {
+  # Keyed by the code's spelling, so that the addresses (which baton doctor
+  # prints) stay the same whatever index_id_field says.
   for_each = { for ix in local.firestore_indexes : "${ix.collection}(${join(",", [for f in ix.fields : "${f.path} ${f.order}"])})" => ix }
 
   project     = var.project
@@ -101,7 +130,8 @@ resource "google_firestore_index" "baton" {
   dynamic "fields" {
     for_each = each.value.fields
     content {
-      field_path = fields.value.path
+      # The code's `_id` is declared as index_id_field (see above).
+      field_path = fields.value.path == "_id" ? var.index_id_field : fields.value.path
       order      = fields.value.order
     }
   }

@@ -504,6 +504,17 @@ variable "change_stream" {
   default     = true
 }
 
+variable "index_id_field" {
+  description = "Field path under which the Firestore indexes name the document's _id (the last field of 19 of them: the keyset tie-breaker, or the whole key of the schedule and calendar lists). \"__name__\" (the default) is the form Google documents: the admin API ends every index with __name__, the document name from which Firestore computes _id. \"_id\" is the field name the MongoDB API's createIndex uses. Set \"_id\" only if terraform apply refuses a google_firestore_index.baton whose fields name __name__, then apply again: each of those 19 indexes is replaced, and its queries are scans until the new one is READY. baton doctor accepts either form."
+  type        = string
+  default     = "__name__"
+
+  validation {
+    condition     = contains(["__name__", "_id"], var.index_id_field)
+    error_message = "index_id_field must be \"__name__\" (the admin API's documented field path for the document name) or \"_id\" (the MongoDB API's field name)."
+  }
+}
+
 variable "propagation_wait_seconds" {
   description = "Seconds to wait after enabling the APIs and again after the IAM grants that builds and services need at start, before using them (a local-exec sleep on the machine running terraform, only when those resources are created or changed). Google documents that enabled APIs and IAM changes take minutes to propagate; 0 creates no wait at all and runs nothing (a project whose APIs and grants already exist, or a runner without sleep), and a failure then is fixed by applying again."
   type        = number

@@ -223,10 +223,15 @@ func cloudIndexes(ctx context.Context, cl *admin.FirestoreAdminClient, c CloudCo
 }
 
 // matchIndex finds ix among the listed indexes: the MongoDB-compatible API
-// scope and the same fields in the same order. Firestore may end an index
-// with __name__ (the document name, its own tie-breaker), which the code
-// does not declare, so a trailing __name__ is ignored. Of several matches the
-// READY one wins, so that a stray duplicate does not hide a good index.
+// scope and the same fields in the same order. The code names the document
+// id _id; Terraform declares it as __name__ by default and as _id when the
+// operator set index_id_field = "_id" (infra/terraform/firestore.tf), and the
+// admin API ends every index with __name__, appended when it was not given
+// (https://firebase.google.com/docs/firestore/reference/rest/v1/projects.databases.collectionGroups.indexes).
+// So each of these lists matches the code's (a, _id): (a, __name__),
+// (a, _id, __name__), and the code's (a) matches (a, __name__) too. Of
+// several matches the READY one wins, so that a stray duplicate does not hide
+// a good index.
 func matchIndex(listed []*adminpb.Index, ix mongostore.Index) *adminpb.Index {
 	want := fields(ix)
 	var best *adminpb.Index
@@ -234,21 +239,7 @@ func matchIndex(listed []*adminpb.Index, ix mongostore.Index) *adminpb.Index {
 		if got.GetApiScope() != adminpb.Index_MONGODB_COMPATIBLE_API {
 			continue
 		}
-		gf := got.GetFields()
-		if n := len(gf); n > 0 && gf[n-1].GetFieldPath() == "__name__" && len(want) < n {
-			gf = gf[:n-1]
-		}
-		if len(gf) != len(want) {
-			continue
-		}
-		same := true
-		for i, f := range gf {
-			if f.GetFieldPath() != want[i].Path || f.GetOrder().String() != want[i].Order {
-				same = false
-				break
-			}
-		}
-		if !same {
+		if !sameFields(idFields(got.GetFields()), want) {
 			continue
 		}
 		if best == nil || got.GetState() == adminpb.Index_READY {
@@ -256,6 +247,44 @@ func matchIndex(listed []*adminpb.Index, ix mongostore.Index) *adminpb.Index {
 		}
 	}
 	return best
+}
+
+// idField is the code's name for the document id, the last key of the
+// indexes that sort or page on it.
+const idField = "_id"
+
+// nameField is the admin API's field path for the document name, from which
+// Firestore computes _id.
+const nameField = "__name__"
+
+// idFields spells a listed index's fields as the code would: __name__
+// becomes _id, and the __name__ the admin API appends after an explicit _id
+// (the index_id_field = "_id" form) is dropped as the same key twice.
+func idFields(listed []*adminpb.Index_IndexField) []field {
+	out := make([]field, 0, len(listed))
+	for _, f := range listed {
+		p := f.GetFieldPath()
+		if p == nameField {
+			p = idField
+		}
+		out = append(out, field{Path: p, Order: f.GetOrder().String()})
+	}
+	if n := len(out); n >= 2 && out[n-1].Path == idField && out[n-2].Path == idField {
+		out = out[:n-1]
+	}
+	return out
+}
+
+// sameFields compares a listed index, spelled by idFields, with the code's
+// keys: equal, or equal but for a trailing _id the code does not declare
+// (the __name__ the admin API appends to every index, in whichever
+// direction).
+func sameFields(got, want []field) bool {
+	if slices.Equal(got, want) {
+		return true
+	}
+	n := len(got)
+	return n == len(want)+1 && got[n-1].Path == idField && slices.Equal(got[:n-1], want)
 }
 
 // cloudChangeStream checks the change stream on schedules. The Firestore

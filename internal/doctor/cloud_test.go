@@ -317,6 +317,84 @@ func TestCloudMissingIndexFailsNamingIt(t *testing.T) {
 	}
 }
 
+// listedAs is ix as the admin API lists it once Terraform made it with
+// index_id_field = idPath: the code's _id declared as idPath, and __name__
+// appended in the last field's direction when the declaration did not end
+// with it (https://firebase.google.com/docs/firestore/reference/rest/v1/projects.databases.collectionGroups.indexes).
+func listedAs(ix mongostore.Index, idPath string) *adminpb.Index {
+	out := firestoreIndex(ix, adminpb.Index_READY)
+	for _, f := range out.Fields {
+		if f.FieldPath == "_id" {
+			f.FieldPath = idPath
+		}
+	}
+	if last := out.Fields[len(out.Fields)-1]; last.FieldPath != "__name__" {
+		out.Fields = append(out.Fields, &adminpb.Index_IndexField{FieldPath: "__name__", ValueMode: &adminpb.Index_IndexField_Order_{Order: last.GetOrder()}})
+	}
+	return out
+}
+
+// TestCloudIndexesMatchEitherIDForm is finding 3 of issue 26: whichever
+// field path the deployment gave the code's _id (index_id_field, __name__
+// by default), every index passes, with the __name__ the admin API appends.
+func TestCloudIndexesMatchEitherIDForm(t *testing.T) {
+	for _, idPath := range []string{"__name__", "_id"} {
+		t.Run(idPath, func(t *testing.T) {
+			w := newWorld()
+			w.admin.indexes = map[string][]*adminpb.Index{}
+			for _, ix := range Needed() {
+				w.admin.indexes[ix.Collection] = append(w.admin.indexes[ix.Collection], listedAs(ix, idPath))
+			}
+			rep := w.run(t)
+			for _, ix := range Needed() {
+				if got := row(t, rep, indexName(ix)); got.Status != Pass {
+					t.Errorf("%s listed as %v: %s %s", got.Check, listedAs(ix, idPath).GetFields(), got.Status, got.Detail)
+				}
+			}
+		})
+	}
+}
+
+// TestCloudIndexIDFormKeepsDirection: __name__ stands for _id in its own
+// direction; the wrong one, or the document name where the code has another
+// field, is not the index.
+func TestCloudIndexIDFormKeepsDirection(t *testing.T) {
+	versions := mongostore.Index{Collection: "schedule_versions", Name: "history", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "_id", Value: -1}}}
+	asc := mongostore.Index{Collection: "schedule_versions", Name: "history", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "_id", Value: 1}}}
+	sweep := mongostore.Index{Collection: "runs", Name: "sweep", Keys: bson.D{{Key: "status", Value: 1}, {Key: "sweepAt", Value: 1}}}
+	for _, c := range []struct {
+		name   string
+		listed *adminpb.Index
+		want   mongostore.Index
+		match  bool
+	}{
+		{"__name__ in the code's direction", listedAs(versions, "__name__"), versions, true},
+		{"__name__ in the other direction", listedAs(asc, "__name__"), versions, false},
+		{"_id then the appended __name__", listedAs(versions, "_id"), versions, true},
+		{"the appended __name__ after the code's fields", listedAs(sweep, "__name__"), sweep, true},
+		{"__name__ in place of a field", listedAs(mongostore.Index{Collection: "runs", Keys: bson.D{{Key: "status", Value: 1}, {Key: "_id", Value: 1}}}, "__name__"), sweep, false},
+	} {
+		if got := matchIndex([]*adminpb.Index{c.listed}, c.want) != nil; got != c.match {
+			t.Errorf("%s: %v against %s: match %v, want %v", c.name, c.listed.GetFields(), keysText(c.want), got, c.match)
+		}
+	}
+}
+
+// TestCreateIndexFixNamesTheDocumentName: the printed gcloud line declares
+// the code's _id as __name__, the form Terraform uses by default, and says
+// what to do where the API refuses it.
+func TestCreateIndexFixNamesTheDocumentName(t *testing.T) {
+	fix := createIndexFix(testProject, testDB, mongostore.Index{Collection: "gpu_slots", Name: "claim", Keys: bson.D{{Key: "leaseUntil", Value: 1}, {Key: "_id", Value: 1}}})
+	for _, want := range []string{"--field-config=field-path=leaseUntil,order=ascending --field-config=field-path=__name__,order=ascending", "index_id_field=_id"} {
+		if !strings.Contains(fix, want) {
+			t.Errorf("fix %q lacks %q", fix, want)
+		}
+	}
+	if fix := createIndexFix(testProject, testDB, mongostore.Index{Collection: "runs", Name: "notify", Keys: bson.D{{Key: "notifyAt", Value: 1}}}); strings.Contains(fix, "__name__") {
+		t.Errorf("fix for an index without _id names __name__: %q", fix)
+	}
+}
+
 func TestCloudCreatingIndexFails(t *testing.T) {
 	w := newWorld()
 	w.admin.indexes["gpu_jobs"][0].State = adminpb.Index_CREATING

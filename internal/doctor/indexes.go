@@ -84,13 +84,23 @@ func terraformAddress(ix mongostore.Index) string {
 }
 
 // createIndexFix is the Terraform step and the gcloud one that make a
-// missing index, with the flags firestore.tf uses.
+// missing index, with the flags firestore.tf uses. The code's _id is given
+// as __name__, as firestore.tf declares it by default (index_id_field); an
+// index naming _id says how to use the other form where the API refuses it.
 func createIndexFix(project, database string, ix mongostore.Index) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "terraform apply -target='%s' (infra/terraform), or: gcloud firestore indexes composite create --project=%s --database=%s --collection-group=%s --api-scope=mongodb-compatible-api --query-scope=collection-group --density=dense",
 		terraformAddress(ix), project, database, ix.Collection)
+	hasID := false
 	for _, f := range fields(ix) {
-		fmt.Fprintf(&b, " --field-config=field-path=%s,order=%s", f.Path, strings.ToLower(f.Order))
+		p := f.Path
+		if p == idField {
+			p, hasID = nameField, true
+		}
+		fmt.Fprintf(&b, " --field-config=field-path=%s,order=%s", p, strings.ToLower(f.Order))
+	}
+	if hasID {
+		b.WriteString(` (if the API refuses field-path=__name__: terraform apply -var index_id_field=_id, or field-path=_id in the gcloud line)`)
 	}
 	return b.String()
 }

@@ -109,7 +109,7 @@ var Vars = []Var{
 	{EnvBucket, []string{FnTick, FnSchedules, FnGPU, FnRun, SvcWorker, CLI}, "", "Cloud Storage bucket for leases (`leases/`, the functions) and job output (`outputs/`, written by the GPU worker, read by the GPU function's logs route)."},
 	{EnvStorageEmu, nil, "", "host:port of a GCS emulator (set by `baton local`); unset in the cloud."},
 	{EnvToken, append(functions, SvcWorker, CLI), "", "Bearer token required by the API when set (local use). In the cloud, IAM invoker checks authenticate callers."},
-	{EnvAllowedTargets, []string{FnTick, FnSchedules, FnRun}, "", "Comma-separated host allowlist for `http` targets (`host`, `host:port`, `*.example.com`). Empty refuses every http target."},
+	{EnvAllowedTargets, []string{FnTick, FnSchedules, FnRun}, "", "Comma-separated host allowlist for `http` targets (`host`, `host:port`, `*.example.com`). Empty refuses every http target. `baton local` allows loopback and these hosts beside it."},
 	{EnvGPUPool, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU worker pool: comma-separated `URL=slots` entries, each optionally typed `URL=slots@nvidia-l4` (a job's `gpuType` must match one)."},
 	{EnvGPUWeights, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU tenants' weights for fair share of the slots, `tenant=N,...` (`a=3,b=1`); a tenant not named weighs 1."},
 	{EnvGPUQuotas, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU tenants' caps on concurrently running slots, `tenant=N,...` (`batch=2`); a tenant not named has no cap."},

@@ -186,6 +186,24 @@ run "plan" {
     condition     = length(google_firestore_index.baton) == length(local.firestore_indexes)
     error_message = "every entry of local.firestore_indexes must become one index (are two the same?)"
   }
+  # The code's _id is declared as __name__ by default, the form Google's
+  # admin API documents, and only ever as an index's last field.
+  assert {
+    condition     = google_firestore_index.baton["schedules(enabled ASCENDING,nextRunAt ASCENDING,_id ASCENDING)"].fields[2].field_path == "__name__" && google_firestore_index.baton["schedules(_id ASCENDING)"].fields[0].field_path == "__name__" && google_firestore_index.baton["schedule_versions(scheduleId ASCENDING,_id DESCENDING)"].fields[1].order == "DESCENDING"
+    error_message = "by default (index_id_field = \"__name__\") the code's _id must be declared as the field path __name__, in the code's direction"
+  }
+  assert {
+    condition     = length(flatten([for k, ix in google_firestore_index.baton : [for f in ix.fields : f if f.field_path == "_id"]])) == 0
+    error_message = "by default no index may name _id"
+  }
+  assert {
+    condition     = length(flatten([for k, ix in google_firestore_index.baton : [for f in ix.fields : f if f.field_path == "__name__"]])) == length([for ix in local.firestore_indexes : ix if anytrue([for f in ix.fields : f.path == "_id"])])
+    error_message = "every index whose code names _id must name __name__ once, and no other"
+  }
+  assert {
+    condition     = alltrue([for k, ix in google_firestore_index.baton : alltrue([for i, f in ix.fields : f.field_path != "__name__" || i == length(ix.fields) - 1])])
+    error_message = "__name__ may only be an index's last field (the admin API's rule)"
+  }
   assert {
     condition     = length(google_cloud_run_v2_service_iam_member.function_invoker) == 5
     error_message = "expected invokers: scheduler on Tick, worker on GPU, baton-tasks on Run, the operator on Schedules and GPU"
@@ -206,6 +224,35 @@ run "plan" {
     condition     = length(google_firestore_change_stream.schedules) == 1 && google_firestore_change_stream.schedules[0].collection_group_scope[0].collection_group_id == "schedules"
     error_message = "the change stream the daemon watches must cover the schedules collection"
   }
+}
+
+# An operator whose apply refuses __name__ as a field path switches every
+# index to the MongoDB API's own name for it; the resource addresses stay.
+run "index_id_field_mongo" {
+  command = plan
+  variables {
+    index_id_field = "_id"
+  }
+  assert {
+    condition     = google_firestore_index.baton["schedules(enabled ASCENDING,nextRunAt ASCENDING,_id ASCENDING)"].fields[2].field_path == "_id" && google_firestore_index.baton["schedules(_id ASCENDING)"].fields[0].field_path == "_id" && google_firestore_index.baton["gpu_jobs(status ASCENDING,preemptible ASCENDING,priority ASCENDING,startedAt DESCENDING,_id ASCENDING)"].fields[4].order == "ASCENDING"
+    error_message = "index_id_field = \"_id\" must declare the code's _id as the field path _id, in the code's direction"
+  }
+  assert {
+    condition     = length(flatten([for k, ix in google_firestore_index.baton : [for f in ix.fields : f if f.field_path == "__name__"]])) == 0
+    error_message = "with index_id_field = \"_id\" no index may name __name__"
+  }
+  assert {
+    condition     = length(google_firestore_index.baton) == length(local.firestore_indexes)
+    error_message = "the variable must not add or drop indexes"
+  }
+}
+
+run "bad_index_id_field_refused" {
+  command = plan
+  variables {
+    index_id_field = "id"
+  }
+  expect_failures = [var.index_id_field]
 }
 
 # An organisation whose domain-restricted sharing refuses allUsers: Rent

@@ -18,7 +18,12 @@ const (
 // The indexes are the implementation's, because the queries that need them
 // are: each one names the query it serves. Terraform declares the same ones
 // as google_firestore_index resources (infra/terraform/firestore.tf), and
-// tests hold the two lists equal.
+// tests hold the two lists equal. A key "_id" is the document id, and only
+// ever an index's last key (tests/terraform_test.go): Terraform declares it
+// as the field path var.index_id_field, by default __name__, the document
+// name Google's admin API documents as every index's last field, and
+// baton doctor matches either spelling. Locally the emulator speaks the
+// MongoDB API, where the field is _id.
 
 // SchedulerIndexes are the indexes the scheduler's and the catalog's queries
 // need. EnsureIndexes them
