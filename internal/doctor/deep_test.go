@@ -1,0 +1,177 @@
+package doctor_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/emulator/emutest"
+	"github.com/baton-cron/baton/internal/doctor"
+	"github.com/baton-cron/baton/shared/store/mongostore"
+)
+
+// deepRig is a database holding every index baton needs (as baton local
+// and Terraform make it) on the shared Mongo emulator, a bucket on the
+// shared GCS emulator, and the DeepConfig naming both, with a scratch
+// prefix the test knows.
+func deepRig(t *testing.T) (*mongostore.Store, doctor.DeepConfig) {
+	t.Helper()
+	st := emutest.Store(t)
+	if err := st.EnsureIndexes(t.Context(), doctor.Needed()...); err != nil {
+		t.Fatalf("EnsureIndexes: %v", err)
+	}
+	_, bucket := emutest.GCS(t)
+	return st, doctor.DeepConfig{
+		MongoURI: emutest.MongoURI(t), Database: st.DatabaseName(),
+		Bucket: bucket, StorageOptions: emutest.GCSServer(t).ClientOptions(),
+		Scratch: doctor.ScratchPrefix + "test_",
+		// A short window: the emulator's answer is known either way.
+		RateWindow: 3 * time.Second,
+	}
+}
+
+func rows(rep *doctor.Report, status doctor.Status) []doctor.Result {
+	var out []doctor.Result
+	for _, r := range rep.Results {
+		if r.Status == status {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func findRow(t *testing.T, rep *doctor.Report, check string) doctor.Result {
+	t.Helper()
+	for _, r := range rep.Results {
+		if r.Check == check {
+			return r
+		}
+	}
+	t.Fatalf("no row %q in %+v", check, rep.Results)
+	return doctor.Result{}
+}
+
+// scratchLeft lists the collections and objects of the scratch prefix
+// still there.
+func scratchLeft(t *testing.T, st *mongostore.Store, c doctor.DeepConfig) []string {
+	t.Helper()
+	names, err := emutest.Raw(t, st).ListCollectionNames(context.Background(), bson.D{})
+	if err != nil {
+		t.Fatalf("list collections: %v", err)
+	}
+	var left []string
+	for _, n := range names {
+		if strings.HasPrefix(n, c.Scratch) {
+			left = append(left, n)
+		}
+	}
+	return left
+}
+
+// TestDeepPassesOnAFitDatabase: against a database with every index, every
+// probe, explain, the race, the latency and the bucket checks pass, and
+// the scratch collections are gone afterwards.
+func TestDeepPassesOnAFitDatabase(t *testing.T) {
+	st, c := deepRig(t)
+	rep := doctor.Deep(t.Context(), c)
+	for _, r := range rep.Results {
+		if r.Status == doctor.Fail {
+			t.Errorf("FAIL %s: %s (fix: %s)", r.Check, r.Detail, r.Fix)
+		}
+	}
+	if !rep.OK || rep.Mode != "deep" {
+		t.Errorf("ok %v, mode %q", rep.OK, rep.Mode)
+	}
+	for _, want := range []string{"probe GPU.ClaimBestJob", "probe Schedules.Advance", "explain due page (Schedules.Due)",
+		"explain GPU queue claim (GPU.ClaimBestJob)", "race: 20 conditional writers on one document", "latency: conditional write",
+		"gcs: create-if-absent", "gcs: stale generation", "gcs: per-object write rate", "deep: cleanup", "gcs: cleanup", "deep: cost"} {
+		r := findRow(t, rep, want)
+		if r.Status != doctor.Pass && r.Status != doctor.Warn {
+			t.Errorf("%s: %s %s", want, r.Status, r.Detail)
+		}
+	}
+	if r := findRow(t, rep, "race: 20 conditional writers on one document"); !strings.Contains(r.Detail, "1 winner(s), 19 clean conflict(s), 0 other") {
+		t.Errorf("race: %s", r.Detail)
+	}
+	if left := scratchLeft(t, st, c); len(left) > 0 {
+		t.Errorf("scratch collections left behind: %v", left)
+	}
+	var b strings.Builder
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", b.String())
+}
+
+// TestDeepFailsOnAMissingIndex: with the runs.history index dropped, the
+// explain of the run history page is a table scan, and that row alone
+// fails, naming the query and the index to create.
+func TestDeepFailsOnAMissingIndex(t *testing.T) {
+	st, c := deepRig(t)
+	if err := emutest.Raw(t, st).Collection("runs").Indexes().DropOne(t.Context(), "history"); err != nil {
+		t.Fatalf("drop runs.history: %v", err)
+	}
+	rep := doctor.Deep(t.Context(), c)
+	failed := rows(rep, doctor.Fail)
+	if rep.OK || len(failed) != 1 {
+		t.Fatalf("ok %v, failed %+v; want the one explain row", rep.OK, failed)
+	}
+	f := failed[0]
+	if f.Check != "explain run history page (Catalog.ListRuns)" || !strings.Contains(f.Detail, "TableScan") ||
+		!strings.Contains(f.Detail, "runs.history") || !strings.Contains(f.Fix, `google_firestore_index.baton["runs(scheduleId ASCENDING,fireTime DESCENDING,_id DESCENDING)"]`) {
+		t.Errorf("failed row = %+v", f)
+	}
+}
+
+// TestDeepFailsOnARefusedShape: a database that refuses findAndModify on
+// the GPU queue (the fail point answers CommandNotSupported, as a server
+// without the shape would) fails the GPU claim's probe, naming the command
+// and its sort, and the scratch data is still removed.
+func TestDeepFailsOnARefusedShape(t *testing.T) {
+	st, c := deepRig(t)
+	emutest.FailCommandCode(t, st, c.Scratch+"gpu_jobs", "alwaysOn", 115, "findAndModify")
+	rep := doctor.Deep(t.Context(), c)
+	if rep.OK {
+		t.Fatal("ok with findAndModify refused")
+	}
+	r := findRow(t, rep, "probe GPU.ClaimBestJob")
+	if r.Status != doctor.Fail || !strings.Contains(r.Detail, "refused: findAndModify gpu_jobs") ||
+		!strings.Contains(r.Detail, "sort {priority: -1, createdAt: 1, _id: 1}") || !strings.Contains(r.Detail, "(115)") || r.Fix == "" {
+		t.Errorf("GPU.ClaimBestJob row = %+v", r)
+	}
+	for _, f := range rows(rep, doctor.Fail) {
+		if !strings.HasPrefix(f.Check, "probe GPU.") {
+			t.Errorf("unexpected failure: %+v", f)
+		}
+	}
+	if left := scratchLeft(t, st, c); len(left) > 0 {
+		t.Errorf("scratch collections left behind: %v", left)
+	}
+}
+
+// TestDeepCleansUpWhenInterrupted: a run interrupted midway (its context
+// ends after the first create) stops, and still removes every scratch
+// collection, the ones written after the interrupt included: no write is
+// left in flight to land after the cleanup.
+func TestDeepCleansUpWhenInterrupted(t *testing.T) {
+	st, c := deepRig(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer doctor.SetAfterProbe(func(name string) {
+		if name == "Catalog.Create" {
+			cancel()
+		}
+	})()
+	rep := doctor.Deep(ctx, c)
+	if r := findRow(t, rep, "deep: cleanup"); r.Status != doctor.Pass {
+		t.Errorf("cleanup: %+v", r)
+	}
+	if r := findRow(t, rep, "probe Catalog.Get"); r.Status != doctor.Skip {
+		t.Errorf("the probe after the interrupt: %+v; want SKIP", r)
+	}
+	if left := scratchLeft(t, st, c); len(left) > 0 {
+		t.Errorf("scratch collections left behind after an interrupt: %v", left)
+	}
+}
