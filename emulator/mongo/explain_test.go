@@ -42,6 +42,9 @@ func TestExplainPlansFromIndexes(t *testing.T) {
 	if _, err := runs.Indexes().CreateOne(ctx, mdriver.IndexModel{Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}}); err != nil {
 		t.Fatalf("create index: %v", err)
 	}
+	if _, err := db.Collection("abc").Indexes().CreateOne(ctx, mdriver.IndexModel{Keys: bson.D{{Key: "a", Value: 1}, {Key: "b", Value: 1}, {Key: "c", Value: 1}}}); err != nil {
+		t.Fatalf("create index: %v", err)
+	}
 	sweep := bson.D{{Key: "status", Value: "running"}, {Key: "sweepAt", Value: bson.D{{Key: "$lte", Value: 5}}}}
 	for _, c := range []struct {
 		name, coll   string
@@ -52,6 +55,10 @@ func TestExplainPlansFromIndexes(t *testing.T) {
 		{"sweep, index keys named", "runs", sweep, nil, "keys=[status ASC, sweepAt ASC, __key__ ASC]"},
 		{"history, reversed", "runs", bson.D{{Key: "scheduleId", Value: "s"}}, bson.D{{Key: "fireTime", Value: 1}, {Key: "_id", Value: 1}}, "IndexScan"},
 		{"history, mixed directions", "runs", bson.D{{Key: "scheduleId", Value: "s"}}, bson.D{{Key: "fireTime", Value: 1}, {Key: "_id", Value: -1}, {Key: "x", Value: 1}}, "TableScan"},
+		{"an equality outside the index", "runs", append(bson.D{{Key: "shard", Value: 1}}, sweep...), bson.D{{Key: "sweepAt", Value: 1}}, "TableScan"},
+		{"sort in the index's order", "abc", bson.D{}, bson.D{{Key: "a", Value: 1}, {Key: "b", Value: 1}}, "IndexScan"},
+		{"sort all reversed", "abc", bson.D{}, bson.D{{Key: "a", Value: -1}, {Key: "b", Value: -1}}, "IndexScan"},
+		{"sort in mixed directions", "abc", bson.D{}, bson.D{{Key: "a", Value: 1}, {Key: "b", Value: -1}}, "TableScan"},
 		{"no index for the field", "runs", bson.D{{Key: "notifyAt", Value: bson.D{{Key: "$lte", Value: 5}}}}, bson.D{{Key: "notifyAt", Value: 1}}, "TableScan"},
 		{"no collection", "nothing", sweep, nil, "TableScan"},
 		{"by _id", "runs", bson.D{{Key: "_id", Value: "r1"}}, nil, "TableAccess"},

@@ -47,8 +47,8 @@ const (
 	probeCalendar = "doctor-calendar"
 )
 
-// afterProbe, when set (by tests), is called after each probe.
-var afterProbe func(name string)
+// beforeProbe, when set (by tests), is called as each probe starts.
+var beforeProbe func(name string)
 
 // probes runs the probe set, one row each.
 func (e *deepEnv) probes(ctx context.Context, r *Report) {
@@ -58,14 +58,14 @@ func (e *deepEnv) probes(ctx context.Context, r *Report) {
 			r.skip("probe "+pr.name, "interrupted: "+ctx.Err().Error())
 			continue
 		}
+		if beforeProbe != nil {
+			beforeProbe(pr.name)
+		}
 		// Detached from ctx: an interrupt stops the run between commands,
 		// never with a write in flight that could land after the cleanup.
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), probeTimeout)
 		err := pr.run(pctx, p)
 		cancel()
-		if afterProbe != nil {
-			afterProbe(pr.name)
-		}
 		name := "probe " + pr.name
 		switch said, isRefusal := refusal(err); {
 		case err == nil:
@@ -159,7 +159,7 @@ func probeSet() []probe {
 			}
 			return err
 		}},
-		{"Schedules.SetMisfire", "update schedules {_id, misfire} $set/$max/$inc", func(ctx context.Context, p *probeState) error {
+		{"Schedules.SetMisfire", "update schedules {_id, misfire: {$ne: true}} $set, then {_id, misfire: true} $set/$max/$inc", func(ctx context.Context, p *probeState) error {
 			return p.b.Schedules().SetMisfire(ctx, probeSchedule, p.now, true)
 		}},
 		{"Schedules.HasMisfire", "count schedules {_id, misfire: true} (the driver's CountDocuments)", func(ctx context.Context, p *probeState) error {
@@ -197,7 +197,7 @@ func probeSet() []probe {
 			}
 			return nil
 		}},
-		{"Catalog.PutVersion", "update schedule_versions {_id, final guard} replacement, upsert", func(ctx context.Context, p *probeState) error {
+		{"Catalog.PutVersion", "update schedule_versions {_id, final: {$ne: true}} with a replacement document, upsert: true", func(ctx context.Context, p *probeState) error {
 			v := &schedule.VersionRecord{ID: schedule.VersionID(probeSchedule, p.now, 1), ScheduleID: probeSchedule, Incarnation: p.now,
 				Change: schedule.Change{Version: 1, Op: "create", Actor: "baton doctor", At: p.now}, Final: true, ExpireAt: p.now.Add(time.Hour)}
 			return p.b.Catalog().PutVersion(ctx, v)
@@ -266,7 +266,7 @@ func probeSet() []probe {
 			_, err := p.b.Runs().HighestFence(ctx, probeSchedule)
 			return err
 		}},
-		{"Runs.DeleteExpired", "find runs {expireAt: {$lte}} sort limit, then delete {_id, expireAt: {$lte}}", func(ctx context.Context, p *probeState) error {
+		{"Runs.DeleteExpired", "find runs {expireAt: {$lte}} sort {expireAt: 1} projection {_id: 1} limit, then delete (many) {$and: [{_id: {$in}}, {expireAt: {$lte}}]}", func(ctx context.Context, p *probeState) error {
 			n, err := p.b.Runs().DeleteExpired(ctx, p.now.Add(time.Minute), 10)
 			if err == nil && n != 1 {
 				return wrong("deleted %d, want 1", n)
@@ -301,14 +301,14 @@ func probeSet() []probe {
 			}
 			return err
 		}},
-		{"GPU.QueueHeads", "find gpu_jobs {status, gpuType, tenant: {$gt}} sort {tenant, priority: -1, createdAt, _id} projection limit 1 (skip scan)", func(ctx context.Context, p *probeState) error {
+		{"GPU.QueueHeads", "find gpu_jobs {status, gpuType} sort {tenant: -1} projection {tenant: 1} limit 1, then {status, gpuType, tenant: {$gt}} sort projection {payload: 0} limit 1 (skip scan)", func(ctx context.Context, p *probeState) error {
 			heads, err := p.b.GPU().QueueHeads(ctx, []string{""}, 10)
 			if err == nil && len(heads) != 1 {
 				return wrong("%d heads, want 1", len(heads))
 			}
 			return err
 		}},
-		{"GPU.ClaimSlot", "findAndModify gpu_slots {_id: {$in}, leaseUntil: {$lte}} sort {leaseUntil: 1, _id: 1} $inc/$set new: true", func(ctx context.Context, p *probeState) error {
+		{"GPU.ClaimSlot", "findAndModify gpu_slots {_id: {$in}, leaseUntil: {$lte}} sort {leaseUntil: 1, _id: 1} $set/$inc/$unset new: true", func(ctx context.Context, p *probeState) error {
 			slot, err := p.b.GPU().ClaimSlot(ctx, []string{probeSlot}, p.now, p.now.Add(time.Minute))
 			p.slot = slot
 			return err

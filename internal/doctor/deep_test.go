@@ -152,26 +152,46 @@ func TestDeepFailsOnARefusedShape(t *testing.T) {
 	}
 }
 
-// TestDeepCleansUpWhenInterrupted: a run interrupted midway (its context
-// ends after the first create) stops, and still removes every scratch
-// collection, the ones written after the interrupt included: no write is
-// left in flight to land after the cleanup.
+// TestDeepCleansUpWhenInterrupted: a run interrupted as a command starts
+// (its context ends as the first create begins) lets that command finish,
+// runs nothing after it, and still removes every scratch collection: no
+// write is left in flight to land after the cleanup.
 func TestDeepCleansUpWhenInterrupted(t *testing.T) {
 	st, c := deepRig(t)
 	ctx, cancel := context.WithCancel(t.Context())
-	defer doctor.SetAfterProbe(func(name string) {
+	defer doctor.SetBeforeProbe(func(name string) {
 		if name == "Catalog.Create" {
 			cancel()
 		}
 	})()
 	rep := doctor.Deep(ctx, c)
-	if r := findRow(t, rep, "deep: cleanup"); r.Status != doctor.Pass {
-		t.Errorf("cleanup: %+v", r)
+	if r := findRow(t, rep, "probe Catalog.Create"); r.Status != doctor.Pass {
+		t.Errorf("the command under way at the interrupt: %+v; want it finished (PASS)", r)
 	}
 	if r := findRow(t, rep, "probe Catalog.Get"); r.Status != doctor.Skip {
 		t.Errorf("the probe after the interrupt: %+v; want SKIP", r)
 	}
+	if r := findRow(t, rep, "deep: cleanup"); r.Status != doctor.Pass {
+		t.Errorf("cleanup: %+v", r)
+	}
 	if left := scratchLeft(t, st, c); len(left) > 0 {
 		t.Errorf("scratch collections left behind after an interrupt: %v", left)
+	}
+}
+
+// TestDeepRaceNamesAnUncleanLoser: racers whose update is answered with an
+// error that is not a conflict (InternalError, three times: a server that
+// fails writes under contention instead of refusing them cleanly) fail
+// the race row, which says how many and quotes the first.
+func TestDeepRaceNamesAnUncleanLoser(t *testing.T) {
+	st, c := deepRig(t)
+	emutest.FailCommandCode(t, st, c.Scratch+"race", bson.D{{Key: "times", Value: 3}}, 1, "update")
+	rep := doctor.Deep(t.Context(), c)
+	r := findRow(t, rep, "race: 20 conditional writers on one document")
+	if r.Status != doctor.Fail || !strings.Contains(r.Detail, "3 other error(s)") || !strings.Contains(r.Detail, "first: ") {
+		t.Errorf("race row = %+v", r)
+	}
+	if left := scratchLeft(t, st, c); len(left) > 0 {
+		t.Errorf("scratch collections left behind: %v", left)
 	}
 }

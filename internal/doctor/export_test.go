@@ -1,8 +1,8 @@
 package doctor
 
-// SetAfterProbe makes Deep call f after each probe, until the test ends:
-// a test interrupts a run at a known point with it.
-func SetAfterProbe(f func(name string)) (restore func()) {
-	afterProbe = f
-	return func() { afterProbe = nil }
+// SetBeforeProbe makes Deep call f as each probe starts, until restore is
+// called: a test interrupts a run at a known command with it.
+func SetBeforeProbe(f func(name string)) (restore func()) {
+	beforeProbe = f
+	return func() { beforeProbe = nil }
 }
