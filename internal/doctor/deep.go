@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -229,18 +228,9 @@ func isNamespaceNotFound(err error) bool {
 // operations the doctor made itself, and the Cloud Storage operations.
 func (e *deepEnv) cost(r *Report) {
 	var reads, writes int64
-	var byOp []string
 	if e.st != nil {
 		m := e.st.Meter()
 		reads, writes = m.Total(), m.Writes()
-		snap := m.WriteSnapshot()
-		for op, n := range m.Snapshot() {
-			snap[op+" (read)"] += n
-		}
-		for op := range snap {
-			byOp = append(byOp, op)
-		}
-		sort.Strings(byOp)
 	}
 	e.mu.Lock()
 	reads += e.extraReads
