@@ -2,11 +2,18 @@ package doctor_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"google.golang.org/api/option"
 
 	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/internal/doctor"
@@ -193,5 +200,59 @@ func TestDeepRaceNamesAnUncleanLoser(t *testing.T) {
 	}
 	if left := scratchLeft(t, st, c); len(left) > 0 {
 		t.Errorf("scratch collections left behind: %v", left)
+	}
+}
+
+// rateLimited stands in front of the GCS emulator and answers uploads the
+// way Cloud Storage answers writes to one object faster than once a
+// second (https://cloud.google.com/storage/quotas#objects): 429 with
+// reason rateLimitExceeded, here for the first upload of the "cas" object
+// and for every upload of the "rate" object after its third. Until the
+// GCS emulator limits the rate itself, it is how a test meets the answer.
+func rateLimited(t *testing.T) []option.ClientOption {
+	t.Helper()
+	target, err := url.Parse(emutest.GCSServer(t).URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var mu sync.Mutex
+	uploads := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := r.URL.Query().Get("name")
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/upload/") && name != "" {
+			mu.Lock()
+			uploads[name]++
+			n := uploads[name]
+			mu.Unlock()
+			if (strings.HasSuffix(name, "/cas") && n == 1) || (strings.HasSuffix(name, "/rate") && n > 3) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusTooManyRequests)
+				_, _ = io.WriteString(w, `{"error":{"code":429,"message":"The object exceeded the rate limit for object mutation operations (create, update, and delete).","errors":[{"domain":"usageLimits","reason":"rateLimitExceeded","message":"rate limit"}]}}`)
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return []option.ClientOption{option.WithEndpoint(srv.URL + "/storage/v1/"), option.WithoutAuthentication()}
+}
+
+// TestDeepGCSRateAnswer: a 429 on a precondition write is paced (written
+// again a second later), not taken for the precondition's answer, and the
+// rate check reports the 429 rateLimitExceeded it met as the expected
+// answer, after the writes that went through.
+func TestDeepGCSRateAnswer(t *testing.T) {
+	_, c := deepRig(t)
+	c.StorageOptions = rateLimited(t)
+	rep := doctor.Deep(t.Context(), c)
+	for _, check := range []string{"gcs: create-if-absent", "gcs: generation match", "gcs: stale generation", "gcs: cleanup"} {
+		if r := findRow(t, rep, check); r.Status != doctor.Pass {
+			t.Errorf("%s: %+v", check, r)
+		}
+	}
+	r := findRow(t, rep, "gcs: per-object write rate")
+	if r.Status != doctor.Pass || !strings.Contains(r.Detail, "write 4 ") || !strings.Contains(r.Detail, "429 (rateLimitExceeded)") {
+		t.Errorf("rate row = %+v", r)
 	}
 }
