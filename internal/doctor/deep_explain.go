@@ -29,8 +29,9 @@ type hotQuery struct {
 
 // hotQueries are the queries whose scan would grow with the data: the due
 // page, a run history page, the sweeps and the GPU queue claim. Each
-// filter and sort is the method's own (a test holds them to the index
-// each names). The GPU claim is a findAndModify, which Firestore's Query
+// filter and sort is copied from the method named (the store does not
+// export them); TestDeepPassesOnAFitDatabase holds each to the index it
+// names, which must be one of mongostore.Indexes(). The GPU claim is a findAndModify, which Firestore's Query
 // Explain does not cover
 // (https://cloud.google.com/firestore/mongodb-compatibility/docs/query-explain),
 // so it is explained as the find of the same filter, sort and limit 1: the

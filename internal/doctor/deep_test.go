@@ -100,6 +100,13 @@ func TestDeepPassesOnAFitDatabase(t *testing.T) {
 			t.Errorf("%s: %s %s", want, r.Status, r.Detail)
 		}
 	}
+	// Each hot query is served by the index it names, one baton declares.
+	for check, ix := range doctor.HotQueryIndexes() {
+		_, name, _ := strings.Cut(ix, ".")
+		if r := findRow(t, rep, check); r.Status != doctor.Pass || !strings.Contains(r.Detail, "id="+name+",") || strings.Contains(ix, "not declared") {
+			t.Errorf("%s: %s %s; want it served by %s", check, r.Status, r.Detail, ix)
+		}
+	}
 	if r := findRow(t, rep, "race: 20 conditional writers on one document"); !strings.Contains(r.Detail, "1 winner(s), 19 clean conflict(s), 0 other") {
 		t.Errorf("race: %s", r.Detail)
 	}
