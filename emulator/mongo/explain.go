@@ -95,9 +95,9 @@ func listIndexes(backend net.Conn, br *bufio.Reader, db, coll string) ([]indexSp
 		return nil, fmt.Errorf("explain: build listIndexes: %w", err)
 	}
 	var b []byte
-	b = binary.LittleEndian.AppendUint32(b, 0) // length, patched below
-	b = binary.LittleEndian.AppendUint32(b, uint32(explainRequestID.Add(1)))
-	b = binary.LittleEndian.AppendUint32(b, 0) // responseTo
+	b = binary.LittleEndian.AppendUint32(b, 0)                               // length, patched below
+	b = binary.LittleEndian.AppendUint32(b, uint32(explainRequestID.Add(1))) //nolint:gosec // G115: a request id, bit for bit
+	b = binary.LittleEndian.AppendUint32(b, 0)                               // responseTo
 	b = binary.LittleEndian.AppendUint32(b, opMsg)
 	b = binary.LittleEndian.AppendUint32(b, 0) // flagBits
 	b = append(b, 0)                           // section kind 0

@@ -127,7 +127,7 @@ func Deep(ctx context.Context, c DeepConfig) *Report {
 	} else if err := e.open(ctx); err != nil {
 		r.fail("deep: database", err.Error(), "check BATON_MONGO_URI and BATON_DATABASE; baton doctor (without --deep) says more")
 	} else {
-		defer e.closeMongo()
+		defer e.closeMongo(ctx)
 		r.pass("deep: database", fmt.Sprintf("database %s, scratch collections %s*", e.st.DatabaseName(), scratch))
 		func() {
 			// Removed however the checks end: a panic, an interrupt (ctx),
@@ -171,11 +171,11 @@ func (e *deepEnv) open(ctx context.Context) error {
 	return nil
 }
 
-func (e *deepEnv) closeMongo() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func (e *deepEnv) closeMongo(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_ = e.st.Close(ctx)
-	_ = e.raw.Client().Disconnect(ctx)
+	_ = e.st.Close(cctx)
+	_ = e.raw.Client().Disconnect(cctx)
 }
 
 // cleanupMongo drops every scratch collection, and first their indexes

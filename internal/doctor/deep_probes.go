@@ -28,13 +28,11 @@ type probe struct {
 // probeState is what one probe leaves for the next: the documents made and
 // read on the way.
 type probeState struct {
-	e     *deepEnv
-	b     store.Backend
-	now   time.Time
-	sc    schedule.Schedule
-	slot  gpumodel.Slot
-	job   gpumodel.Job
-	runID string
+	e    *deepEnv
+	b    store.Backend
+	now  time.Time
+	sc   schedule.Schedule
+	slot gpumodel.Slot
 }
 
 // Probe ids: fixed names inside the scratch collections, which are the
@@ -210,7 +208,6 @@ func probeSet() []probe {
 			return err
 		}},
 		{"Runs.Insert", "insert runs (deterministic _id)", func(ctx context.Context, p *probeState) error {
-			p.runID = probeRun
 			ok, err := p.b.Runs().Insert(ctx, probeRunRecord(p.now))
 			if err == nil && !ok {
 				return wrong("inserted false on an empty collection")
@@ -315,7 +312,9 @@ func probeSet() []probe {
 		}},
 		{"GPU.ClaimBestJob", "findAndModify gpu_jobs {status: queued} sort {priority: -1, createdAt: 1, _id: 1} $set/$inc new: true (the GPU claim)", func(ctx context.Context, p *probeState) error {
 			job, err := p.b.GPU().ClaimBestJob(ctx, p.slot, "doctor-secret-hash", p.now, p.now.Add(time.Minute))
-			p.job = job
+			if err == nil && job.ID != probeJob {
+				return wrong("claimed %q, want %q", job.ID, probeJob)
+			}
 			return err
 		}},
 		{"GPU.Heartbeat", "findAndModify gpu_jobs {_id, status: {$in}, slot, epoch, secretHash} $set new: true", func(ctx context.Context, p *probeState) error {
