@@ -25,6 +25,12 @@ type probe struct {
 	run   func(ctx context.Context, p *probeState) error
 }
 
+// optionalShapes say, for the probes of shapes the functions never send,
+// why a refusal is only a WARN, and what to do.
+var optionalShapes = map[string]string{
+	"createIndexes": "only baton daemon --ensure-indexes (and baton local) create indexes through the MongoDB API; in the cloud Terraform declares them: run the daemon without --ensure-indexes",
+}
+
 // probeState is what one probe leaves for the next: the documents made and
 // read on the way.
 type probeState struct {
@@ -68,6 +74,8 @@ func (e *deepEnv) probes(ctx context.Context, r *Report) {
 		switch said, isRefusal := refusal(err); {
 		case err == nil:
 			r.pass(name, pr.shape)
+		case isRefusal && optionalShapes[pr.name] != "":
+			r.warn(name, "refused: "+pr.shape+": "+said, optionalShapes[pr.name])
 		case isRefusal:
 			r.fail(name, "refused: "+pr.shape+": "+said, shapeFix(pr.shape))
 		case errors.Is(err, errWrong):

@@ -263,3 +263,19 @@ func TestDeepGCSRateAnswer(t *testing.T) {
 		t.Errorf("rate row = %+v", r)
 	}
 }
+
+// TestDeepOptionalShapeRefused: a refusal of createIndexes, which the
+// functions never send (only baton daemon --ensure-indexes and baton local
+// do), is a WARN that says so, not a failure.
+func TestDeepOptionalShapeRefused(t *testing.T) {
+	st, c := deepRig(t)
+	emutest.FailCommandCode(t, st, c.Scratch+"runs", "alwaysOn", 115, "createIndexes")
+	rep := doctor.Deep(t.Context(), c)
+	r := findRow(t, rep, "probe createIndexes")
+	if r.Status != doctor.Warn || !strings.Contains(r.Detail, "refused: createIndexes") || !strings.Contains(r.Fix, "--ensure-indexes") {
+		t.Errorf("createIndexes row = %+v", r)
+	}
+	if !rep.OK {
+		t.Errorf("failed: %+v", rows(rep, doctor.Fail))
+	}
+}
