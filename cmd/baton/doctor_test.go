@@ -164,6 +164,7 @@ func TestDoctorDeepAgainstBatonLocal(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "all checks passed (deep)") {
 		t.Fatalf("baton doctor --deep against baton local: exit %d\n%s", code, out)
 	}
+	t.Logf("baton doctor --deep:\n%s", out)
 	for _, want := range []string{"PASS    probe GPU.ClaimBestJob ", "PASS    explain run history page (Catalog.ListRuns) ",
 		"PASS    race: 20 conditional writers on one document ", "PASS    latency: conditional write ", "PASS    gcs: stale generation ",
 		"PASS    deep: cleanup ", "PASS    deep: cost "} {

@@ -41,6 +41,11 @@ type DeepConfig struct {
 	// LatencyWrites is how many conditional writes the latency is measured
 	// over (0: 30).
 	LatencyWrites int
+	// IndexProbe runs the createIndexes probe on a scratch collection. Off
+	// by default: the functions never send it (Terraform declares the
+	// indexes), and on Firestore an index made so outlives its collection
+	// and dropIndexes is refused, so it would be left behind.
+	IndexProbe bool
 	// RateWrites bounds the writes to one object in the per-object rate
 	// check (0: 12); RateWindow bounds its time (0: 10s).
 	RateWrites int
@@ -81,6 +86,9 @@ type deepEnv struct {
 	extraReads  int64
 	extraWrites int64
 	gcsOps      int64
+	// indexMade says the index probe created the scratch index, which the
+	// cleanup drops.
+	indexMade bool
 }
 
 func (e *deepEnv) count(reads, writes, gcs int64) {
@@ -178,53 +186,59 @@ func (e *deepEnv) closeMongo(ctx context.Context) {
 	_ = e.raw.Client().Disconnect(cctx)
 }
 
-// cleanupMongo drops every scratch collection, and first their indexes
-// (on Firestore an index belongs to the collection group, which outlives
-// its documents). It runs on a context of its own, so that an interrupt
-// that ended ctx still leaves nothing behind.
+// cleanupMongo deletes the documents of every scratch collection, then
+// drops it where the server has drop (Firestore does not: a collection
+// without documents is gone there), and drops the scratch index when the
+// index probe made one. It runs on a context of its own, so that an
+// interrupt that ended ctx still leaves nothing behind.
 func (e *deepEnv) cleanupMongo(ctx context.Context, r *Report) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
+	byHand := "delete the documents of the collections named " + e.scratch + "* by hand (mongosh: db.getCollectionNames().filter(n => n.startsWith('" + e.scratch + "')).forEach(n => db[n].deleteMany({})))"
 	names, err := e.raw.ListCollectionNames(cctx, bson.D{{Key: "name", Value: bson.D{{Key: "$regex", Value: "^" + e.scratch}}}})
 	if err != nil {
 		// A server without $regex in listCollections' filter: list all.
 		if names, err = e.raw.ListCollectionNames(cctx, bson.D{}); err != nil {
-			r.fail("deep: cleanup", fmt.Sprintf("list the scratch collections %s*: %v", e.scratch, err),
-				"drop the collections named "+e.scratch+"* by hand (mongosh: db.getCollectionNames().filter(n => n.startsWith('"+e.scratch+"')).forEach(n => db[n].drop()))")
+			r.fail("deep: cleanup", fmt.Sprintf("list the scratch collections %s*: %v", e.scratch, err), byHand)
 			return
 		}
 	}
-	var dropped []string
-	var failed []string
+	var removed, failed []string
+	var docs int64
 	for _, n := range names {
 		if !strings.HasPrefix(n, e.scratch) {
 			continue
 		}
 		coll := e.raw.Collection(n)
-		if err := coll.Indexes().DropAll(cctx); err != nil && !isNamespaceNotFound(err) {
-			failed = append(failed, fmt.Sprintf("drop the indexes of %s: %v", n, err))
-		}
-		if err := coll.Drop(cctx); err != nil {
-			// A server that refuses drop still deletes documents: the
-			// scratch collections hold a few each.
-			if _, derr := coll.DeleteMany(cctx, bson.D{}); derr != nil {
-				failed = append(failed, fmt.Sprintf("drop %s: %v; delete its documents: %v", n, err, derr))
-				continue
+		if e.indexMade && n == e.scratch+indexProbeCollection {
+			if err := coll.Indexes().DropOne(cctx, indexProbeName); err != nil && !isNamespaceNotFound(err) {
+				failed = append(failed, fmt.Sprintf("drop the scratch index %s.%s: %v (on Firestore: gcloud firestore indexes composite list --database=DATABASE, then delete the one on collection group %s)", n, indexProbeName, err, n))
 			}
 		}
-		e.count(0, 1, 0)
-		dropped = append(dropped, n)
+		res, err := coll.DeleteMany(cctx, bson.D{})
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("delete the documents of %s: %v", n, err))
+			continue
+		}
+		docs += res.DeletedCount
+		// Where the server has drop, the empty collection goes too; where
+		// it does not (Firestore), it is gone already.
+		_ = coll.Drop(cctx)
+		removed = append(removed, n)
 	}
+	e.count(docs, docs, 0) // Firestore bills a delete as a write, and the read that found the document
 	if len(failed) > 0 {
-		r.fail("deep: cleanup", strings.Join(failed, "; "), "drop the collections named "+e.scratch+"* by hand")
+		r.fail("deep: cleanup", strings.Join(failed, "; "), byHand)
 		return
 	}
-	r.pass("deep: cleanup", fmt.Sprintf("dropped %d scratch collections (%s*)", len(dropped), e.scratch))
+	r.pass("deep: cleanup", fmt.Sprintf("deleted %d scratch documents in %d collections (%s*)", docs, len(removed), e.scratch))
 }
 
+// isNamespaceNotFound reports an index or collection that is not there
+// (NamespaceNotFound 26, IndexNotFound 27): nothing to remove.
 func isNamespaceNotFound(err error) bool {
 	var ce mongo.CommandError
-	return errors.As(err, &ce) && (ce.Code == 26 || ce.Name == "NamespaceNotFound")
+	return errors.As(err, &ce) && (ce.Code == 26 || ce.Code == 27 || ce.Name == "NamespaceNotFound" || ce.Name == "IndexNotFound")
 }
 
 // cost states what the run read and wrote, counted: the store's meter
@@ -241,7 +255,7 @@ func (e *deepEnv) cost(r *Report) {
 	writes += e.extraWrites
 	gcs := e.gcsOps
 	e.mu.Unlock()
-	r.pass("deep: cost", fmt.Sprintf("%d document reads, %d document writes (the store's meter, plus explains at one read each and the scratch drops), %d Cloud Storage operations", reads, writes, gcs))
+	r.pass("deep: cost", fmt.Sprintf("%d document reads, %d document writes (the store's meter, plus the explains at one read each and the scratch deletes), %d Cloud Storage operations", reads, writes, gcs))
 }
 
 // refusal describes a server's refusal of a command: its code, code name

@@ -34,7 +34,8 @@ func deepRig(t *testing.T) (*mongostore.Store, doctor.DeepConfig) {
 	return st, doctor.DeepConfig{
 		MongoURI: emutest.MongoURI(t), Database: st.DatabaseName(),
 		Bucket: bucket, StorageOptions: emutest.GCSServer(t).ClientOptions(),
-		Scratch: doctor.ScratchPrefix + "test_",
+		Scratch:    doctor.ScratchPrefix + "test_",
+		IndexProbe: true,
 		// A short window: the emulator's answer is known either way.
 		RateWindow: 3 * time.Second,
 	}
