@@ -72,7 +72,7 @@ func hotQueries(now time.Time) []hotQuery {
 // not documented, so the names are looked for anywhere in it.
 var (
 	scanNodes  = []string{"TableScan", "COLLSCAN"}
-	indexNodes = []string{"IndexScan", "IXSCAN", "TableAccess", "IDHACK", "EXPRESS_IXSCAN"}
+	indexNodes = []string{"IndexScan", "LookupById", "TableAccess", "IXSCAN", "IDHACK", "EXPRESS_IXSCAN"}
 )
 
 // explains explains each hot query and fails the ones planned as a scan.
