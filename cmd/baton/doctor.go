@@ -72,7 +72,7 @@ that it removes at the end, on failure and on Ctrl-C too:
   - the bucket: create-if-absent, generation match, 412 on a stale
     generation, and the answer to writes to one object faster than once a
     second (a 429 is expected; none is a WARN).
-Against baton local it costs 44 document reads, 59 document writes and 19
+Against baton local it costs 74 document reads, 102 document writes and 19
 Cloud Storage operations (the cost row counts them on every run);
 docs/deploy.md, "Proving a deployment".
 
