@@ -179,11 +179,20 @@ func (e *deepEnv) open(ctx context.Context) error {
 	return nil
 }
 
+// closeMongo closes the store and the raw client. The raw client is
+// disconnected under a context that has already ended, as mongostore's
+// Close does: the driver then skips the endSessions it would send to the
+// admin database, which a Firestore connection, "limited to a single ...
+// database"
+// (https://cloud.google.com/firestore/mongodb-compatibility/docs/behavior-differences),
+// may refuse.
 func (e *deepEnv) closeMongo(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	_ = e.st.Close(cctx)
-	_ = e.raw.Client().Disconnect(cctx)
+	ended, end := context.WithCancel(context.WithoutCancel(ctx))
+	end()
+	_ = e.raw.Client().Disconnect(ended)
 }
 
 // cleanupMongo deletes the documents of every scratch collection, then
