@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,9 +18,9 @@ func init() { rootCmd.AddCommand(newDoctorCmd()) }
 // newDoctorCmd builds `baton doctor`.
 func newDoctorCmd() *cobra.Command {
 	var (
-		asJSON, local, cloud bool
-		cc                   doctor.CloudConfig
-		timeout              time.Duration
+		asJSON, local, cloud, deep, probeIndexes bool
+		cc                                       doctor.CloudConfig
+		timeout                                  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "doctor",
@@ -49,11 +52,36 @@ The local checks run when --local is given, or when STORAGE_EMULATOR_HOST or
 CLOUD_TASKS_EMULATOR_HOST is set (baton local's env file sets both); the cloud
 checks otherwise, or with --cloud.
 
+With --deep it proves the deployment by using it, with the settings the
+functions read (BATON_MONGO_URI, BATON_DATABASE, BATON_BUCKET, and
+STORAGE_EMULATOR_HOST for baton local), in scratch collections
+(baton_doctor_<random>_*) and scratch objects (gs://BUCKET/baton_doctor_<random>_/)
+that it removes at the end, on failure and on Ctrl-C too:
+  - a probe per store operation, through the methods baton calls: every
+    command shape baton sends (a refusal names the command, its operators
+    and options);
+  - explain (plan only, no documents read) of the hot queries on the real
+    collections: the due page, a run history page, the sweeps, the GPU
+    queue claim; a table scan fails, naming the index to create
+    (--probe-indexes adds a createIndexes probe on a scratch collection:
+    the functions never send it, and on Firestore the index may outlive
+    the run);
+  - 20 conditional writers racing on one document: one wins, every other
+    gets a clean conflict;
+  - the p50 and p99 latency of a conditional write;
+  - the bucket: create-if-absent, generation match, 412 on a stale
+    generation, and the answer to writes to one object faster than once a
+    second (a 429 is expected; none is a WARN).
+Against baton local it costs 74 document reads, 102 document writes and 19
+Cloud Storage operations (the cost row counts them on every run);
+docs/deploy.md, "Proving a deployment".
+
 Exit status: 0 when no check failed (WARN and SKIP allowed), 1 when one did,
 2 on bad flags.`,
 		Example: `  . .baton/env && baton doctor
   baton doctor --project my-proj --region europe-west4 --bucket my-baton-bucket
-  eval "$(terraform -chdir=infra/terraform output -raw cli_env)" && baton doctor --json`,
+  eval "$(terraform -chdir=infra/terraform output -raw cli_env)" && baton doctor --json
+  eval "$(terraform -chdir=infra/terraform output -raw cli_env)" && baton doctor --deep`,
 		Args: cobra.NoArgs,
 		// As under the root command: a failed check is a report, not a
 		// usage mistake (and tests run this command alone).
@@ -66,13 +94,33 @@ Exit status: 0 when no check failed (WARN and SKIP allowed), 1 when one did,
 			if timeout <= 0 {
 				return usageError("doctor: --timeout %s: want a positive duration", timeout)
 			}
+			if deep && (local || cloud) {
+				return usageError("doctor: --deep checks the deployment BATON_* names, local or cloud: give it alone")
+			}
+			if deep && !cmd.Flags().Changed("timeout") {
+				timeout = deepTimeout
+			}
 			if !local && !cloud {
 				local = config.Get(config.EnvStorageEmu) != "" || config.Get(config.EnvTasksEmu) != ""
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			var rep *doctor.Report
-			if local {
+			switch {
+			case deep:
+				// Ctrl-C or a TERM ends the checks between commands; the
+				// scratch data is removed all the same.
+				sctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				rep = doctor.Deep(sctx, doctor.DeepConfig{
+					MongoURI: config.Get(config.EnvMongoURI),
+					// BATON_DATABASE or --database when given; otherwise the
+					// URI's database (baton local's names it), as Open reads it.
+					Database:   deepDatabase(cmd, cc.Database),
+					Bucket:     cc.Bucket,
+					IndexProbe: probeIndexes,
+				})
+			case local:
 				rep = doctor.Local(ctx, doctor.LocalConfig{
 					MongoURI: config.Get(config.EnvMongoURI),
 					// The URI of baton local names its database; only an
@@ -85,7 +133,7 @@ Exit status: 0 when no check failed (WARN and SKIP allowed), 1 when one did,
 					URL:         config.Get(config.EnvURL),
 					Token:       config.Get(config.EnvToken),
 				})
-			} else {
+			default:
 				if cc.Location == "" {
 					cc.Location = cc.Region
 				}
@@ -121,6 +169,8 @@ Exit status: 0 when no check failed (WARN and SKIP allowed), 1 when one did,
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON instead of a table")
 	f.BoolVar(&local, "local", false, "check baton local's emulators (the default when STORAGE_EMULATOR_HOST or CLOUD_TASKS_EMULATOR_HOST is set)")
 	f.BoolVar(&cloud, "cloud", false, "check the cloud deployment even when emulator hosts are set")
+	f.BoolVar(&deep, "deep", false, "prove the deployment by using it, in scratch collections and objects it removes (see above; default --timeout 5m)")
+	f.BoolVar(&probeIndexes, "probe-indexes", false, "with --deep, also create (and drop) an index on a scratch collection; on Firestore it may be left behind (dropIndexes is refused)")
 	f.StringVar(&cc.Project, "project", config.Get(config.EnvProject), "Google Cloud project (BATON_PROJECT)")
 	f.StringVar(&cc.Database, "database", config.Get(config.EnvDatabase), "Firestore database ID (BATON_DATABASE; Terraform's database_name)")
 	f.StringVar(&cc.Bucket, "bucket", config.Get(config.EnvBucket), "baton's bucket (BATON_BUCKET; terraform output bucket)")
@@ -130,6 +180,19 @@ Exit status: 0 when no check failed (WARN and SKIP allowed), 1 when one did,
 	f.StringVar(&cc.TickURL, "tick-url", config.Get(config.EnvTickURL), "the Tick function's URL (BATON_TICK_URL; terraform output function_urls); empty checks only that the job's host is baton-tick's")
 	f.DurationVar(&timeout, "timeout", time.Minute, "bound on all the checks together")
 	return cmd
+}
+
+// deepTimeout is --timeout's default with --deep: the probes, the race,
+// the latency and the rate check take seconds each on a healthy database.
+const deepTimeout = 5 * time.Minute
+
+// deepDatabase is the database --deep opens: the flag's or
+// BATON_DATABASE's value when either is given, else "" (the URI's).
+func deepDatabase(cmd *cobra.Command, v string) string {
+	if cmd.Flags().Changed("database") || os.Getenv(config.EnvDatabase) != "" {
+		return v
+	}
+	return ""
 }
 
 // flagIf is the flag's value when it was given on the command line, and ""

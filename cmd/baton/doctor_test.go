@@ -115,6 +115,8 @@ func TestDoctorUsageErrors(t *testing.T) {
 		{args: []string{"--local", "--cloud"}},
 		{args: []string{"--no-such-flag"}},
 		{args: []string{"--timeout", "0s", "--local"}},
+		{args: []string{"--deep", "--local"}},
+		{args: []string{"--deep", "--cloud"}},
 		// The cloud needs a project, a bucket and a region for the job.
 		{args: []string{"--cloud", "--bucket", "b"}, env: map[string]string{"BATON_PROJECT": ""}},
 		{args: []string{"--cloud", "--project", "p", "--bucket", "b", "--region", ""}},
@@ -135,5 +137,80 @@ func TestDoctorLocationFromEnvironment(t *testing.T) {
 	t.Setenv("BATON_FIRESTORE_LOCATION", "nam5")
 	if got := newDoctorCmd().Flags().Lookup("location").DefValue; got != "nam5" {
 		t.Fatalf("--location defaults to %q, want BATON_FIRESTORE_LOCATION's nam5", got)
+	}
+}
+
+// TestDoctorDeepAgainstBatonLocal is the acceptance test of `baton doctor
+// --deep`: against the stack `baton local` runs, every probe, explain,
+// race, latency and bucket check passes (a WARN at most), with exit status
+// 0 and no scratch collection left; with the runs.history index dropped,
+// it exits 1 with one FAIL row, the explain of the run history page,
+// naming the table scan and the index to create.
+func TestDoctorDeepAgainstBatonLocal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := stack.Start(ctx, stack.Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Tick: -1})
+	if err != nil {
+		t.Fatalf("stack.Start: %v", err)
+	}
+	defer func() {
+		if err := s.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}()
+	sourceEnv(t, s.Exports())
+
+	out, code := runDoctor(t, "--deep")
+	if code != 0 || !strings.Contains(out, "all checks passed (deep)") {
+		t.Fatalf("baton doctor --deep against baton local: exit %d\n%s", code, out)
+	}
+	t.Logf("baton doctor --deep:\n%s", out)
+	for _, want := range []string{"PASS    probe GPU.ClaimBestJob ", "PASS    explain run history page (Catalog.ListRuns) ",
+		"PASS    race: 20 conditional writers on one document ", "PASS    latency: conditional write ", "PASS    gcs: stale generation ",
+		"PASS    deep: cleanup ", "PASS    deep: cost "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q line:\n%s", want, out)
+		}
+	}
+	raw := emutest.RawClient(t, s.MongoURI).Database(s.Deps.Store.DatabaseName())
+	left := func() []string {
+		names, err := raw.ListCollectionNames(ctx, map[string]any{})
+		if err != nil {
+			t.Fatalf("list collections: %v", err)
+		}
+		var out []string
+		for _, n := range names {
+			if strings.HasPrefix(n, doctor.ScratchPrefix) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	if l := left(); len(l) > 0 {
+		t.Errorf("scratch collections left: %v", l)
+	}
+
+	if err := raw.Collection("runs").Indexes().DropOne(ctx, "history"); err != nil {
+		t.Fatalf("drop runs.history: %v", err)
+	}
+	out, code = runDoctor(t, "--deep", "--json")
+	var rep doctor.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("--deep --json: %v\n%s", err, out)
+	}
+	if code != 1 || rep.OK || rep.Mode != "deep" {
+		t.Errorf("with runs.history dropped: exit %d, ok %v, mode %q", code, rep.OK, rep.Mode)
+	}
+	for _, r := range rep.Results {
+		isHistory := r.Check == "explain run history page (Catalog.ListRuns)"
+		if (r.Status == doctor.Fail) != isHistory {
+			t.Errorf("%s %s: %s", r.Status, r.Check, r.Detail)
+		}
+		if isHistory && (!strings.Contains(r.Detail, "TableScan") || !strings.Contains(r.Fix, "runs.history")) {
+			t.Errorf("the failing row does not name the scan and the index: %+v", r)
+		}
+	}
+	if l := left(); len(l) > 0 {
+		t.Errorf("scratch collections left after a failing run: %v", l)
 	}
 }

@@ -16,6 +16,11 @@
 //     operator that Google's pages do not list as supported: the
 //     allowlist (allowlist.go), one entry per feature with its page.
 //
+// The front answers explain itself (explain.go), with a plan computed from
+// the collection's indexes and named as Firestore's Query Explain names
+// its nodes (IndexScan, TableScan), since FerretDB's explain says nothing
+// about indexes; baton doctor --deep judges the hot queries by it.
+//
 // For fault tests, the front also implements mongod's failCommand fail
 // point (configureFailPoint), with a namespace filter of baton's own
 // (failpoint.go).

@@ -212,6 +212,9 @@ func (f *front) handle(req message, client, backend net.Conn, br *bufio.Reader) 
 		f.logger.Info("mongo front: refused", "command", cmd.name, "reason", r.codeName, "code", r.code)
 		return f.answer(req, cmd, client, r.doc())
 	}
+	if cmd.name == "explain" {
+		return f.explain(req, cmd, client, backend, br) // explain.go
+	}
 
 	out := req.raw
 	if cmd.moreToCome {

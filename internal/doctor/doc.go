@@ -38,6 +38,19 @@
 // exists in the GCS emulator, the Cloud Tasks emulator serves the queue, and
 // the functions' /healthz answers 200.
 //
+// # Deep
+//
+// Deep (baton doctor --deep) proves a deployment by using it, with the
+// settings the functions read, in scratch collections and objects
+// (ScratchPrefix) that it removes on every path: a probe per store
+// operation through the methods baton calls (every command shape baton
+// sends; a refusal names the command, its operators and options), explain
+// of the hot queries on the real collections (a TableScan fails, naming
+// the index), 20 conditional writers racing on one document (one wins, the
+// rest get ErrConflict), the p50 and p99 of a conditional write, and the
+// bucket's create-if-absent, generation match, 412 and per-object rate
+// answer. The last row states the run's cost, counted.
+//
 // Each Result names its check, and a failing one says what to do: the
 // terraform or gcloud command that fixes it.
 package doctor
