@@ -212,15 +212,15 @@ func probeSet() []probe {
 		{"Schedules.SetMisfire", "update schedules {_id, misfire: {$ne: true}} $set, then {_id, misfire: true} $set/$max/$inc", func(ctx context.Context, p *probeState) error {
 			return p.b.Schedules().SetMisfire(ctx, probeSchedule, p.now, true)
 		}},
-		{"Schedules.HasMisfire", "count schedules {_id, misfire: true} (the driver's CountDocuments)", func(ctx context.Context, p *probeState) error {
+		{"Schedules.HasMisfire", "count schedules {_id, misfire: true} (the count command)", func(ctx context.Context, p *probeState) error {
 			ok, err := p.b.Schedules().HasMisfire(ctx, probeSchedule)
 			if err == nil && !ok {
 				return wrong("flag not seen")
 			}
 			return err
 		}},
-		{"Schedules.Misfired", "find schedules {misfire: true} limit", func(ctx context.Context, p *probeState) error {
-			got, err := p.b.Schedules().Misfired(ctx, 10)
+		{"Schedules.Misfired", "find schedules {misfire: true, _id: {$gt}} sort {misfire, _id} limit", func(ctx context.Context, p *probeState) error {
+			got, err := p.b.Schedules().Misfired(ctx, "", 10)
 			if err == nil && len(got) != 1 {
 				return wrong("%d flagged, want 1", len(got))
 			}
@@ -470,7 +470,7 @@ func probeSet() []probe {
 			}
 			return err
 		}},
-		{"GPU.CountQueued", "count gpu_jobs {status: queued} with limit (the driver's CountDocuments)", func(ctx context.Context, p *probeState) error {
+		{"GPU.CountQueued", "count gpu_jobs {status: queued} with limit (the count command)", func(ctx context.Context, p *probeState) error {
 			n, err := p.b.GPU().CountQueued(ctx, 10)
 			if err == nil && n != 1 {
 				return wrong("%d queued, want 1", n)
