@@ -65,7 +65,7 @@ var errAny = errors.New("any error")
 
 func TestOpenRefusesRetryableWrites(t *testing.T) {
 	t.Parallel()
-	_, err := mongostore.Open(context.Background(), emutest.MongoURI(t)+"?retryWrites=true", mongostore.Options{Database: "x"})
+	_, err := mongostore.Open(context.Background(), emutest.MongoURI(t)+"&retryWrites=true", mongostore.Options{Database: "x"})
 	if !errors.Is(err, store.ErrRetryableWrites) {
 		t.Fatalf("Open with retryWrites=true = %v, want ErrRetryableWrites", err)
 	}
@@ -78,7 +78,9 @@ func TestOpenUsesDatabaseFromURI(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	name := emutest.DBName(t)
-	s, err := mongostore.Open(ctx, emutest.MongoURI(t)+name, mongostore.Options{})
+	// The emulator's URI is mongodb://host:port/?loadBalanced=true: the
+	// database goes in the path, before the options.
+	s, err := mongostore.Open(ctx, strings.Replace(emutest.MongoURI(t), "/?", "/"+name+"?", 1), mongostore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
