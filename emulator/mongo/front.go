@@ -239,7 +239,8 @@ func (f *front) handle(sess *session, req message, client, backend net.Conn, br 
 	if cmd.write {
 		release, conflict := f.lockWrite(cmd)
 		if conflict != nil {
-			f.stats.conflicts.Add(1)
+			db, _ := cmd.body.Lookup("$db").StringValueOK()
+			f.stats.conflict(db)
 			f.logger.Info("mongo front: write conflict (Firestore contention rule)", "command", cmd.name, "namespace", cmd.namespace(), "code", conflict.code)
 			return f.answer(req, cmd, client, conflict.doc())
 		}

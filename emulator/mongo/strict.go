@@ -2,6 +2,7 @@ package mongo
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -101,6 +102,9 @@ type Stats struct {
 	// (WriteConflict, Firestore's Aborted) because another write to the
 	// same document was in flight.
 	Conflicts int64
+	// ConflictsByDatabase is Conflicts by database name, so a test that
+	// shares the emulator counts its own.
+	ConflictsByDatabase map[string]int64
 	// MaxWritesInFlight is the most writes the front has had forwarded to
 	// FerretDB at once: above 1 proves writes ran concurrently.
 	MaxWritesInFlight int64
@@ -113,6 +117,19 @@ type Stats struct {
 
 type stats struct {
 	conflicts, inFlight, maxInFlight, refused, shuffled atomic.Int64
+	mu                                                  sync.Mutex
+	byDB                                                map[string]int64
+}
+
+// conflict counts one 112 answered to a write on database db.
+func (s *stats) conflict(db string) {
+	s.conflicts.Add(1)
+	s.mu.Lock()
+	if s.byDB == nil {
+		s.byDB = map[string]int64{}
+	}
+	s.byDB[db]++
+	s.mu.Unlock()
 }
 
 func (s *stats) enter() {
@@ -128,10 +145,17 @@ func (s *stats) enter() {
 func (s *stats) leave() { s.inFlight.Add(-1) }
 
 func (s *stats) snapshot() Stats {
+	s.mu.Lock()
+	byDB := make(map[string]int64, len(s.byDB))
+	for k, v := range s.byDB {
+		byDB[k] = v
+	}
+	s.mu.Unlock()
 	return Stats{
-		Conflicts:         s.conflicts.Load(),
-		MaxWritesInFlight: s.maxInFlight.Load(),
-		Refused:           s.refused.Load(),
-		Shuffled:          s.shuffled.Load(),
+		ConflictsByDatabase: byDB,
+		Conflicts:           s.conflicts.Load(),
+		MaxWritesInFlight:   s.maxInFlight.Load(),
+		Refused:             s.refused.Load(),
+		Shuffled:            s.shuffled.Load(),
 	}
 }
