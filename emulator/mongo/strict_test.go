@@ -158,6 +158,9 @@ func TestWritesToDifferentDocumentsOverlap(t *testing.T) {
 	t.Parallel()
 	s := startOwn(t, Options{})
 	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unhold := func() { releaseOnce.Do(func() { close(release) }) }
+	defer unhold() // on failure too, or Close would wait for the held write
 	held := make(chan struct{})
 	var once sync.Once
 	s.front.hook = func(cmd command) {
@@ -194,7 +197,7 @@ func TestWritesToDifferentDocumentsOverlap(t *testing.T) {
 	if !isWriteConflict(err) || !strings.Contains(err.Error(), urlErrors) {
 		t.Errorf("second write to a while the first is in flight = %v, want 112 naming %s", err, urlErrors)
 	}
-	close(release)
+	unhold()
 	if err := <-aDone; err != nil {
 		t.Errorf("held write to a: %v", err)
 	}
