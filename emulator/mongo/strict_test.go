@@ -3,7 +3,6 @@ package mongo
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -296,6 +295,31 @@ func TestUnsortedFindIsNotInsertionOrder(t *testing.T) {
 	if got := ids(options.Find().SetBatchSize(30).SetSort(bson.D{{Key: "_id", Value: 1}})); !slices.Equal(got, inserted) {
 		t.Errorf("sorted find = %v, want 1..60 in order", got)
 	}
+	// An aggregate without $sort is shuffled too; with one, it is sorted.
+	agg := func(pipeline bson.A) []int {
+		t.Helper()
+		cur, err := coll.Aggregate(ctx, pipeline, options.Aggregate().SetBatchSize(30))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []struct {
+			ID int `bson:"_id"`
+		}
+		if err := cur.All(ctx, &out); err != nil {
+			t.Fatal(err)
+		}
+		r := make([]int, len(out))
+		for i, d := range out {
+			r[i] = d.ID
+		}
+		return r
+	}
+	if got := agg(bson.A{bson.D{{Key: "$match", Value: bson.D{}}}}); slices.Equal(got, inserted) || len(got) != 60 {
+		t.Errorf("aggregate without $sort = %v, want all 60 in another order than insertion", got)
+	}
+	if got := agg(bson.A{bson.D{{Key: "$sort", Value: bson.D{{Key: "_id", Value: 1}}}}}); !slices.Equal(got, inserted) {
+		t.Errorf("aggregate with $sort = %v, want 1..60 in order", got)
+	}
 	// A limit without a sort is a random few of the matches, not the
 	// first inserted: over ten tries, something beyond the first five.
 	beyond := false
@@ -466,5 +490,3 @@ func TestLaxMode(t *testing.T) {
 		t.Errorf("lax insert of field __x__: %v", err)
 	}
 }
-
-var _ = fmt.Sprint
