@@ -53,7 +53,15 @@ func TestLoadBalancedMode(t *testing.T) {
 		events = append(events, started{e.CommandName, e.ConnectionID, e.ServiceID})
 		mu.Unlock()
 	}}
-	c, err := mdriver.Connect(options.Client().ApplyURI(testServer.URI()).SetRetryWrites(false).SetMonitor(cm))
+	var cleared []*bson.ObjectID
+	pm := &event.PoolMonitor{Event: func(e *event.PoolEvent) {
+		if e.Type == event.ConnectionPoolCleared {
+			mu.Lock()
+			cleared = append(cleared, e.ServiceID)
+			mu.Unlock()
+		}
+	}}
+	c, err := mdriver.Connect(options.Client().ApplyURI(testServer.URI()).SetRetryWrites(false).SetMonitor(cm).SetPoolMonitor(pm))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +123,23 @@ func TestLoadBalancedMode(t *testing.T) {
 	}
 	if getMores != 4 {
 		t.Errorf("%d getMores, want 4 (45 documents in batches of 10)", getMores)
+	}
+	mu.Unlock()
+
+	// A dropped connection (the fail point's closeConnection) clears the
+	// pool of that service only, as in production, and the next write
+	// gets a new connection.
+	failCommand(t, db, bson.D{{Key: "times", Value: 1}}, bson.D{{Key: "failCommands", Value: bson.A{"insert"}},
+		{Key: "closeConnection", Value: true}, {Key: "namespace", Value: db.Name() + ".drop"}})
+	if _, err := db.Collection("drop").InsertOne(ctx, bson.D{{Key: "_id", Value: "x"}}); !mdriver.IsNetworkError(err) {
+		t.Errorf("insert on a cut connection = %v, want a network error", err)
+	}
+	if _, err := db.Collection("drop").InsertOne(ctx, bson.D{{Key: "_id", Value: "y"}}); err != nil {
+		t.Errorf("insert after the cut: %v", err)
+	}
+	mu.Lock()
+	if len(cleared) != 1 || cleared[0] == nil || *cleared[0] != id {
+		t.Errorf("pool cleared for services %v, want once, for %v", cleared, id)
 	}
 }
 
