@@ -244,7 +244,13 @@ func (f *front) handle(sess *session, req message, client, backend net.Conn, br 
 			f.logger.Info("mongo front: write conflict (Firestore contention rule)", "command", cmd.name, "namespace", cmd.namespace(), "code", conflict.code)
 			return f.answer(req, cmd, client, conflict.doc())
 		}
-		unlock = sync.OnceFunc(release)
+		// In flight from here until the locks are released, which
+		// happens as soon as the reply has been read.
+		f.stats.enter()
+		unlock = sync.OnceFunc(func() {
+			f.stats.leave()
+			release()
+		})
 	}
 	defer unlock()
 
@@ -270,12 +276,8 @@ func (f *front) handle(sess *session, req message, client, backend net.Conn, br 
 			return err
 		}
 	}
-	if cmd.write {
-		f.stats.enter()
-		defer f.stats.leave()
-		if f.hook != nil {
-			f.hook(cmd)
-		}
+	if cmd.write && f.hook != nil {
+		f.hook(cmd)
 	}
 	if _, err := backend.Write(out); err != nil {
 		return fmt.Errorf("forward request: %w", err)

@@ -105,8 +105,9 @@ type Stats struct {
 	// ConflictsByDatabase is Conflicts by database name, so a test that
 	// shares the emulator counts its own.
 	ConflictsByDatabase map[string]int64
-	// MaxWritesInFlight is the most writes the front has had forwarded to
-	// FerretDB at once: above 1 proves writes ran concurrently.
+	// MaxWritesInFlight is the most writes that have held their locks at
+	// once (from taking them to reading FerretDB's reply): above 1 proves
+	// writes ran concurrently.
 	MaxWritesInFlight int64
 	// Refused is the number of commands the front refused itself (strict
 	// rules and the always-on refusals; not the fail point's).
