@@ -27,6 +27,12 @@ const (
 // the write side: it runs alone in its collection, which is what keeps
 // FerretDB's query-then-write atomic for it.
 //
+// Failing the later writer at once, rather than making it wait, is what
+// Firestore's Enterprise edition (the one with MongoDB compatibility) does
+// by default: it "resolves data contention by delaying or failing one of
+// the operations", with OPTIMISTIC concurrency unless configured otherwise
+// (https://cloud.google.com/firestore/docs/transaction-data-contention).
+//
 // Only writes that overlap in time conflict. Firestore's 1 write per
 // second per document is a sustained rate it tolerates bursts above (see
 // docs/emulators-mongo.md), so a sequence of writes to one document from
