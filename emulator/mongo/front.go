@@ -241,10 +241,19 @@ func (f *front) handle(sess *session, req message, client, backend net.Conn, br 
 		return f.answer(req, cmd, client, r.doc())
 	}
 
-	// The write's locks are taken before the fail point is consulted, so
-	// that a command the fail point refuses or lets run is one the server
-	// would have accepted, and a contended write neither consumes nor
-	// trips the fail point.
+	// The fail point comes first, as mongod checks failCommand when a
+	// command arrives: a command it refuses or cuts takes no lock, and a
+	// test that counts the fail point's answers (times: n) counts attempts,
+	// whatever contention answers the attempts that pass it.
+	act := f.fail.check(cmd)
+	if act.close {
+		return errCloseConnection // serve cuts the connection
+	}
+	if act.refuse != nil {
+		f.logger.Info("mongo front: refused", "command", cmd.name, "reason", act.refuse.codeName, "code", act.refuse.code)
+		return f.answer(req, cmd, client, act.refuse.doc())
+	}
+
 	unlock := func() {}
 	committing := false
 	if cmd.write {
@@ -267,15 +276,6 @@ func (f *front) handle(sess *session, req message, client, backend net.Conn, br 
 		})
 	}
 	defer unlock()
-
-	act := f.fail.check(cmd)
-	if act.close {
-		return errCloseConnection // serve cuts the connection
-	}
-	if act.refuse != nil {
-		f.logger.Info("mongo front: refused", "command", cmd.name, "reason", act.refuse.codeName, "code", act.refuse.code)
-		return f.answer(req, cmd, client, act.refuse.doc())
-	}
 
 	out := req.raw
 	if cmd.moreToCome {
