@@ -1,14 +1,17 @@
 package tests
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,7 +53,10 @@ type chaosCall struct {
 	status int
 }
 
-// TestChaosRunPath is the fault-tolerance promise under fire. Six schedules
+// TestChaosRunPath is the fault-tolerance promise under fire, on the strict
+// Mongo emulator with concurrent writers: every task reaches /Run twice at
+// once (a duplicate delivery), so the writes of the two race on the same
+// documents and meet the emulator's 112s. Six schedules
 // (two each of skip, buffer_one and allow; retry maxAttempts 3; every 4 s,
 // catch-up all), ticked every 2 s, run through Tick → Cloud Tasks emulator → Run for a minute
 // while the Mongo emulator's failCommand fail point is armed on each write
@@ -71,7 +77,18 @@ func TestChaosRunPath(t *testing.T) {
 		t.Skip("chaos: a minute of faults")
 	}
 	t.Parallel()
-	r := newHandOffRig(t, time.Now().UTC(), nil, nil)
+	// Every task is delivered to /Run twice at once, as Cloud Tasks'
+	// at-least-once delivery may: the two deliveries race on the same run
+	// and schedule documents, so the strict emulator answers some of their
+	// writes 112 (real contention, not the fail point's).
+	var dupes dupDelivery
+	r := newHandOffRig(t, time.Now().UTC(), nil, func(self string) string {
+		dupes.to = self + "/Run"
+		dup := httptest.NewServer(&dupes)
+		t.Cleanup(dup.Close)
+		return dup.URL + "/Run"
+	})
+	conflictsBefore := emutest.MongoStats(t).ConflictsByDatabase[r.st.DatabaseName()]
 	stopClock := make(chan struct{})
 	go func() { // the rig's decisions follow real time
 		for {
@@ -301,4 +318,56 @@ func TestChaosRunPath(t *testing.T) {
 	}
 	sort.Strings(keys)
 	t.Logf("%d runs %v; %d fire times reached a target; %d reached it again after a 2xx", len(runs), statuses, len(keys), twice)
+	conflicts := emutest.MongoStats(t).ConflictsByDatabase[r.st.DatabaseName()] - conflictsBefore
+	t.Logf("the strict Mongo emulator answered %d writes 112 (contention between concurrent writers); %d tasks were delivered twice at once",
+		conflicts, dupes.n.Load())
+	if conflicts == 0 {
+		t.Error("no write met real contention (112 from the emulator): the concurrent writers did not overlap on one document")
+	}
+}
+
+// dupDelivery delivers each task to /Run twice at once, and answers with
+// the first delivery's answer: Cloud Tasks delivers at least once, and a
+// duplicate may run beside the original.
+type dupDelivery struct {
+	to string
+	n  atomic.Int64
+}
+
+func (d *dupDelivery) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	d.n.Add(1)
+	type answer struct {
+		status int
+		body   []byte
+	}
+	answers := make([]answer, 2)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := http.NewRequestWithContext(req.Context(), req.Method, d.to, bytes.NewReader(body))
+			if err != nil {
+				answers[i] = answer{http.StatusInternalServerError, []byte(err.Error())}
+				return
+			}
+			out.Header = req.Header.Clone()
+			resp, err := http.DefaultClient.Do(out)
+			if err != nil {
+				answers[i] = answer{http.StatusBadGateway, []byte(err.Error())}
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			answers[i] = answer{resp.StatusCode, b}
+		}()
+	}
+	wg.Wait()
+	w.WriteHeader(answers[0].status)
+	_, _ = w.Write(answers[0].body)
 }

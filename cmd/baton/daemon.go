@@ -49,7 +49,7 @@ set (as under 'baton local').
 
 When PORT is set (Cloud Run sets it), the daemon also listens there and
 answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
-		Example: `  BATON_MONGO_URI=mongodb://127.0.0.1:27017/ BATON_BUCKET=baton STORAGE_EMULATOR_HOST=127.0.0.1:4443 baton daemon`,
+		Example: `  BATON_MONGO_URI='mongodb://127.0.0.1:27018/baton?loadBalanced=true' BATON_BUCKET=baton STORAGE_EMULATOR_HOST=127.0.0.1:4443 baton daemon`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()

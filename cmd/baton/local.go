@@ -129,6 +129,7 @@ requests in flight finish (up to 30s), then the emulators stop.`,
 	f.StringVar(&cfg.Bucket, "bucket", stack.DefaultBucket, "bucket to create in the GCS emulator (BATON_BUCKET)")
 	f.IntVar(&cfg.GPUWorkers, "gpu-workers", 2, "local GPU workers (one slot each) that run real commands on the CPU; 0 uses BATON_GPU_POOL instead")
 	f.StringSliceVar(&cfg.GPUCommand, "gpu-command", stack.DefaultGPUCommand, "the local GPU workers' command (argv, comma-separated); the job's payload is its stdin")
+	f.BoolVar(&cfg.Lax, "lax-emulators", false, "turn the emulators' strict mode off, for debugging: writes wait their turn instead of answering 112, handshakes without loadBalanced, unsorted results in insertion order and over-limit documents are accepted (logged at warn)")
 	f.BoolVar(&verbose, "verbose", false, "log every request and the emulators' own logs (implies --log-level debug)")
 	f.StringVar(&logLevel, "log-level", config.Get(config.EnvLogLevel), "debug, info, warn or error; BATON_LOG_LEVEL sets the default")
 	return cmd

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -22,18 +23,44 @@ var (
 	mongoErr  error
 )
 
+// EnvLax names the environment variable that starts the test emulators in
+// lax mode (BATON_EMULATOR_LAX=1), for a developer debugging a test: the
+// Mongo emulator then serialises writes, never answers 112, returns
+// unsorted results in insertion order and checks no document limits (see
+// mongo.Options.Lax). Tests are meant to pass strict, as production is.
+const EnvLax = "BATON_EMULATOR_LAX"
+
+// Lax reports whether EnvLax asks for lax emulators.
+func Lax() bool {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv(EnvLax))) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
+}
+
 // MongoURI returns the URI of the package-wide Mongo emulator, starting it
 // on first use. It lives until the test binary exits; its data is in a
-// temporary directory.
+// temporary directory. The emulator is strict unless EnvLax is set, and
+// the URI carries loadBalanced=true, as Firestore's do.
 func MongoURI(t testing.TB) string {
 	t.Helper()
 	mongoOnce.Do(func() {
-		mongoSrv, mongoErr = mongo.Start(context.Background(), mongo.Options{})
+		mongoSrv, mongoErr = mongo.Start(context.Background(), mongo.Options{Lax: Lax()})
 	})
 	if mongoErr != nil {
 		t.Fatalf("emutest: start mongo emulator: %v", mongoErr)
 	}
 	return mongoSrv.URI()
+}
+
+// MongoStats returns the package-wide Mongo emulator's counters: the 112s
+// it answered to overlapping writes, the most writes it ran at once. A
+// test reads them before and after what it measures.
+func MongoStats(t testing.TB) mongo.Stats {
+	t.Helper()
+	MongoURI(t)
+	return mongoSrv.Stats()
 }
 
 // DBName returns a database name unique to this test.

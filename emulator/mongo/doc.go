@@ -6,9 +6,11 @@
 //
 //   - FerretDB v1's conditional findOneAndUpdate and updateOne are not
 //     atomic: it queries, then writes by _id without re-checking the filter,
-//     so racing compare-and-sets can all "win". The front runs write
-//     commands (insert, update, delete, findAndModify) one at a time, which
-//     makes them atomic. Reads run concurrently.
+//     so racing compare-and-sets can all "win". The front lets one write at
+//     a time touch a document (contention.go), which makes them atomic;
+//     in strict mode a write that overlaps another on its document gets
+//     112, as Firestore answers Aborted under contention. Reads run
+//     concurrently.
 //   - Firestore refuses things FerretDB accepts or fakes. The front answers
 //     retryable writes (any command carrying txnNumber), transactions and
 //     $changeStream with an error that says why, and forwards nothing.
@@ -20,6 +22,11 @@
 // the collection's indexes and named as Firestore's Query Explain names
 // its nodes (IndexScan, TableScan), since FerretDB's explain says nothing
 // about indexes; baton doctor --deep judges the hot queries by it.
+//
+// Strict mode (the default; Options.Lax turns it off) also requires load
+// balanced handshakes and adds serviceId to their hello (strict.go),
+// shuffles unsorted results (order.go) and enforces Firestore's document
+// limits (limits.go).
 //
 // For fault tests, the front also implements mongod's failCommand fail
 // point (configureFailPoint), with a namespace filter of baton's own

@@ -37,7 +37,7 @@ func TestFailCommand(t *testing.T) {
 			t.Fatalf("insert into another collection: %v", err)
 		}
 		for i := range 2 {
-			_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}})
+			_, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i + 1}})
 			var ce mdriver.CommandError
 			if !errors.As(err, &ce) || ce.Code != 112 {
 				t.Fatalf("insert %d: err=%v, want command error 112 from the fail point", i, err)

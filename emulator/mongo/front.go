@@ -41,9 +41,10 @@ const (
 	codeNameChangeStream     = "Location40573"
 )
 
-// writeCommands are serialised. FerretDB v1 runs a conditional update as
-// "query, then write by _id" without re-checking the filter, so two racing
-// compare-and-sets can both win unless no other write runs in between.
+// writeCommands take the front's write locks (contention.go). FerretDB v1
+// runs a conditional update as "query, then write by _id" without
+// re-checking the filter, so two racing compare-and-sets can both win
+// unless no other write to that document runs in between.
 var writeCommands = map[string]bool{
 	"insert":        true,
 	"update":        true,
@@ -57,15 +58,35 @@ type front struct {
 	ln      net.Listener
 	backend string
 	logger  *slog.Logger
+	// strict turns on the Firestore rules of strict.go; off (Options.Lax),
+	// the front only serialises writes and refuses what it always refuses.
+	strict bool
+	// serviceID is the serviceId every load-balanced hello reply carries:
+	// one per emulator, as one Firestore endpoint is one service.
+	serviceID bson.ObjectID
 
-	// writeMu is shared by every connection of this emulator (there is one
-	// FerretDB behind it), so write commands run one at a time.
+	// writeMu serialises every write in lax mode (there is one FerretDB
+	// behind the front), which is the old behaviour: no 112, ever.
 	writeMu sync.Mutex
+	// locks are strict mode's per-collection and per-document write locks.
+	locks docLocks
+	// commitMu hands admitted writes to FerretDB one at a time in strict
+	// mode. The locks decide what Firestore would: writes to different
+	// documents are admitted together (no 112 between them), overlapping
+	// writes to one document are not. SQLite, behind FerretDB, has a
+	// single writer, and concurrent writers meet its busy handler, which
+	// sleeps 1 to 100 ms between tries: letting them reach it together
+	// made the GPU suite's 200-job run about twice as slow. An admitted
+	// write waiting here is in flight, so it still conflicts with the
+	// next write to its document.
+	commitMu sync.Mutex
+	// stats counts what strict mode did (Server.Stats).
+	stats stats
+	// hook, when set (tests only), runs just before a write is forwarded,
+	// with its locks held.
+	hook func(command)
 	// fail is the failCommand fail point (failpoint.go).
 	fail failPoint
-	// strict turns the allowlist (allowlist.go) on: every command is
-	// checked against Google's list of supported features.
-	strict bool
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -74,23 +95,31 @@ type front struct {
 }
 
 // startFront puts the wire-protocol front ahead of FerretDB (listening on
-// addr) and returns the client-facing URI and a function that stops it.
-func startFront(addr, backendURI string, logger *slog.Logger) (string, func() error, error) {
+// addr) and returns it; f.uri() is what clients dial, f.close stops it.
+func startFront(addr, backendURI string, logger *slog.Logger, strict bool) (*front, error) {
 	u, err := url.Parse(backendURI)
 	if err != nil {
-		return "", nil, fmt.Errorf("mongo emulator: front: backend URI: %w", err)
+		return nil, fmt.Errorf("mongo emulator: front: backend URI: %w", err)
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return "", nil, fmt.Errorf("mongo emulator: front: listen %s: %w", addr, err)
+		return nil, fmt.Errorf("mongo emulator: front: listen %s: %w", addr, err)
 	}
-	f := &front{ln: ln, backend: u.Host, logger: logger, conns: map[net.Conn]struct{}{}, strict: true}
+	f := &front{ln: ln, backend: u.Host, logger: logger, strict: strict, serviceID: bson.NewObjectID(), conns: map[net.Conn]struct{}{}}
 	f.wg.Add(1)
 	go f.accept()
-	return "mongodb://" + ln.Addr().String() + "/", f.close, nil
+	return f, nil
+}
+
+// uri is the client-facing connection string. It carries loadBalanced=true
+// because Firestore requires it ("Drivers must connect in load balanced
+// mode", https://cloud.google.com/firestore/mongodb-compatibility/docs/connect),
+// so every local client connects the way production's do.
+func (f *front) uri() string {
+	return "mongodb://" + f.ln.Addr().String() + "/?loadBalanced=true"
 }
 
 func (f *front) accept() {
@@ -169,6 +198,7 @@ func (f *front) serve(client net.Conn) {
 
 	cr := bufio.NewReader(client)
 	br := bufio.NewReader(backend)
+	sess := &session{}
 	for {
 		req, err := readMessage(cr)
 		if err != nil {
@@ -177,7 +207,7 @@ func (f *front) serve(client net.Conn) {
 			}
 			return
 		}
-		if err := f.handle(req, client, backend, br); err != nil {
+		if err := f.handle(sess, req, client, backend, br); err != nil {
 			if !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.EOF) {
 				f.logger.Debug("mongo front: connection dropped", "err", err)
 			}
@@ -186,9 +216,10 @@ func (f *front) serve(client net.Conn) {
 	}
 }
 
-// handle answers one request: refuse it, or forward it (under the write lock
-// for write commands) and relay its replies.
-func (f *front) handle(req message, client, backend net.Conn, br *bufio.Reader) error {
+// handle answers one request: refuse it, or forward it (under the write
+// locks for write commands) and relay its replies, rewritten where strict
+// mode says so.
+func (f *front) handle(sess *session, req message, client, backend net.Conn, br *bufio.Reader) error {
 	cmd, err := inspect(req)
 	if err != nil {
 		// A message we cannot parse is not one a driver sends; cut the
@@ -199,22 +230,55 @@ func (f *front) handle(req message, client, backend net.Conn, br *bufio.Reader) 
 		return f.answer(req, cmd, client, f.fail.configure(cmd.body))
 	}
 	cmd.strict = f.strict
-	r := cmd.refusal()
-	var act failAction
-	if r == nil {
-		act = f.fail.check(cmd)
-		if act.close {
-			return errCloseConnection // serve cuts the connection
-		}
-		r = act.refuse
+	if cmd.isHello() && cmd.loadBalancedHello() {
+		sess.loadBalanced = true
 	}
+	cmd.loadBalanced = sess.loadBalanced
+	r := cmd.refusal()
 	if r != nil {
+		f.stats.refused.Add(1)
 		f.logger.Info("mongo front: refused", "command", cmd.name, "reason", r.codeName, "code", r.code)
 		return f.answer(req, cmd, client, r.doc())
+	}
+
+	// The fail point comes first, as mongod checks failCommand when a
+	// command arrives: a command it refuses or cuts takes no lock, and a
+	// test that counts the fail point's answers (times: n) counts attempts,
+	// whatever contention answers the attempts that pass it.
+	act := f.fail.check(cmd)
+	if act.close {
+		return errCloseConnection // serve cuts the connection
+	}
+	if act.refuse != nil {
+		f.logger.Info("mongo front: refused", "command", cmd.name, "reason", act.refuse.codeName, "code", act.refuse.code)
+		return f.answer(req, cmd, client, act.refuse.doc())
 	}
 	if cmd.name == "explain" {
 		return f.explain(req, cmd, client, backend, br) // explain.go
 	}
+
+	unlock := func() {}
+	committing := false
+	if cmd.write {
+		release, conflict := f.lockWrite(cmd)
+		if conflict != nil {
+			db, _ := cmd.body.Lookup("$db").StringValueOK()
+			f.stats.conflict(db)
+			f.logger.Info("mongo front: write conflict (Firestore contention rule)", "command", cmd.name, "namespace", cmd.namespace(), "code", conflict.code)
+			return f.answer(req, cmd, client, conflict.doc())
+		}
+		// In flight from here until the locks are released, which
+		// happens as soon as the reply has been read.
+		f.stats.enter()
+		unlock = sync.OnceFunc(func() {
+			if committing {
+				f.commitMu.Unlock()
+			}
+			f.stats.leave()
+			release()
+		})
+	}
+	defer unlock()
 
 	out := req.raw
 	if cmd.moreToCome {
@@ -223,14 +287,21 @@ func (f *front) handle(req message, client, backend net.Conn, br *bufio.Reader) 
 		// finished. Ask for the reply, then swallow it.
 		out = withoutMoreToCome(req.raw)
 	}
-	unlock := func() {}
-	if cmd.write {
-		// Held from forwarding the request until its reply has been read:
-		// that is the whole critical section of FerretDB's query-then-write.
-		f.writeMu.Lock()
-		unlock = sync.OnceFunc(f.writeMu.Unlock)
+	order := f.orderFor(sess, cmd)
+	if order.limit > 0 {
+		if out, err = order.widen(req, cmd); err != nil {
+			return err
+		}
 	}
-	defer unlock()
+	if cmd.write && f.hook != nil {
+		f.hook(cmd)
+	}
+	if cmd.write && f.strict {
+		// Admitted, FerretDB commits it after the writes ahead of it:
+		// see commitMu.
+		f.commitMu.Lock()
+		committing = true
+	}
 	if _, err := backend.Write(out); err != nil {
 		return fmt.Errorf("forward request: %w", err)
 	}
@@ -243,12 +314,21 @@ func (f *front) handle(req message, client, backend net.Conn, br *bufio.Reader) 
 			unlock() // the write is done; do not wait on a slow client
 		}
 		raw := reply.raw
-		if act.afterRun != nil && reply.opCode == opMsg {
+		switch {
+		case act.afterRun != nil && reply.opCode == opMsg:
 			if raw, err = replyTo(req, act.afterRun.doc()); err != nil {
 				return err
 			}
-		} else if act.wce != nil && reply.opCode == opMsg {
+		case act.wce != nil && reply.opCode == opMsg:
 			if raw, err = withWriteConcernError(req, reply, act.wce); err != nil {
+				return err
+			}
+		case sess.loadBalanced && cmd.isHello() && reply.opCode == opMsg:
+			if raw, err = f.withServiceID(req, reply); err != nil {
+				return err
+			}
+		case order.shuffle && reply.opCode == opMsg:
+			if raw, err = f.reorder(sess, req, reply, order); err != nil {
 				return err
 			}
 		}
@@ -316,16 +396,24 @@ func withoutMoreToCome(raw []byte) []byte {
 
 // command is what the front needs to know about a request.
 type command struct {
-	opCode     int32
-	name       string
-	body       bson.Raw
+	opCode int32
+	name   string
+	body   bson.Raw
+	// seqs are the OP_MSG document sequences (kind-1 sections), by
+	// identifier: insert's "documents", update's "updates", delete's
+	// "deletes" when the driver sends them outside the body.
+	seqs       map[string][]bson.Raw
 	write      bool
 	moreToCome bool
 	// raw is the whole message, for the allowlist to read an OP_MSG's
 	// document sequences, which body leaves out.
 	raw []byte
-	// strict: refusal also applies the allowlist.
+	// strict is the front's mode (Options.Lax off), for refusal: the
+	// Firestore rules of strict.go and the allowlist (allowlist.go).
 	strict bool
+	// loadBalanced is whether this connection's handshake asked for load
+	// balanced mode (this request's included).
+	loadBalanced bool
 }
 
 // inspect parses a request far enough to classify it. Only OP_MSG and
@@ -335,11 +423,11 @@ func inspect(m message) (command, error) {
 	c := command{opCode: m.opCode, raw: m.raw}
 	switch m.opCode {
 	case opMsg:
-		body, flags, err := parseOpMsg(m.raw)
+		body, seqs, flags, err := parseOpMsgSections(m.raw)
 		if err != nil {
 			return c, err
 		}
-		c.body = body
+		c.body, c.seqs = body, seqs
 		c.moreToCome = flags&flagMoreToCome != 0
 	case opQuery:
 		body, isCmd, err := parseOpQuery(m.raw)
@@ -366,8 +454,15 @@ func inspect(m message) (command, error) {
 
 // parseOpMsg returns the kind-0 body section and the flag bits.
 func parseOpMsg(raw []byte) (bson.Raw, uint32, error) {
+	body, _, flags, err := parseOpMsgSections(raw)
+	return body, flags, err
+}
+
+// parseOpMsgSections returns the kind-0 body section, the document
+// sequences (kind-1 sections) by identifier, and the flag bits.
+func parseOpMsgSections(raw []byte) (bson.Raw, map[string][]bson.Raw, uint32, error) {
 	if len(raw) < headerLen+5 {
-		return nil, 0, errors.New("OP_MSG too short")
+		return nil, nil, 0, errors.New("OP_MSG too short")
 	}
 	flags := binary.LittleEndian.Uint32(raw[headerLen:])
 	end := len(raw)
@@ -375,38 +470,80 @@ func parseOpMsg(raw []byte) (bson.Raw, uint32, error) {
 		end -= 4
 	}
 	var body bson.Raw
+	var seqs map[string][]bson.Raw
 	p := headerLen + 4
 	for p < end {
 		kind := raw[p]
 		p++
 		if p+4 > end {
-			return nil, 0, errors.New("OP_MSG section truncated")
+			return nil, nil, 0, errors.New("OP_MSG section truncated")
 		}
 		size := int(int32(binary.LittleEndian.Uint32(raw[p:]))) //nolint:gosec // G115: the wire's int32 size, bit for bit; a negative one is refused just below
 		if size < 5 || p+size > end {
-			return nil, 0, fmt.Errorf("OP_MSG section size %d out of range", size)
+			return nil, nil, 0, fmt.Errorf("OP_MSG section size %d out of range", size)
 		}
 		switch kind {
 		case 0:
 			if body != nil {
-				return nil, 0, errors.New("OP_MSG has two body sections")
+				return nil, nil, 0, errors.New("OP_MSG has two body sections")
 			}
 			body = bson.Raw(raw[p : p+size])
 			if err := body.Validate(); err != nil {
-				return nil, 0, fmt.Errorf("OP_MSG body: %w", err)
+				return nil, nil, 0, fmt.Errorf("OP_MSG body: %w", err)
 			}
 		case 1:
-			// Document sequence (insert's documents, for example): the
-			// front decides on the body alone, so it is skipped.
+			// Document sequence (insert's documents, for example): an
+			// int32 size, a C-string identifier, then documents.
+			id, docs, err := parseSequence(raw[p+4 : p+size])
+			if err != nil {
+				return nil, nil, 0, err
+			}
+			if seqs == nil {
+				seqs = map[string][]bson.Raw{}
+			}
+			seqs[id] = append(seqs[id], docs...)
 		default:
-			return nil, 0, fmt.Errorf("OP_MSG section kind %d", kind)
+			return nil, nil, 0, fmt.Errorf("OP_MSG section kind %d", kind)
 		}
 		p += size
 	}
 	if body == nil {
-		return nil, 0, errors.New("OP_MSG without a body section")
+		return nil, nil, 0, errors.New("OP_MSG without a body section")
 	}
-	return body, flags, nil
+	return body, seqs, flags, nil
+}
+
+// parseSequence splits the payload of a kind-1 section (after its size)
+// into its identifier and documents.
+func parseSequence(b []byte) (string, []bson.Raw, error) {
+	nul := -1
+	for i, c := range b {
+		if c == 0 {
+			nul = i
+			break
+		}
+	}
+	if nul < 0 {
+		return "", nil, errors.New("OP_MSG document sequence identifier unterminated")
+	}
+	id := string(b[:nul])
+	var docs []bson.Raw
+	for p := nul + 1; p < len(b); {
+		if p+4 > len(b) {
+			return "", nil, errors.New("OP_MSG document sequence truncated")
+		}
+		n := int(int32(binary.LittleEndian.Uint32(b[p:]))) //nolint:gosec // G115: the wire's int32 size, bit for bit; a negative one is refused just below
+		if n < 5 || p+n > len(b) {
+			return "", nil, fmt.Errorf("OP_MSG sequence document size %d out of range", n)
+		}
+		d := bson.Raw(b[p : p+n])
+		if err := d.Validate(); err != nil {
+			return "", nil, fmt.Errorf("OP_MSG sequence %q: %w", id, err)
+		}
+		docs = append(docs, d)
+		p += n
+	}
+	return id, docs, nil
 }
 
 // parseOpQuery returns the query document of an OP_QUERY and whether it is
@@ -456,6 +593,14 @@ type refusal struct {
 // refusal decides whether Firestore (or baton's stand-in for it) would
 // refuse the command. It returns nil to forward it.
 func (c command) refusal() *refusal {
+	if c.strict {
+		if r := c.handshakeRefusal(); r != nil {
+			return r
+		}
+		if r := c.limitRefusal(); r != nil {
+			return r
+		}
+	}
 	if _, err := c.body.LookupErr("txnNumber"); err == nil {
 		return &refusal{codeIllegalOperation, codeNameIllegalOperation, fmt.Sprintf(
 			"%s carries txnNumber: Firestore with MongoDB compatibility does not support retryable writes, "+

@@ -23,12 +23,22 @@ type Options struct {
 	Logger *slog.Logger
 	// Verbose passes FerretDB's logs through at debug level.
 	Verbose bool
+	// Lax turns strict mode off. Strict (the zero value) makes the front
+	// as strict as Firestore with MongoDB compatibility on what baton can
+	// meet: load balanced handshakes only, 112 for overlapping writes to
+	// one document, unsorted results in no stable order, and the
+	// documented limits on documents (strict.go, contention.go, order.go,
+	// limits.go). Lax is for debugging a test or the local stack: every
+	// write then waits its turn and nothing above is refused; Start logs
+	// a warning that says so.
+	Lax bool
 }
 
 // Server is a running emulator.
 type Server struct {
 	uri     string
 	backend string // FerretDB's own URI, bypassing the front (tests only)
+	front   *front
 	cancel  context.CancelFunc
 	done    chan struct{}
 	tempDir string
@@ -77,15 +87,25 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	uri, closeFront, err := startFront(addr, backend, opts.Logger)
+	f, err := startFront(addr, backend, opts.Logger, !opts.Lax)
 	if err != nil {
 		// The front's failure is the one to report; Close only tidies up
 		// FerretDB and the temporary directory behind it.
 		_ = s.Close()
 		return nil, err
 	}
-	s.closers = append(s.closers, closeFront)
-	s.uri = uri
+	if opts.Lax {
+		logger := opts.Logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		logger.Warn("mongo emulator: strict mode is off (lax): writes are serialised and never answer 112, " +
+			"handshakes without loadBalanced are accepted, unsorted results come in insertion order, and document limits are not checked; " +
+			"production Firestore does all of that")
+	}
+	s.front = f
+	s.closers = append(s.closers, f.close)
+	s.uri = f.uri()
 	return s, nil
 }
 
@@ -103,8 +123,14 @@ func ferretLogger(opts Options) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// URI is the client-facing connection string (no database, no options).
+// URI is the client-facing connection string: no database, and the one
+// option Firestore's own strings carry that matters here,
+// loadBalanced=true ("mongodb://127.0.0.1:port/?loadBalanced=true").
 func (s *Server) URI() string { return s.uri }
+
+// Stats returns what strict mode has done so far: 112s answered, the most
+// writes in flight at once, refusals, shuffled batches.
+func (s *Server) Stats() Stats { return s.front.stats.snapshot() }
 
 // Close stops the front (listener and every connection), then FerretDB, and
 // removes a temporary data directory.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -150,7 +151,7 @@ func TestWireMoreToCome(t *testing.T) {
 	rc := dialRaw(t, testServer.URI())
 	for i, flags := range []uint32{flagMoreToCome, flagMoreToCome | flagChecksumPresent} {
 		rc.send(buildOpMsg(int32(10+i), flags, mustMarshal(t, bson.D{
-			{Key: "insert", Value: "w"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: i}}}},
+			{Key: "insert", Value: "w"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: i + 1}}}},
 			{Key: "writeConcern", Value: bson.D{{Key: "w", Value: 0}}}, {Key: "$db", Value: db.Name()},
 		})))
 	}
@@ -173,10 +174,13 @@ func TestWireMoreToCome(t *testing.T) {
 func TestWireLegacyOpQuery(t *testing.T) {
 	t.Parallel()
 	rc := dialRaw(t, testServer.URI())
+	// A legacy handshake is never in load balanced mode (a driver in that
+	// mode sends hello over OP_MSG), so strict mode answers it with an
+	// OP_REPLY refusal naming Firestore's Connect page.
 	rc.send(buildOpQuery(7, "admin.$cmd", mustMarshal(t, bson.D{{Key: "isMaster", Value: 1}})))
 	to, body := rc.recv()
-	if to != 7 || okValue(body) != 1 {
-		t.Errorf("isMaster over OP_QUERY: responseTo %d, body %s", to, body)
+	if msg, _ := body.Lookup("errmsg").StringValueOK(); to != 7 || okValue(body) != 0 || !strings.Contains(msg, urlConnect) {
+		t.Errorf("isMaster over OP_QUERY: responseTo %d, body %s; want a refusal naming %s", to, body, urlConnect)
 	}
 	rc.send(buildOpQuery(8, "admin.$cmd", mustMarshal(t, bson.D{{Key: "$query", Value: bson.D{
 		{Key: "insert", Value: "w"}, {Key: "documents", Value: bson.A{bson.D{{Key: "_id", Value: 1}}}}, {Key: "txnNumber", Value: int64(1)},
@@ -231,12 +235,16 @@ func TestWireExhaustReplies(t *testing.T) {
 		}
 		_, _ = io.Copy(io.Discard, br)
 	}()
-	uri, closeFront, err := startFront("127.0.0.1:0", "mongodb://"+ln.Addr().String()+"/", nil)
+	// Lax: a streaming hello is topology monitoring, which only a driver
+	// outside load balanced mode runs, and strict mode refuses that
+	// handshake.
+	f, err := startFront("127.0.0.1:0", "mongodb://"+ln.Addr().String()+"/", nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
+	uri := f.uri()
 	defer func() {
-		if err := closeFront(); err != nil {
+		if err := f.close(); err != nil {
 			t.Errorf("close front: %v", err)
 		}
 	}()

