@@ -12,8 +12,7 @@ import (
 // writes to a single object won't scale." "About Cloud Storage objects"
 // (https://cloud.google.com/storage/docs/objects#immutability): "a single
 // particular object can only be updated or overwritten up to once per
-// second … Updating the same object faster than once per second may result
-// in 429 Too Many Requests errors." The error real GCS answers names what
+// second". The 429 real GCS answers names what
 // counts: "The object B/O exceeded the rate limit for object mutation
 // operations (create, update, and delete). Please reduce your request rate.
 // See https://cloud.google.com/storage/docs/gcs429." So creates,
