@@ -133,17 +133,32 @@ func (m *Manager) readLease(ctx context.Context, name string) (state, error) {
 const MinObjectWriteGap = time.Second
 
 // space waits until MinObjectWriteGap has passed since this manager's last
-// write to the object, and books the next one. It spaces this manager's
+// write to the object, then notes this one. It spaces this manager's
 // writes only; another process's writes to the object are spaced by the
-// server's 429 and the library's backoff.
+// server's 429 and the library's backoff. It books no slot ahead: callers
+// racing one another for the object (goroutines acquiring one lease) wait
+// for the same moment and race then, as they would without it, rather than
+// queueing a second apart behind each other.
 func (m *Manager) space(ctx context.Context, object string) error {
 	m.mu.Lock()
-	now := time.Now()
-	at := now
-	if last, ok := m.lastWrite[object]; ok && last.Add(MinObjectWriteGap).After(at) {
-		at = last.Add(MinObjectWriteGap)
+	last, ok := m.lastWrite[object]
+	m.mu.Unlock()
+	if ok {
+		if wait := time.Until(last.Add(MinObjectWriteGap)); wait > 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("wait for the object's write rate: %w", ctx.Err())
+			case <-t.C:
+			}
+		}
 	}
-	m.lastWrite[object] = at
+	now := time.Now()
+	m.mu.Lock()
+	if cur, ok := m.lastWrite[object]; !ok || now.After(cur) {
+		m.lastWrite[object] = now
+	}
 	if len(m.lastWrite) > 4096 {
 		for k, t := range m.lastWrite {
 			if now.Sub(t) > MinObjectWriteGap {
@@ -152,14 +167,5 @@ func (m *Manager) space(ctx context.Context, object string) error {
 		}
 	}
 	m.mu.Unlock()
-	if wait := time.Until(at); wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for the object's write rate: %w", ctx.Err())
-		case <-t.C:
-		}
-	}
 	return nil
 }
