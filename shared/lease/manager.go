@@ -368,10 +368,16 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 }
 
 // infos turns a listing into lease infos, skipping what is not a lease and
-// applying the release markers (marker.go) listed beside them. With
-// readMissing, a held lease whose marker was not in the listing (a page
-// boundary fell between them) has its marker read.
-func (m *Manager) infos(ctx context.Context, attrs []*storage.ObjectAttrs, readMissing bool) []Info {
+// applying the release markers (marker.go) listed beside them. The listing
+// is in name order and complete up to its last object; with more (a page
+// that others follow), a held lease whose marker would sort after the
+// page's last object has its marker read: it may be on the next page.
+// That is at most one read a page, for its last lease.
+func (m *Manager) infos(ctx context.Context, attrs []*storage.ObjectAttrs, more bool) []Info {
+	last := ""
+	if len(attrs) > 0 {
+		last = attrs[len(attrs)-1].Name
+	}
 	markers := map[string]marker{}
 	for _, a := range attrs {
 		if name, ok := strings.CutSuffix(strings.TrimPrefix(a.Name, m.prefix), ".json"+markerSuffix); ok {
@@ -393,7 +399,7 @@ func (m *Manager) infos(ctx context.Context, attrs []*storage.ObjectAttrs, readM
 		}
 		if !st.free() {
 			k, ok := markers[name]
-			if !ok && readMissing {
+			if !ok && more && m.markerName(name) > last {
 				var err error
 				if k, ok, err = m.readMarker(ctx, name); err != nil {
 					m.log.Warn("lease: list: release marker unreadable; shown as held", "lease", name, "err", err)
@@ -420,8 +426,10 @@ const MaxListPage = 500
 // A page may hold fewer than pageSize leases while more follow: objects
 // under the prefix that are not leases (no .json suffix, or unreadable)
 // are counted against the page and skipped, as List skips them. Release
-// markers (NAME.json.released, marker.go) are such objects: a lease whose
-// marker is on its page is shown free without another read.
+// markers (NAME.json.released, marker.go) are such objects. A lease whose
+// marker is on its page is shown free without another read; the page's
+// last lease, whose marker may be on the next page, costs one metadata
+// read when it is held.
 func (m *Manager) ListPage(ctx context.Context, pageSize int, pageToken string) ([]Info, string, error) {
 	if pageSize < 1 || pageSize > MaxListPage {
 		return nil, "", fmt.Errorf("lease: list page: page size %d is not between 1 and %d", pageSize, MaxListPage)
@@ -446,9 +454,9 @@ func (m *Manager) ListPage(ctx context.Context, pageSize int, pageToken string) 
 		}
 		return nil, "", fmt.Errorf("lease: list page %q: %w", m.prefix, err)
 	}
-	// A lease's marker sorts right after it, so it is nearly always on the
-	// same page; when a page ends between them, the marker is read.
-	return m.infos(ctx, attrs, true), m.encodePageToken(next), nil
+	// A lease's marker sorts right after it, so it is on the same page
+	// unless the page ends between them; then the marker is read.
+	return m.infos(ctx, attrs, next != ""), m.encodePageToken(next), nil
 }
 
 // pageToken is what ListPage's tokens carry: the bucket list's own token,
