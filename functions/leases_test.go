@@ -108,10 +108,12 @@ func leaseAPI(t *testing.T, bucket string, meter *listMeter) string {
 // TestListLeasesPages creates seven leases on the real GCS emulator, holds
 // some and releases others, and pages through GET /leases two at a time:
 // every lease is seen exactly once, in name order, no page holds more
-// than two, each page is one list call of maxResults=2 whose answer held
-// as many objects as the page shows (the cursor is the bucket list's own
-// token: no skipping, no object read per lease), held leases show their
-// holder and live, released ones free.
+// than two, each page is one list call of maxResults=2 (the cursor is the
+// bucket list's own token: no skipping, no object read per lease; the
+// answer holds the leases and the release markers beside them, lease.
+// marker.go), and at most one object read besides (the marker of the
+// page's last lease, which may be on the next page), held leases show
+// their holder and live, released ones free.
 func TestListLeasesPages(t *testing.T) {
 	ctx := context.Background()
 	client, bucket := emutest.GCS(t)
@@ -152,11 +154,11 @@ func TestListLeasesPages(t *testing.T) {
 			t.Errorf("page %d has %d leases, want at most 2", pages, len(p.Leases))
 		}
 		lists, reads := meter.take()
-		if len(lists) != 1 || lists[0].maxResults != "2" || lists[0].items != len(p.Leases) {
-			t.Errorf("page %d of %d leases: list calls %+v, want one with maxResults=2 answering %d objects", pages, len(p.Leases), lists, len(p.Leases))
+		if len(lists) != 1 || lists[0].maxResults != "2" || lists[0].items < len(p.Leases) {
+			t.Errorf("page %d of %d leases: list calls %+v, want one with maxResults=2 answering at least %d objects", pages, len(p.Leases), lists, len(p.Leases))
 		}
-		if reads != 0 {
-			t.Errorf("page %d: %d object reads besides the list, want 0 (the metadata mirror is enough)", pages, reads)
+		if reads > 1 {
+			t.Errorf("page %d: %d object reads besides the list, want at most 1 (the metadata mirror is enough; the last lease's marker may be on the next page)", pages, reads)
 		}
 		for _, l := range p.Leases {
 			seen = append(seen, l.Name)

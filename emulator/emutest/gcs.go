@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -20,11 +22,13 @@ var (
 )
 
 // GCSServer returns the package-wide GCS emulator, starting it on first use.
-// It lives until the test binary exits.
+// It lives until the test binary exits. It is strict (GCS's per-object
+// write rate is enforced) unless BATON_EMULATOR_LAX=1, the switch every
+// test emulator honours, for debugging only.
 func GCSServer(t testing.TB) *gcs.Server {
 	t.Helper()
 	gcsOnce.Do(func() {
-		gcsSrv, gcsErr = gcs.Start(context.Background(), gcs.Options{})
+		gcsSrv, gcsErr = gcs.Start(context.Background(), gcs.Options{Lax: os.Getenv("BATON_EMULATOR_LAX") == "1", Logger: laxLogger()})
 	})
 	if gcsErr != nil {
 		t.Fatalf("emutest: start gcs emulator: %v", gcsErr)
@@ -67,4 +71,10 @@ func GCS(t testing.TB) (*storage.Client, string) {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return c, bucket
+}
+
+// laxLogger is where a lax emulator says that it is lax: stderr, warnings
+// only, so that a test run in lax mode shows it.
+func laxLogger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

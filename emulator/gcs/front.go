@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 )
@@ -31,10 +32,16 @@ type front struct {
 	all   sync.RWMutex
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex
+
+	// rate is the per-object write limit (rate.go); strict enforces it,
+	// and Lax turns that off. Forced refusals (FailNextWrites) apply
+	// either way.
+	rate   *objectRate
+	strict bool
 }
 
-func newFront(fake *fakestorage.Server, log *slog.Logger) *front {
-	return &front{fake: fake, next: fake.HTTPHandler(), log: log, locks: map[string]*sync.Mutex{}}
+func newFront(fake *fakestorage.Server, log *slog.Logger, strict bool, now func() time.Time) *front {
+	return &front{fake: fake, next: fake.HTTPHandler(), log: log, locks: map[string]*sync.Mutex{}, rate: newObjectRate(now), strict: strict}
 }
 
 // op is what the front understood of a request.
@@ -155,7 +162,19 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	f.next.ServeHTTP(w, r)
+	// The rate is checked after the preconditions: a write that would get
+	// 412 mutates nothing, and only mutations count (rate.go).
+	if !f.rate.allow(bucket, object, f.strict) {
+		f.log.Debug("gcs emulator: object write rate exceeded", "method", r.Method, "bucket", bucket, "object", object)
+		writeGCSError(w, http.StatusTooManyRequests, "rateLimitExceeded",
+			"The object "+bucket+"/"+object+" exceeded the rate limit for object mutation operations (create, update, and delete). Please reduce your request rate. See https://cloud.google.com/storage/docs/gcs429.")
+		return
+	}
+	rec := &statusRecorder{ResponseWriter: w}
+	f.next.ServeHTTP(rec, r)
+	if rec.code >= 200 && rec.code < 300 {
+		f.rate.spend(bucket, object)
+	}
 }
 
 // conditions are GCS's object preconditions as query parameters.

@@ -13,6 +13,7 @@ import (
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"google.golang.org/api/option"
 
+	"github.com/baton-cron/baton/shared/clock"
 	"github.com/baton-cron/baton/shared/httpapi"
 )
 
@@ -26,16 +27,24 @@ type Options struct {
 	// filesystem backend), so leases, their epochs and job outputs survive
 	// a restart of the stack; "" keeps them in memory.
 	Dir string
+	// Lax turns off the per-object write rate limit (rate.go) that real
+	// GCS enforces and the emulator enforces by default. For debugging
+	// only: code that passes lax may get 429 on GCS. Start logs it.
+	Lax bool
+	// Clock drives the write-rate token buckets; nil means the wall
+	// clock. Tests inject one to refill a bucket without sleeping.
+	Clock clock.Clock
 }
 
 // Server is a running GCS emulator.
 type Server struct {
-	fake *fakestorage.Server
-	srv  *http.Server
-	ln   net.Listener
-	host string
-	log  *slog.Logger
-	done chan struct{}
+	fake  *fakestorage.Server
+	front *front
+	srv   *http.Server
+	ln    net.Listener
+	host  string
+	log   *slog.Logger
+	done  chan struct{}
 }
 
 // Start runs fake-gcs-server in-process behind the precondition front and
@@ -71,7 +80,11 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	s := &Server{fake: fake, ln: ln, host: host, log: log, done: make(chan struct{})}
 	// No Write timeout: a download of a large job output may take a while.
-	s.srv = httpapi.NewServer(newFront(fake, log), httpapi.DefaultTimeouts)
+	s.front = newFront(fake, log, !o.Lax, clock.Or(o.Clock).Now)
+	if o.Lax {
+		log.Warn("gcs emulator: lax mode: the per-object write rate limit (one write per second per object) is not enforced; real GCS answers 429 where this does not")
+	}
+	s.srv = httpapi.NewServer(s.front, httpapi.DefaultTimeouts)
 	go func() {
 		defer close(s.done)
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -118,6 +131,28 @@ func (s *Server) CreateBucket(ctx context.Context, name string) error {
 	}
 	s.fake.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: name})
 	return nil
+}
+
+// ObjectWrites returns how many writes (creates, overwrites, metadata
+// updates, deletes) the emulator applied to one object, and how many it
+// refused with 429 rateLimitExceeded. Tests use it to check that a caller
+// stays inside Cloud Storage's per-object write rate.
+func (s *Server) ObjectWrites(bucket, object string) (applied, refused int64) {
+	key := rateKey(bucket, object)
+	s.front.rate.mu.Lock()
+	defer s.front.rate.mu.Unlock()
+	return s.front.rate.writes[key], s.front.rate.refused[key]
+}
+
+// FailNextWrites makes the next n writes to one object get 429
+// rateLimitExceeded without reaching the backend, in strict and lax mode
+// alike: a fault-injection point for tests of callers' 429 handling, as
+// the Mongo emulator's failCommand is for theirs. Test-only.
+func (s *Server) FailNextWrites(bucket, object string, n int) {
+	key := rateKey(bucket, object)
+	s.front.rate.mu.Lock()
+	defer s.front.rate.mu.Unlock()
+	s.front.rate.force[key] = n
 }
 
 // Close stops the server and closes its connections.

@@ -24,10 +24,27 @@
 //   - Heartbeat: rewrite with GenerationMatch(current) every ttl/3, never
 //     more than once a second. A 412 means lost: the lease's context is
 //     cancelled at once.
-//   - Release: a conditional write of a free state (holder "", the epoch
-//     kept) with GenerationMatch(current). It is not a delete, because a
-//     deleted object would restart at epoch 1 and the fencing token must only
-//     go up.
+//   - Release: a write of a release marker, the object NAME.json.released
+//     naming the epoch and token it releases (marker.go), after one read
+//     that checks the lease is still ours. The lease object is not written:
+//     GCS allows about one write per second to one object, and a run that
+//     wrote it to acquire and again to release would be refused for a
+//     schedule firing every second. An acquirer that finds the lease held
+//     and a marker naming its epoch and token treats it as free. If the
+//     marker cannot be written, the release writes the free state (holder
+//     "", the epoch kept) with GenerationMatch(current). Neither is a
+//     delete, because a deleted object would restart at epoch 1 and the
+//     fencing token must only go up.
+//
+// # Write rate
+//
+// GCS answers 429 rateLimitExceeded to writes faster than about one a
+// second to one object (https://cloud.google.com/storage/quotas). A
+// Manager spaces its own writes to one object by MinObjectWriteGap; the
+// library retries a 429 (every lease write is idempotent: it carries a
+// generation precondition, or, for the marker, rewrites the same value),
+// and a heartbeat that keeps meeting 429 is judged by the trust window, as
+// any other failing renew, never taken for a lost lease.
 //
 // # Clocks
 //

@@ -112,6 +112,7 @@ func nth(n int64, match func(*http.Request) bool, a action) func(*http.Request) 
 // bundle is one test's bucket, reached through a fault transport.
 type bundle struct {
 	bucket *storage.BucketHandle
+	name   string // the bucket's name
 	ft     *faultTransport
 }
 
@@ -132,7 +133,7 @@ func setup(t testing.TB) *bundle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return &bundle{bucket: c.Bucket(name), ft: ft}
+	return &bundle{bucket: c.Bucket(name), name: name, ft: ft}
 }
 
 // manager returns a manager on the bundle's bucket under "leases/".

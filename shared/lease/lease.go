@@ -215,6 +215,9 @@ func (l *Lease) renew(end time.Time) error {
 	l.mu.Unlock()
 	rec := st.record
 	rec.RenewedAt = l.m.now()
+	if err := l.m.space(ctx, l.m.objectName(l.name)); err != nil {
+		return fmt.Errorf("lease %q: renew: %w", l.name, err)
+	}
 	sent := time.Now()
 	nst, err := l.m.write(ctx, l.name, rec, storage.Conditions{GenerationMatch: st.Generation})
 	if err != nil && isPreconditionFailed(err) {
@@ -256,11 +259,15 @@ func (l *Lease) renew(end time.Time) error {
 	return nil
 }
 
-// Release stops the heartbeat and frees the lease with a conditional write
-// (GenerationMatch of our last write) that keeps the epoch. Releasing a lost
-// lease returns its loss error; releasing twice returns nil. A release whose
-// generation is stale (someone took over) changes nothing. The lease's
-// context ends in every case, a failed release included.
+// Release stops the heartbeat and frees the lease. It reads the lease
+// object and, when it is still ours, writes the release marker
+// (marker.go), which frees the lease without writing its object again;
+// when the marker cannot be written, it writes the free state (holder "",
+// epoch kept) with GenerationMatch of the generation it saw. Releasing a
+// lost lease returns its loss error; releasing twice returns nil. A release
+// that finds someone else holding the lease changes nothing and returns
+// ErrLost. The lease's context ends in every case, a failed release
+// included.
 func (l *Lease) Release(ctx context.Context) (err error) {
 	l.stopOnce.Do(func() { close(l.stop) })
 	// Once asked to stop, nothing renews the lease: its context ends even
@@ -284,9 +291,28 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	if lost != nil {
 		return lost
 	}
+	// The release marker (marker.go) frees the lease without writing its
+	// object, which its acquire wrote moments ago for a short run. One read
+	// first: a holder that was taken over (or broken) without knowing it
+	// must learn so, and a marker would tell it nothing.
+	cur, rerr := l.m.read(ctx, l.name)
+	if rerr == nil && cur.Holder == l.m.holder && cur.Token == l.token && cur.Epoch == l.epoch {
+		merr := l.m.writeMarker(ctx, l.name, cur.record)
+		if merr == nil {
+			cur.Released = true
+			l.settleRelease(cur)
+			return nil
+		}
+		// The free state on the object does the same, one write more.
+		l.m.log.Warn("lease release marker failed; writing the free state instead", "lease", l.name, "err", merr)
+		st = cur
+	}
 	freeRec := st.record
 	freeRec.Holder = ""
 	freeRec.RenewedAt = l.m.now()
+	if err := l.m.space(ctx, l.m.objectName(l.name)); err != nil {
+		return fmt.Errorf("lease %q: release: %w", l.name, err)
+	}
 	nst, err := l.m.write(ctx, l.name, freeRec, storage.Conditions{GenerationMatch: st.Generation})
 	if err != nil && isPreconditionFailed(err) {
 		cur, rerr := l.m.read(ctx, l.name)
@@ -309,6 +335,13 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("lease %q: release: %w", l.name, err)
 	}
+	l.settleRelease(nst)
+	return nil
+}
+
+// settleRelease records a successful release that left the lease as nst, for
+// this manager's next acquire of it, and ends the lease's context.
+func (l *Lease) settleRelease(nst state) {
 	l.mu.Lock()
 	l.released = true
 	l.err = ErrNotHeld
@@ -318,6 +351,5 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	l.m.free[l.name] = nst
 	l.m.mu.Unlock()
 	l.cancel(ErrNotHeld)
-	l.m.log.Debug("lease released", "lease", l.name, "holder", l.m.holder, "epoch", l.epoch)
-	return nil
+	l.m.log.Debug("lease released", "lease", l.name, "holder", l.m.holder, "epoch", l.epoch, "marker", nst.Released)
 }

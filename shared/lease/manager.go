@@ -83,6 +83,10 @@ type Manager struct {
 	// free caches the state this manager left by its own release, so the
 	// next acquire can write directly with GenerationMatch, skipping a read.
 	free map[string]state
+	// lastWrite is when this manager's last write to each object was (or
+	// will be) sent, monotonic: writes to one object are spaced by
+	// MinObjectWriteGap (marker.go).
+	lastWrite map[string]time.Time
 }
 
 // NewManager returns a Manager for leases stored as PREFIX+NAME+".json" in b.
@@ -99,6 +103,8 @@ func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 		met:     metrics.Or(o.Metrics),
 		backoff: gax.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2},
 		free:    map[string]state{},
+
+		lastWrite: map[string]time.Time{},
 	}
 	if m.holder == "" {
 		m.holder = defaultHolder()
@@ -190,7 +196,7 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 	floor := int64(-1) // asked once, the first time the object is missing
 	for step := 0; step < maxAcquireSteps; step++ {
 		if !known {
-			st, err := m.read(ctx, name)
+			st, err := m.readLease(ctx, name)
 			switch {
 			case errors.Is(err, ErrNotFound):
 				cur = state{} // generation 0: DoesNotExist
@@ -229,6 +235,9 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 		if cur.Generation != 0 {
 			cond = storage.Conditions{GenerationMatch: cur.Generation}
 			rec.Epoch = cur.Epoch + 1
+		}
+		if err := m.space(ctx, m.objectName(name)); err != nil {
+			return nil, fmt.Errorf("lease %q: acquire: %w", name, err)
 		}
 		sent := time.Now()
 		if firstSent.IsZero() {
@@ -315,6 +324,10 @@ type Info struct {
 func (i *Info) Live(now time.Time) bool { return !i.Free && now.Before(i.ExpiresAt) }
 
 func (m *Manager) info(name string, st state) *Info {
+	if st.Released {
+		// Its holder has let go (release marker): shown as a free state.
+		st.Holder = ""
+	}
 	return &Info{
 		Name: name, Object: m.objectName(name), Holder: st.Holder, Epoch: st.Epoch, TTL: st.ttl(),
 		AcquiredAt: st.AcquiredAt, RenewedAt: st.RenewedAt, Updated: st.Updated,
@@ -326,7 +339,7 @@ func (m *Manager) info(name string, st state) *Info {
 // ErrNotFound, with a non-nil *Info (carrying the last epoch) if the object
 // exists in the free state, and a nil one if it does not exist.
 func (m *Manager) Status(ctx context.Context, name string) (*Info, error) {
-	st, err := m.read(ctx, name)
+	st, err := m.readLease(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -340,26 +353,63 @@ func (m *Manager) Status(ctx context.Context, name string) (*Info, error) {
 // List returns every lease object under the prefix, free ones included.
 func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	it := m.bucket.Objects(ctx, &storage.Query{Prefix: m.prefix})
-	var out []Info
+	var attrs []*storage.ObjectAttrs
 	for {
-		attrs, err := it.Next()
+		a, err := it.Next()
 		if errors.Is(err, iterator.Done) {
-			return out, nil
+			break
 		}
 		if err != nil {
 			return nil, fmt.Errorf("lease: list %q: %w", m.prefix, err)
 		}
-		name, ok := strings.CutSuffix(strings.TrimPrefix(attrs.Name, m.prefix), ".json")
+		attrs = append(attrs, a)
+	}
+	return m.infos(ctx, attrs, false), nil
+}
+
+// infos turns a listing into lease infos, skipping what is not a lease and
+// applying the release markers (marker.go) listed beside them. The listing
+// is in name order and complete up to its last object; with more (a page
+// that others follow), a held lease whose marker would sort after the
+// page's last object has its marker read: it may be on the next page.
+// That is at most one read a page, for its last lease.
+func (m *Manager) infos(ctx context.Context, attrs []*storage.ObjectAttrs, more bool) []Info {
+	last := ""
+	if len(attrs) > 0 {
+		last = attrs[len(attrs)-1].Name
+	}
+	markers := map[string]marker{}
+	for _, a := range attrs {
+		if name, ok := strings.CutSuffix(strings.TrimPrefix(a.Name, m.prefix), ".json"+markerSuffix); ok {
+			if k, ok := markerFromMetadata(a.Metadata); ok {
+				markers[name] = k
+			}
+		}
+	}
+	out := make([]Info, 0, len(attrs))
+	for _, a := range attrs {
+		name, ok := strings.CutSuffix(strings.TrimPrefix(a.Name, m.prefix), ".json")
 		if !ok {
 			continue
 		}
-		st, err := m.stateFromAttrs(ctx, name, attrs)
+		st, err := m.stateFromAttrs(ctx, name, a)
 		if err != nil {
-			m.log.Warn("lease: list: skipping object", "object", attrs.Name, "err", err)
+			m.log.Warn("lease: list: skipping object", "object", a.Name, "err", err)
 			continue
+		}
+		if !st.free() {
+			k, ok := markers[name]
+			if !ok && more && m.markerName(name) > last {
+				var err error
+				if k, ok, err = m.readMarker(ctx, name); err != nil {
+					m.log.Warn("lease: list: release marker unreadable; shown as held", "lease", name, "err", err)
+				}
+			}
+			st.Released = ok && k.matches(st)
 		}
 		out = append(out, *m.info(name, st))
 	}
+	return out
 }
 
 // MaxListPage is the largest page ListPage returns.
@@ -375,7 +425,11 @@ const MaxListPage = 500
 //
 // A page may hold fewer than pageSize leases while more follow: objects
 // under the prefix that are not leases (no .json suffix, or unreadable)
-// are counted against the page and skipped, as List skips them.
+// are counted against the page and skipped, as List skips them. Release
+// markers (NAME.json.released, marker.go) are such objects. A lease whose
+// marker is on its page is shown free without another read; the page's
+// last lease, whose marker may be on the next page, costs one metadata
+// read when it is held.
 func (m *Manager) ListPage(ctx context.Context, pageSize int, pageToken string) ([]Info, string, error) {
 	if pageSize < 1 || pageSize > MaxListPage {
 		return nil, "", fmt.Errorf("lease: list page: page size %d is not between 1 and %d", pageSize, MaxListPage)
@@ -400,20 +454,9 @@ func (m *Manager) ListPage(ctx context.Context, pageSize int, pageToken string) 
 		}
 		return nil, "", fmt.Errorf("lease: list page %q: %w", m.prefix, err)
 	}
-	out := make([]Info, 0, len(attrs))
-	for _, a := range attrs {
-		name, ok := strings.CutSuffix(strings.TrimPrefix(a.Name, m.prefix), ".json")
-		if !ok {
-			continue
-		}
-		st, err := m.stateFromAttrs(ctx, name, a)
-		if err != nil {
-			m.log.Warn("lease: list: skipping object", "object", a.Name, "err", err)
-			continue
-		}
-		out = append(out, *m.info(name, st))
-	}
-	return out, m.encodePageToken(next), nil
+	// A lease's marker sorts right after it, so it is on the same page
+	// unless the page ends between them; then the marker is read.
+	return m.infos(ctx, attrs, next != ""), m.encodePageToken(next), nil
 }
 
 // pageToken is what ListPage's tokens carry: the bucket list's own token,
@@ -452,7 +495,7 @@ func (m *Manager) decodePageToken(s string) (string, error) {
 // operators. A lease already free gives ErrNotFound.
 func (m *Manager) Break(ctx context.Context, name string) error {
 	for step := 0; step < maxAcquireSteps; step++ {
-		st, err := m.read(ctx, name)
+		st, err := m.readLease(ctx, name)
 		if err != nil {
 			return fmt.Errorf("lease %q: break: %w", name, err)
 		}
@@ -460,6 +503,9 @@ func (m *Manager) Break(ctx context.Context, name string) error {
 			return fmt.Errorf("lease %q: break: %w", name, ErrNotFound)
 		}
 		freeRec := record{Epoch: st.Epoch, TTLSeconds: st.TTLSeconds, AcquiredAt: st.AcquiredAt, RenewedAt: m.now()}
+		if err := m.space(ctx, m.objectName(name)); err != nil {
+			return fmt.Errorf("lease %q: break: %w", name, err)
+		}
 		_, err = m.write(ctx, name, freeRec, storage.Conditions{GenerationMatch: st.Generation})
 		if err == nil {
 			m.log.Warn("lease broken", "lease", name, "holder", st.Holder, "epoch", st.Epoch)

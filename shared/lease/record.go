@@ -74,6 +74,10 @@ type state struct {
 	record
 	Generation int64
 	Updated    time.Time
+	// Released: the holder has released the lease with a release marker
+	// (marker.go) that names this epoch and token, so the lease is free
+	// although the object still names the holder.
+	Released bool
 }
 
 // expiresAt is when a contender may take over: server Updated + ttl + skew.
@@ -81,7 +85,7 @@ func (s state) expiresAt(skew time.Duration) time.Time {
 	return s.Updated.Add(s.ttl() + skew)
 }
 
-func (s state) free() bool { return s.Holder == "" }
+func (s state) free() bool { return s.Holder == "" || s.Released }
 
 // objectName maps a lease name to its object.
 func (m *Manager) objectName(name string) string { return m.prefix + name + ".json" }

@@ -1,0 +1,72 @@
+package scheduler_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/emulator/emutest"
+	"github.com/baton-cron/baton/shared/lease"
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/scheduler"
+	"github.com/baton-cron/baton/shared/store/mongostore"
+)
+
+// TestEverySecondScheduleWritesItsLeaseOnceASecond is finding 9 of issue
+// 26: Cloud Storage allows about one write per second to one object
+// (https://cloud.google.com/storage/quotas) and answers 429 to more. A
+// schedule that fires every second takes and releases its job lease every
+// second; with a release that wrote the lease object, that was two writes a
+// second, and the strict emulator answered 429. Through a daemon on the
+// real clock and the strict GCS emulator, the job lease object is written
+// once per run, at most once a second, and meets no 429, and every fire
+// runs.
+func TestEverySecondScheduleWritesItsLeaseOnceASecond(t *testing.T) {
+	s := emutest.Store(t)
+	client, bucket := emutest.GCS(t)
+	srv := emutest.GCSServer(t)
+	if err := s.EnsureIndexes(context.Background(), mongostore.SchedulerIndexes...); err != nil {
+		t.Fatal(err)
+	}
+	key, g := newGate(t, 0)
+	insertNow(t, s, schedule.Schedule{ID: "every-second", Cron: "*/1 * * * * *", Target: gateTarget(key)})
+	m := lease.NewManager(client.Bucket(bucket), "leases/", lease.Options{Holder: "daemon"})
+	start := time.Now()
+	d := startDaemon(t, s, m, nil)
+	waitFor(t, d.lead, "the daemon to lead")
+	const fires = 6
+	for g.calls.Load() < fires {
+		waitFor(t, g.started, "a run of the every-second schedule")
+	}
+	d.cancel()
+	<-d.done
+	elapsed := time.Since(start)
+
+	jobObj := "leases/" + scheduler.JobLease("every-second") + ".json"
+	applied, refused := srv.ObjectWrites(bucket, jobObj)
+	t.Logf("%s in %s: %d writes, %d refused; %d runs", jobObj, elapsed.Round(time.Millisecond), applied, refused, g.calls.Load())
+	if refused != 0 {
+		t.Errorf("the job lease object met %d 429s: it was written faster than GCS allows", refused)
+	}
+	if limit := int64(elapsed/time.Second) + 1; applied > limit {
+		t.Errorf("%d writes to %s in %s: more than one a second", applied, jobObj, elapsed)
+	}
+	// One write per run (its acquire): a release that wrote the object too
+	// made two, which spacing alone can only spread out by letting the
+	// runs fall behind their fire times.
+	if runs := g.calls.Load(); applied < runs || applied > runs+1 {
+		t.Errorf("%d writes to %s for %d runs: want one per run", applied, jobObj, runs)
+	}
+	if _, tickRefused := srv.ObjectWrites(bucket, "leases/"+scheduler.TickLease+".json"); tickRefused != 0 {
+		t.Errorf("the tick lease object met %d 429s", tickRefused)
+	}
+	var skipped []bson.M
+	if err := s.Collection(schedule.RunsCollection).Find(context.Background(), bson.D{{Key: "scheduleId", Value: "every-second"}, {Key: "status", Value: schedule.RunSkipped}}, &skipped); err != nil {
+		t.Fatal(err)
+	}
+	if len(skipped) != 0 {
+		t.Errorf("%d fires skipped; want every fire run: %v", len(skipped), skipped)
+	}
+}
