@@ -23,12 +23,12 @@ var (
 
 // GCSServer returns the package-wide GCS emulator, starting it on first use.
 // It lives until the test binary exits. It is strict (GCS's per-object
-// write rate is enforced) unless BATON_EMULATOR_LAX=1, the switch every
-// test emulator honours, for debugging only.
+// write rate is enforced) unless EnvLax (BATON_EMULATOR_LAX=1), the switch
+// every test emulator honours, for debugging only.
 func GCSServer(t testing.TB) *gcs.Server {
 	t.Helper()
 	gcsOnce.Do(func() {
-		gcsSrv, gcsErr = gcs.Start(context.Background(), gcs.Options{Lax: os.Getenv("BATON_EMULATOR_LAX") == "1", Logger: laxLogger()})
+		gcsSrv, gcsErr = gcs.Start(context.Background(), gcs.Options{Lax: Lax(), Logger: laxLogger()})
 	})
 	if gcsErr != nil {
 		t.Fatalf("emutest: start gcs emulator: %v", gcsErr)

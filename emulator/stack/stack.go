@@ -100,8 +100,9 @@ type Config struct {
 	// Verbose passes the emulators' own logs through.
 	Verbose bool
 	// Lax turns the emulators' strict mode off (baton local
-	// --lax-emulators), for debugging: see mongo.Options.Lax. Strict, the
-	// default, refuses what Firestore refuses.
+	// --lax-emulators), for debugging: see mongo.Options.Lax and
+	// gcs.Options.Lax. Strict, the default, refuses what Firestore and
+	// Cloud Storage refuse.
 	Lax bool
 	// Clock drives the scheduler emulator; nil means the wall clock.
 	Clock scheduler.Clock
@@ -200,6 +201,10 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	var gcsLog *slog.Logger
 	if cfg.Verbose {
 		gcsLog = cfg.Logger
+	} else if cfg.Lax && cfg.Logger != nil {
+		// The GCS emulator's own logs, its warning that it is lax
+		// among them, are dropped unless verbose: say it here.
+		cfg.Logger.Warn("gcs emulator: lax mode: the per-object write rate limit (one write per second per object) is not enforced; real GCS answers 429 where this does not")
 	}
 	gcsDir := ""
 	if cfg.DataDir != "" {
@@ -210,7 +215,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			}
 		}
 	}
-	if s.gcs, err = gcs.Start(ctx, gcs.Options{Addr: cfg.GCSAddr, Logger: gcsLog, Dir: gcsDir}); err != nil {
+	if s.gcs, err = gcs.Start(ctx, gcs.Options{Addr: cfg.GCSAddr, Logger: gcsLog, Dir: gcsDir, Lax: cfg.Lax}); err != nil {
 		return nil, fmt.Errorf("stack: gcs emulator: %w", err)
 	}
 	s.StorageHost = s.gcs.Host()
@@ -543,3 +548,4 @@ func withDatabase(uri, db string) string {
 	}
 	return out
 }
+
