@@ -548,4 +548,3 @@ func withDatabase(uri, db string) string {
 	}
 	return out
 }
-
