@@ -78,11 +78,13 @@ type Config struct {
 	// MongoAddr, GCSAddr and TasksAddr are the emulators' listen
 	// addresses; "" means a free port on 127.0.0.1.
 	MongoAddr, GCSAddr, TasksAddr string
-	// DataDir keeps the database under DataDir/mongo and the bucket's
-	// objects (leases, job outputs) under DataDir/gcs across restarts. ""
+	// DataDir keeps the database under DataDir/mongo, the bucket's
+	// objects (leases, job outputs) under DataDir/gcs and the Cloud Tasks
+	// queue under DataDir/tasks across restarts. ""
 	// means a temporary directory removed by Close.
 	DataDir string
-	// Fresh wipes DataDir/mongo and DataDir/gcs before starting.
+	// Fresh wipes DataDir/mongo, DataDir/gcs and DataDir/tasks before
+	// starting.
 	Fresh bool
 	// Bucket is created in the GCS emulator; "" means baton-local.
 	Bucket string
@@ -231,11 +233,23 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 
-	if s.Tasks, err = tasks.Start(ctx, tasks.Options{Addr: cfg.TasksAddr, Logger: gcsLog}); err != nil {
+	tasksDir := ""
+	if cfg.DataDir != "" {
+		// Cloud Tasks is durable; so is the local queue, so that a
+		// restart of the stack delays delivery by the restart alone.
+		tasksDir = filepath.Join(cfg.DataDir, "tasks")
+		if cfg.Fresh {
+			if err := os.RemoveAll(tasksDir); err != nil {
+				return nil, fmt.Errorf("stack: wipe %s: %w", tasksDir, err)
+			}
+		}
+	}
+	if s.Tasks, err = tasks.Start(ctx, tasks.Options{Addr: cfg.TasksAddr, Logger: gcsLog, Dir: tasksDir}); err != nil {
 		return nil, fmt.Errorf("stack: tasks emulator: %w", err)
 	}
 	s.TasksHost = s.Tasks.Addr()
-	if _, err := s.Tasks.CreateQueue(ctx, localQueue()); err != nil {
+	// Created, or (replayed from the data dir) set to this configuration.
+	if _, err := s.Tasks.EnsureQueue(ctx, localQueue()); err != nil {
 		return nil, fmt.Errorf("stack: create queue: %w", err)
 	}
 
