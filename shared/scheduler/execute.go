@@ -53,7 +53,9 @@ func (e *Engine) execute(ctx context.Context, work []*scheduleWork, c *counters)
 					e.log.Info("run budget spent; the rest of the batch waits for the next delivery", "schedule", w.s.ID, "left", len(w.runs)-i)
 					return
 				}
-				if !e.runLeased(ctx, &w.s, r, c) {
+				// The batch's later runs are older fire times than any
+				// misfire buffered meanwhile: it runs after the last.
+				if !e.runLeased(withMoreFollow(ctx, i < len(w.runs)-1), &w.s, r, c) {
 					return // the rest wait behind r
 				}
 			}
@@ -211,11 +213,99 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 		e.onHeld(ctx, s, r, fmt.Sprintf("run %s is still running as gpu job %s", busy.ID, busy.GPUJob), c)
 		return true
 	}
+	if later := e.laterStarted(ctx, s, r); later != nil {
+		// Order within the schedule: a later fire time has started, so
+		// this older one does not start after it.
+		e.superseded(ctx, s, r, later, c)
+		e.misfireLoop(ctx, s, l, c)
+		e.drainWaiting(ctx, s, l, c)
+		e.releaseJob(ctx, s, l, c)
+		return true
+	}
 	e.claimAndRun(ctx, s, l, r, c)
 	e.misfireLoop(ctx, s, l, c)
 	e.drainWaiting(ctx, s, l, c)
 	e.releaseJob(ctx, s, l, c)
 	return true
+}
+
+type moreFollowKey struct{}
+
+// withMoreFollow records whether more runs of the executor's batch follow
+// the one it is about to run.
+func withMoreFollow(ctx context.Context, more bool) context.Context {
+	return context.WithValue(ctx, moreFollowKey{}, more)
+}
+
+// moreFollow reports whether the run being executed is not its batch's
+// last: the misfire loop then leaves the flag for the last one.
+func moreFollow(ctx context.Context) bool {
+	more, _ := ctx.Value(moreFollowKey{}).(bool)
+	return more
+}
+
+// ReasonSuperseded ends the reason of an older fire of a skip or
+// buffer_one schedule recorded skipped because a later fire time of the
+// same schedule had already started.
+const ReasonSuperseded = "a later fire time has already started; an older one never starts after it"
+
+// laterStarted returns the run of a later fire time of r's schedule (of
+// its shard) that has already started, when r is a fire time (scheduled or
+// catch-up) of a skip or buffer_one schedule; nil otherwise, or when that
+// cannot be read (the run then executes, as before the rule). Asked under
+// the job lease, which every start of such a schedule holds, so no later
+// fire can start between the read and r's claim.
+//
+// This is the order rule (docs/scheduler.md): after a crash, an older
+// fire's run may still be pending (its task redelivered, or recovered by
+// the sweep) when a later fire, decided after the restart, has already
+// run. Executing the older one then would run the schedule's fire times
+// out of order.
+func (e *Engine) laterStarted(ctx context.Context, s *schedule.Schedule, r *runDoc) *runDoc {
+	if s.Overlap == schedule.OverlapAllow || (r.Source != schedule.SourceScheduled && r.Source != schedule.SourceCatchup) {
+		return nil
+	}
+	later, err := e.runs.StartedAfter(ctx, s.ID, r.Shard, r.FireTime)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			e.log.Warn("look for a later fire that has started failed; the run executes", "run", r.ID, "err", err)
+		}
+		return nil
+	}
+	return later
+}
+
+// superseded records r skipped because the later fire later has started:
+// under skip, with a reason that says so; under buffer_one, as buffered
+// into the later fire, which has run in its place (no misfire flag: that
+// would run r's window again, after a later fire, which is the disorder
+// the rule prevents).
+func (e *Engine) superseded(ctx context.Context, s *schedule.Schedule, r, later *runDoc, c *counters) {
+	now := e.now().UTC().Truncate(time.Millisecond)
+	who := fmt.Sprintf("run %s (fire time %s) started at %s", later.ID, later.FireTime.UTC().Format(time.RFC3339), later.StartedAt.UTC().Format(time.RFC3339))
+	reason := "overlap skip: " + ReasonSuperseded + "; " + who
+	ev := schedule.EventSkipped
+	if s.Overlap == schedule.OverlapBufferOne {
+		reason = ReasonBuffered + ": " + ReasonSuperseded + "; " + who + "; folded into it"
+		ev = schedule.EventMisfire
+	}
+	n := e.notice(s, ev, now)
+	if err := e.runs.Skip(ctx, r.ID, reason, now, e.expireAt(s, now), n); err != nil {
+		if !errors.Is(err, store.ErrConflict) {
+			c.errors.Add(1)
+			e.log.Error("record superseded run failed", "run", r.ID, "err", err)
+		}
+		return
+	}
+	c.skipped.Add(1)
+	e.log.Info("older fire skipped: a later fire time has already started", "run", r.ID, "later", later.ID)
+	e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(schedule.RunSkipped), time.Time{}, now)
+	skipped := *r
+	skipped.Status, skipped.Reason, skipped.FinishedAt = schedule.RunSkipped, reason, now
+	if n != nil {
+		skipped.NotifyAt, skipped.NotifyEvent = n.At, n.Event
+	}
+	e.deliverSoon(ctx, s, skipped)
 }
 
 // markWaiting records on a due retry or misfire run that met the job lease
@@ -650,7 +740,10 @@ func (e *Engine) stillPending(ctx context.Context, r *runDoc) bool {
 // lease) and run once more with source misfire. However many misfires were
 // buffered during the run, that is one extra run.
 func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease.Lease, c *counters) {
-	if s.Overlap != schedule.OverlapBufferOne {
+	if s.Overlap != schedule.OverlapBufferOne || moreFollow(ctx) {
+		// More of this executor's batch follows: the misfire (a later
+		// fire time) waits for the batch's last run, so that no fire
+		// time of the batch starts after it (the order rule).
 		return
 	}
 	for ctx.Err() == nil && l.Context().Err() == nil {
@@ -776,7 +869,7 @@ func (e *Engine) releaseJob(ctx context.Context, s *schedule.Schedule, l *lease.
 	}
 	for round := 1; ; round++ {
 		e.release(ctx, s, l)
-		if s.Overlap != schedule.OverlapBufferOne || ctx.Err() != nil {
+		if s.Overlap != schedule.OverlapBufferOne || ctx.Err() != nil || moreFollow(ctx) {
 			return
 		}
 		if !e.misfireSet(ctx, s.ID) || round == maxReleaseRounds || !fits(ctx, s) {
