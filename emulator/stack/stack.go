@@ -64,6 +64,11 @@ func localQueue() *cloudtaskspb.Queue {
 	}
 }
 
+// LocalTasksAccount is the service account named in the local tasks' OIDC
+// token request. Nothing signs it: the Cloud Tasks emulator sends the
+// stack's bearer token instead.
+const LocalTasksAccount = "baton-tasks@local.iam.gserviceaccount.com"
+
 // Hook starts something extra once the HTTP server is up (local GPU
 // workers, say) and returns how to stop it. Hooks start in order and stop in
 // reverse, before the HTTP server drains.
@@ -244,7 +249,11 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 			}
 		}
 	}
-	if s.Tasks, err = tasks.Start(ctx, tasks.Options{Addr: cfg.TasksAddr, Logger: gcsLog, Dir: tasksDir}); err != nil {
+	// Tasks ask for an OIDC token, as in the cloud, and the emulator puts
+	// this start's token in its place at each delivery: a task kept in
+	// the data dir from an earlier start (another random token) still
+	// reaches /Run.
+	if s.Tasks, err = tasks.Start(ctx, tasks.Options{Addr: cfg.TasksAddr, Logger: gcsLog, Dir: tasksDir, Token: cfg.Token}); err != nil {
 		return nil, fmt.Errorf("stack: tasks emulator: %w", err)
 	}
 	s.TasksHost = s.Tasks.Addr()
@@ -308,7 +317,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		// Notifications link to this stack's own console.
 		deps.ConsoleURL = s.URL + console.DefaultPrefix
 	}
-	if s.queue, err = taskqueue.Open(ctx, taskqueue.Config{Queue: TasksQueue, URL: s.URL + "/Run", Token: cfg.Token}, s.TasksHost); err != nil {
+	if s.queue, err = taskqueue.Open(ctx, taskqueue.Config{Queue: TasksQueue, URL: s.URL + "/Run", ServiceAccount: LocalTasksAccount}, s.TasksHost); err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("stack: %w", err)
 	}
