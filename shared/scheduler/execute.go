@@ -599,6 +599,13 @@ func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, wh
 	if r.Source == schedule.SourceRetry || r.Source == schedule.SourceMisfire {
 		return
 	}
+	if later := e.laterStarted(ctx, s, r); later != nil {
+		// A later fire has started: r is superseded, not an overlap. A
+		// buffered r would set the misfire flag at r's older fire time,
+		// and its misfire run would start after the later fire.
+		e.superseded(ctx, s, r, later, c)
+		return
+	}
 	now := e.now().UTC().Truncate(time.Millisecond)
 	// mark records r skipped with reason, queuing event ev in the same
 	// write; sent delivers it at once. (A buffered fire's misfire event
@@ -756,6 +763,12 @@ func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease
 		rd, ok := e.takeMisfire(ctx, s, l, c)
 		if !ok {
 			return
+		}
+		if later, err := e.runs.StartedAfter(ctx, s.ID, rd.Shard, rd.FireTime); err == nil {
+			// The buffered window's latest fire is older than a fire that
+			// has started since: running it now would start it after.
+			e.superseded(ctx, s, rd, later, c)
+			continue
 		}
 		e.claimAndRun(ctx, s, l, rd, c)
 	}
