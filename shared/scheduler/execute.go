@@ -771,6 +771,12 @@ func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease
 			continue
 		}
 		e.claimAndRun(ctx, s, l, rd, c)
+		// A schedule whose runs outlast its period buffers a fire during
+		// every misfire run, so this loop can hold the lease for as long
+		// as that lasts: the retries waiting for the lease (a run failed
+		// over after a crash, say) go between misfire runs, or they would
+		// wait as long.
+		e.drainWaiting(ctx, s, l, c)
 	}
 }
 
