@@ -262,8 +262,14 @@ const ReasonSuperseded = "a later fire time has already started; an older one ne
 // run. Executing the older one then would run the schedule's fire times
 // out of order.
 func (e *Engine) laterStarted(ctx context.Context, s *schedule.Schedule, r *runDoc) *runDoc {
-	if s.Overlap == schedule.OverlapAllow || (r.Source != schedule.SourceScheduled && r.Source != schedule.SourceCatchup) {
+	switch {
+	case s.Overlap == schedule.OverlapAllow:
 		return nil
+	case r.Source == schedule.SourceScheduled, r.Source == schedule.SourceCatchup, r.Source == schedule.SourceMisfire:
+		// A fire time's first run, or buffer_one's run of its buffered
+		// window's latest fire (which may have waited for the lease).
+	default:
+		return nil // a retry re-runs a fire that had started; an operator's run runs
 	}
 	later, err := e.runs.StartedAfter(ctx, s.ID, r.Shard, r.FireTime)
 	if err != nil {
@@ -339,6 +345,11 @@ func (e *Engine) drainWaiting(ctx context.Context, s *schedule.Schedule, l *leas
 				e.log.Warn("look for runs waiting for the job lease failed; they are delivered again", "schedule", s.ID, "err", err)
 			}
 			return
+		}
+		if later := e.laterStarted(ctx, s, rd); later != nil {
+			// A misfire run that waited while a later fire started.
+			e.superseded(ctx, s, rd, later, c)
+			continue
 		}
 		e.log.Info("running a retry that waited for the job lease", "run", rd.ID)
 		e.claimAndRun(ctx, s, l, rd, c)
@@ -764,7 +775,7 @@ func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease
 		if !ok {
 			return
 		}
-		if later, err := e.runs.StartedAfter(ctx, s.ID, rd.Shard, rd.FireTime); err == nil {
+		if later := e.laterStarted(ctx, s, rd); later != nil {
 			// The buffered window's latest fire is older than a fire that
 			// has started since: running it now would start it after.
 			e.superseded(ctx, s, rd, later, c)
