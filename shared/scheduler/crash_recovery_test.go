@@ -174,3 +174,33 @@ func callNo(out string) int {
 	_, _ = fmt.Sscanf(out, "call %d", &n)
 	return n
 }
+
+// TestMisfireRunNeverStartsAfterALaterFire: a misfire run that waited (the
+// sweep recorded it for a stranded flag, and its deliveries met the lease)
+// while a later fire started is folded into that fire, not run after it.
+func TestMisfireRunNeverStartsAfterALaterFire(t *testing.T) {
+	b := setup(t)
+	key, g := newGate(t, 0)
+	s := b.addSchedule(t, schedule.Schedule{ID: "job", Cron: "0 0 1 1 *", Overlap: schedule.OverlapBufferOne, Target: gateTarget(key)})
+	older, later := t0.Add(-4*time.Minute), t0.Add(-2*time.Minute)
+	id := schedule.RunID(s.ID, older, schedule.SourceMisfire, 1)
+	doc := bson.D{
+		{Key: "_id", Value: id}, {Key: "scheduleId", Value: s.ID}, {Key: "fireTime", Value: older},
+		{Key: "source", Value: schedule.SourceMisfire}, {Key: "status", Value: schedule.RunPending},
+		{Key: "attempt", Value: 1}, {Key: "createdAt", Value: older}, {Key: "heartbeatAt", Value: older},
+		{Key: "sweepAt", Value: older.Add(time.Minute)}, {Key: "waiting", Value: true},
+	}
+	if ok, err := b.store.Collection(schedule.RunsCollection).InsertIdempotent(context.Background(), doc); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	b.rawRun(t, s, later, schedule.RunSucceeded, later, time.Time{}, later.Add(time.Second))
+	b.tick(t)
+	for _, r := range b.runs(t, "job") {
+		if r.ID == id && (r.Status != schedule.RunSkipped || !strings.Contains(r.Reason, scheduler.ReasonSuperseded)) {
+			t.Errorf("misfire run of an older fire: %s %q, want skipped as superseded", r.Status, r.Reason)
+		}
+	}
+	if g.calls.Load() != 0 {
+		t.Errorf("target calls %d, want 0", g.calls.Load())
+	}
+}
