@@ -167,11 +167,19 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 			// deliveries alone, a retry of a schedule whose runs keep the
 			// lease held would meet it every time.
 			e.markWaiting(ctx, r)
+			e.dueAtExpiry(ctx, r, held)
 			return false
 		}
 		switch e.holderOf(ctx, r, held) {
 		case holderRunsSibling:
+			if later := e.laterStarted(ctx, s, r); later != nil {
+				// The holder runs a later fire time than r's: r can never
+				// start in order behind it.
+				e.superseded(ctx, s, r, later, c)
+				return true
+			}
 			e.log.Info("job lease held by a run of the same tick; run left pending behind it", "run", r.ID, "epoch", held.Epoch)
+			e.dueAtExpiry(ctx, r, held)
 			return false
 		case holderIdle:
 			if try > idleHolderWaits {
@@ -180,6 +188,7 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 				// applies. It stays pending; the queue delivers it again,
 				// or the sweep recovers it.
 				e.log.Info("job lease held by a holder that runs nothing; run left pending", "run", r.ID, "epoch", held.Epoch)
+				e.dueAtExpiry(ctx, r, held)
 				return false
 			}
 			select {
@@ -312,6 +321,28 @@ func (e *Engine) superseded(ctx context.Context, s *schedule.Schedule, r, later 
 		skipped.NotifyAt, skipped.NotifyEvent = n.At, n.Event
 	}
 	e.deliverSoon(ctx, s, skipped)
+}
+
+// dueAtExpiry makes a run left pending behind the held job lease due for
+// the sweep when that lease would expire, if its sweepAt is later (the
+// deciding tick's reservation, a minute). A holder that died between
+// acquiring and claiming, or while releasing, has no running run for the
+// failover to find, and the queue may give up on the run's task first:
+// this bounds the wait by the lease TTL plus one tick. A live holder
+// renews, and the sweep's delivery meets it again and moves the mark on.
+// Conditional on the sweepAt read; best effort.
+func (e *Engine) dueAtExpiry(ctx context.Context, r *runDoc, held *lease.HeldError) {
+	at := held.ExpiresAt.UTC()
+	if at.IsZero() || !r.SweepAt.After(at) {
+		return
+	}
+	if err := e.moveSweep(ctx, r.ID, schedule.RunPending, r.SweepAt, at); err != nil {
+		if !errors.Is(err, store.ErrConflict) {
+			e.log.Warn("mark a run behind a held lease due at its expiry failed; it waits for its reservation", "run", r.ID, "err", err)
+		}
+		return
+	}
+	r.SweepAt = at
 }
 
 // markWaiting records on a due retry or misfire run that met the job lease
