@@ -204,3 +204,31 @@ func TestMisfireRunNeverStartsAfterALaterFire(t *testing.T) {
 		t.Errorf("target calls %d, want 0", g.calls.Load())
 	}
 }
+
+// TestRunBehindAnIdleHolderIsDueAtItsExpiry: a holder that died between
+// acquiring the job lease and claiming leaves no running run for the
+// failover to find. A run left pending behind it is made due for the sweep
+// at the lease's expiry, not at the end of the deciding tick's reservation.
+func TestRunBehindAnIdleHolderIsDueAtItsExpiry(t *testing.T) {
+	b := setup(t)
+	now := time.Now().UTC().Truncate(time.Second)
+	b.clock.Set(now) // the lease's expiry is on the storage server's clock
+	s := b.addSchedule(t, schedule.Schedule{ID: "job", Cron: "0 0 1 1 *", Overlap: schedule.OverlapSkip, Target: gateTarget("unused")})
+	id := b.rawRun(t, s, now.Add(-time.Second), schedule.RunPending, now, now.Add(time.Minute), time.Time{})
+	l, err := b.leases.Acquire(context.Background(), scheduler.JobLease("job"), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(context.Background()) }()
+	if _, err := b.eng.Execute(context.Background(), scheduler.Task{ScheduleID: "job", Runs: []string{id}}, nil); err == nil {
+		t.Fatal("Execute behind a held lease: no error, want the run left pending")
+	}
+	var got bson.M
+	if err := b.store.Collection(schedule.RunsCollection).Get(context.Background(), id, &got); err != nil {
+		t.Fatal(err)
+	}
+	sweepAt, _ := got["sweepAt"].(bson.DateTime)
+	if at := sweepAt.Time(); !at.Before(now.Add(20*time.Second)) {
+		t.Errorf("sweepAt %s, want it at the lease's expiry (within 10 s + skew of %s), not the reservation's end", at, now)
+	}
+}
