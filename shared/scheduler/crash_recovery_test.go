@@ -228,7 +228,7 @@ func TestRunBehindAnIdleHolderIsDueAtItsExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	sweepAt, _ := got["sweepAt"].(bson.DateTime)
-	if at := sweepAt.Time(); !at.Before(now.Add(20*time.Second)) {
+	if at := sweepAt.Time(); !at.Before(now.Add(20 * time.Second)) {
 		t.Errorf("sweepAt %s, want it at the lease's expiry (within 10 s + skew of %s), not the reservation's end", at, now)
 	}
 }
