@@ -5,7 +5,7 @@ ARGS      ?=
 # the race detector; the others run without it, so no package runs twice.
 RACE_PKGS := ./shared/lease/... ./shared/store/... ./shared/catalog/... ./shared/scheduler/... ./shared/gpu/... ./emulator/... ./cmd/gpu-worker/...
 
-.PHONY: run test test-unit test-race vet lint fmt-check fmt build package deploy tf-check bench screenshots wire-reset wire-check wire-inventory
+.PHONY: run test test-unit test-race vet lint fmt-check fmt build package deploy tf-check bench screenshots wire-reset wire-check wire-inventory soak
 
 # golangci-lint, pinned; make lint installs it from the Go module proxy on
 # first use (into GOPATH/bin), so a fresh machine needs nothing else.
@@ -59,7 +59,7 @@ lint:
 
 test-unit:
 	@pkgs=$$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PKGS))"); \
-	BATON_MONGO_WIRELOG="$(WIRELOG)" $(GO) test -count=1 $$pkgs
+	BATON_MONGO_WIRELOG="$(WIRELOG)" $(GO) test -count=1 -timeout 30m $$pkgs
 
 test-race:
 	BATON_MONGO_WIRELOG="$(WIRELOG)" $(GO) test -race -count=1 $(RACE_PKGS)
@@ -71,6 +71,11 @@ build:
 # make test) run alone, writing its PNGs to docs/console/.
 screenshots:
 	BATON_SCREENSHOTS=docs/console BATON_REQUIRE_BROWSER=1 $(GO) test -count=1 -run '^TestConsoleBrowser$$' ./tests/
+
+# The crash loop's long form (README, Development): 2 min of SIGKILLs and
+# restarts of baton local, then 2 clean minutes; make test runs the short one.
+soak:
+	BATON_SOAK=1 $(GO) test -count=1 -timeout 20m -v -run '^TestCrashLoop$$' ./tests/
 
 bench:
 	$(GO) run ./cmd/baton bench lease

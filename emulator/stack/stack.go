@@ -66,6 +66,11 @@ func localQueue() *cloudtaskspb.Queue {
 	}
 }
 
+// LocalTasksAccount is the service account named in the local tasks' OIDC
+// token request. Nothing signs it: the Cloud Tasks emulator sends the
+// stack's bearer token instead.
+const LocalTasksAccount = "baton-tasks@local.iam.gserviceaccount.com"
+
 // Hook starts something extra once the HTTP server is up (local GPU
 // workers, say) and returns how to stop it. Hooks start in order and stop in
 // reverse, before the HTTP server drains.
@@ -80,11 +85,13 @@ type Config struct {
 	// MongoAddr, GCSAddr and TasksAddr are the emulators' listen
 	// addresses; "" means a free port on 127.0.0.1.
 	MongoAddr, GCSAddr, TasksAddr string
-	// DataDir keeps the database under DataDir/mongo and the bucket's
-	// objects (leases, job outputs) under DataDir/gcs across restarts. ""
+	// DataDir keeps the database under DataDir/mongo, the bucket's
+	// objects (leases, job outputs) under DataDir/gcs and the Cloud Tasks
+	// queue under DataDir/tasks across restarts. ""
 	// means a temporary directory removed by Close.
 	DataDir string
-	// Fresh wipes DataDir/mongo and DataDir/gcs before starting.
+	// Fresh wipes DataDir/mongo, DataDir/gcs and DataDir/tasks before
+	// starting.
 	Fresh bool
 	// Bucket is created in the GCS emulator; "" means baton-local.
 	Bucket string
@@ -242,11 +249,27 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 
-	if s.Tasks, err = tasks.Start(ctx, tasks.Options{Addr: cfg.TasksAddr, Logger: gcsLog}); err != nil {
+	tasksDir := ""
+	if cfg.DataDir != "" {
+		// Cloud Tasks is durable; so is the local queue, so that a
+		// restart of the stack delays delivery by the restart alone.
+		tasksDir = filepath.Join(cfg.DataDir, "tasks")
+		if cfg.Fresh {
+			if err := os.RemoveAll(tasksDir); err != nil {
+				return nil, fmt.Errorf("stack: wipe %s: %w", tasksDir, err)
+			}
+		}
+	}
+	// Tasks ask for an OIDC token, as in the cloud, and the emulator puts
+	// this start's token in its place at each delivery: a task kept in
+	// the data dir from an earlier start (another random token) still
+	// reaches /Run.
+	if s.Tasks, err = tasks.Start(ctx, tasks.Options{Addr: cfg.TasksAddr, Logger: gcsLog, Dir: tasksDir, Token: cfg.Token}); err != nil {
 		return nil, fmt.Errorf("stack: tasks emulator: %w", err)
 	}
 	s.TasksHost = s.Tasks.Addr()
-	if _, err := s.Tasks.CreateQueue(ctx, localQueue()); err != nil {
+	// Created, or (replayed from the data dir) set to this configuration.
+	if _, err := s.Tasks.EnsureQueue(ctx, localQueue()); err != nil {
 		return nil, fmt.Errorf("stack: create queue: %w", err)
 	}
 
@@ -308,7 +331,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		// Notifications link to this stack's own console.
 		deps.ConsoleURL = s.URL + console.DefaultPrefix
 	}
-	if s.queue, err = taskqueue.Open(ctx, taskqueue.Config{Queue: TasksQueue, URL: s.URL + "/Run", Token: cfg.Token}, s.TasksHost); err != nil {
+	if s.queue, err = taskqueue.Open(ctx, taskqueue.Config{Queue: TasksQueue, URL: s.URL + "/Run", ServiceAccount: LocalTasksAccount}, s.TasksHost); err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("stack: %w", err)
 	}

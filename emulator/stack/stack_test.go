@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"cloud.google.com/go/storage"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -22,6 +23,7 @@ import (
 	"github.com/baton-cron/baton/emulator/scheduler"
 	"github.com/baton-cron/baton/emulator/stack"
 	"github.com/baton-cron/baton/shared/config"
+	batonsched "github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store"
 	"github.com/baton-cron/baton/shared/store/mongostore"
 )
@@ -367,5 +369,53 @@ func TestMalformedAllowedTargetsStopsStart(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), config.EnvAllowedTargets) {
 		t.Errorf("error %q does not name %s", err, config.EnvAllowedTargets)
+	}
+}
+
+// TestKeptTaskReachesRunAfterRestart: a task queued when the stack stopped
+// is kept under DataDir/tasks and delivered by the next start, whose bearer
+// token is another one: the emulator puts the current token in at each
+// delivery, so /Run accepts it.
+func TestKeptTaskReachesRunAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String() // fixed across the restart: the task names /Run's URL
+	_ = ln.Close()
+	s := start(t, stack.Config{DataDir: dir, Addr: addr, Tick: -1, Token: "first"})
+	c, err := s.Tasks.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PauseQueue(ctx, &cloudtaskspb.PauseQueueRequest{Name: stack.TasksQueue}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	if err := s.Deps.Tasks.Dispatch(ctx, batonsched.Task{Name: "kept", ScheduleID: "gone", Runs: []string{"gone@20260302T090000Z"}}); err != nil {
+		t.Fatal(err)
+	}
+	closeStack(t, s)
+
+	s = start(t, stack.Config{DataDir: dir, Addr: addr, Tick: -1, Token: "second"})
+	defer closeStack(t, s)
+	c, err = s.Tasks.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.ResumeQueue(ctx, &cloudtaskspb.ResumeQueueRequest{Name: stack.TasksQueue}); err != nil {
+		t.Fatalf("resume the kept queue: %v", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	as, err := s.Tasks.WaitAttempts(wctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if as[0].Status != http.StatusOK || !strings.HasSuffix(as[0].Task, "/tasks/kept") {
+		t.Errorf("first delivery after the restart: %+v, want the kept task answered 200", as[0])
 	}
 }

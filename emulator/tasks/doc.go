@@ -80,8 +80,10 @@
 //   - No OIDC token is signed: Options.Token is sent as a bearer token on
 //     tasks with an oidc_token (or oauth_token), and the local functions
 //     check that instead; without Token such tasks carry no Authorization.
-//   - Everything is in memory and gone with the process; tasks queued at
-//     Shutdown are lost.
+//   - Without Options.Dir everything is in memory and gone with the
+//     process; tasks queued at Shutdown are lost. With it, a journal under
+//     Dir keeps queues, tasks and tombstones across restarts (journal.go),
+//     durable against a killed process, not a lost machine.
 //   - Task names stay taken for Options.Tombstone (default 1h, the real
 //     "~1 hour"); a deleted queue's name is refused for the same time, not
 //     the real 7 days. A name tombstoned by PurgeQueue is held too.

@@ -129,6 +129,7 @@ func (s *Server) removeLocked(q *queue, t *task, now time.Time) {
 	until := now.Add(s.tombstone)
 	q.tombs[t.pb.Name] = until
 	q.tombOrder = append(q.tombOrder, tomb{t.pb.Name, until})
+	s.logJournal(s.appendLocked(record{Op: "rm", Name: t.pb.Name, Until: until}))
 }
 
 // loop dispatches q's tasks as they fall due until the queue is deleted or
@@ -213,6 +214,9 @@ func (s *Server) startLocked(q *queue, t *task, now time.Time) {
 	}
 	a := Attempt{Queue: q.name, Task: t.pb.Name, Number: t.attempts, ScheduleTime: t.schedule, Start: now}
 	req := s.requestLocked(q, t)
+	// Journalled in flight: if the process dies before the answer is
+	// recorded, the next server delivers the task again.
+	s.logJournal(s.saveTaskLocked(t))
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -260,6 +264,7 @@ func (s *Server) finishLocked(q *queue, t *task, a Attempt) (dropped bool, polic
 		t.schedule = a.End.Add(policy.backoff(t.attempts - 1))
 		t.pb.ScheduleTime = timestamppb.New(t.schedule)
 		heap.Push(&q.ready, t)
+		s.logJournal(s.saveTaskLocked(t))
 	}
 	s.recordLocked(a)
 	q.poke()

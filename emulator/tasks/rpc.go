@@ -73,14 +73,18 @@ func (s *Server) queueFreeLocked(name string, now time.Time) error {
 }
 
 // addQueueLocked installs a validated queue and starts its dispatch loop.
-func (s *Server) addQueueLocked(pb *cloudtaskspb.Queue, id string) {
+func (s *Server) addQueueLocked(pb *cloudtaskspb.Queue, id string) error {
 	q := newQueue(pb, id)
+	if err := s.saveQueueLocked(q); err != nil {
+		return status.Errorf(codes.Unavailable, "queue not created: %v", err)
+	}
 	s.queues[pb.Name] = q
 	if s.stopping {
-		return // created while shutting down: nothing will dispatch it
+		return nil // created while shutting down: nothing will dispatch it
 	}
 	s.wg.Add(1)
 	go s.loop(q)
+	return nil
 }
 
 func (v *service) CreateQueue(_ context.Context, req *cloudtaskspb.CreateQueueRequest) (*cloudtaskspb.Queue, error) {
@@ -112,7 +116,9 @@ func (v *service) CreateQueue(_ context.Context, req *cloudtaskspb.CreateQueueRe
 	if err := s.queueFreeLocked(pb.Name, time.Now()); err != nil {
 		return nil, err
 	}
-	s.addQueueLocked(pb, id) //nolint:contextcheck // the queue's dispatch loop outlives this RPC; Close stops it through hardCtx
+	if err := s.addQueueLocked(pb, id); err != nil { //nolint:contextcheck // the queue's dispatch loop outlives this RPC; Close stops it through hardCtx
+		return nil, err
+	}
 	return proto.Clone(pb).(*cloudtaskspb.Queue), nil
 }
 
@@ -243,9 +249,16 @@ func (v *service) UpdateQueue(_ context.Context, req *cloudtaskspb.UpdateQueueRe
 		if err := s.queueFreeLocked(pb.Name, time.Now()); err != nil {
 			return nil, err
 		}
-		s.addQueueLocked(pb, id) //nolint:contextcheck // the queue's dispatch loop outlives this RPC; Close stops it through hardCtx
+		if err := s.addQueueLocked(pb, id); err != nil { //nolint:contextcheck // the queue's dispatch loop outlives this RPC; Close stops it through hardCtx
+			return nil, err
+		}
 	} else {
+		old := q.pb
 		q.pb = pb
+		if err := s.saveQueueLocked(q); err != nil {
+			q.pb = old
+			return nil, status.Errorf(codes.Unavailable, "queue not updated: %v", err)
+		}
 		q.poke()
 	}
 	return proto.Clone(pb).(*cloudtaskspb.Queue), nil
@@ -346,6 +359,7 @@ func (v *service) DeleteQueue(_ context.Context, req *cloudtaskspb.DeleteQueueRe
 	delete(s.queues, q.name)
 	s.queueTombs[q.name] = now.Add(s.tombstone)
 	close(q.gone)
+	s.logJournal(s.appendLocked(record{Op: "dq", Name: q.name, Until: now.Add(s.tombstone)}))
 	return &emptypb.Empty{}, nil
 }
 
@@ -362,6 +376,7 @@ func (v *service) PurgeQueue(_ context.Context, req *cloudtaskspb.PurgeQueueRequ
 		s.removeLocked(q, t, now)
 	}
 	q.pb.PurgeTime = timestamppb.New(now.Truncate(time.Microsecond))
+	s.logJournal(s.saveQueueLocked(q))
 	return proto.Clone(q.pb).(*cloudtaskspb.Queue), nil
 }
 
@@ -381,7 +396,12 @@ func (v *service) setState(name string, st cloudtaskspb.Queue_State) (*cloudtask
 	if err != nil {
 		return nil, err
 	}
+	old := q.pb.State
 	q.pb.State = st
+	if err := s.saveQueueLocked(q); err != nil {
+		q.pb.State = old
+		return nil, status.Errorf(codes.Unavailable, "queue state not changed: %v", err)
+	}
 	q.poke()
 	return proto.Clone(q.pb).(*cloudtaskspb.Queue), nil
 }
@@ -415,6 +435,10 @@ func (v *service) CreateTask(_ context.Context, req *cloudtaskspb.CreateTaskRequ
 	s.taskSeq++
 	t := &task{pb: pb, id: pb.Name[strings.LastIndex(pb.Name, "/")+1:], seq: s.taskSeq,
 		schedule: pb.ScheduleTime.AsTime(), index: -1}
+	// Durable before the answer: an OK means the task will be delivered.
+	if err := s.saveTaskLocked(t); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "task not created: %v", err)
+	}
 	q.tasks[pb.Name] = t
 	heap.Push(&q.ready, t)
 	q.poke()

@@ -35,6 +35,13 @@ type Options struct {
 	// succeeded, was dropped or was deleted (and a queue name after
 	// DeleteQueue); 0 means 1h, like the real service's task names.
 	Tombstone time.Duration
+	// Dir, when set, keeps queues, tasks and tombstones in a journal
+	// under it (tasks.jsonl), as Cloud Tasks keeps them durably: a server
+	// started on the same Dir delivers every task the last one accepted
+	// and did not finish. A task whose attempt was in flight when the
+	// process died is delivered again (at least once). "" keeps
+	// everything in memory.
+	Dir string
 }
 
 // Server is a running Cloud Tasks v2 emulator: a gRPC server that the
@@ -66,6 +73,7 @@ type Server struct {
 	changed    chan struct{} // closed and replaced when an attempt ends
 	taskSeq    uint64        // creation order, the tie-breaker of "oldest first"
 	stopping   bool
+	journal    *journal // nil: in memory
 }
 
 // Attempt is one dispatch of a task, as recorded for tests and logs.
@@ -118,6 +126,19 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	}
 	s.hardCtx, s.hard = context.WithCancel(context.Background())
 	s.stopCtx, s.stop = context.WithCancel(s.hardCtx)
+	if o.Dir != "" {
+		if err := s.openJournal(o.Dir); err != nil {
+			_ = lis.Close()
+			return nil, err
+		}
+		s.mu.Lock()
+		s.rebuildLocked()
+		for _, q := range s.queues {
+			s.wg.Add(1)
+			go s.loop(q)
+		}
+		s.mu.Unlock()
+	}
 	s.svc = &service{s: s}
 	cloudtaskspb.RegisterCloudTasksServer(s.grpc, s.svc)
 	go func() {
@@ -166,6 +187,14 @@ func (s *Server) CreateQueue(ctx context.Context, q *cloudtaskspb.Queue) (*cloud
 	return s.svc.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{Parent: parent, Queue: q})
 }
 
+// EnsureQueue creates q, or, when a queue of that name exists (replayed
+// from Options.Dir), sets its configuration to q's, as UpdateQueue without
+// an update_mask does; a paused queue stays paused. Errors are gRPC
+// statuses.
+func (s *Server) EnsureQueue(ctx context.Context, q *cloudtaskspb.Queue) (*cloudtaskspb.Queue, error) {
+	return s.svc.UpdateQueue(ctx, &cloudtaskspb.UpdateQueueRequest{Queue: q})
+}
+
 // Attempts returns a copy of every dispatch attempt that has ended so far,
 // in the order they ended.
 func (s *Server) Attempts() []Attempt {
@@ -196,7 +225,8 @@ func (s *Server) WaitAttempts(ctx context.Context, n int) ([]Attempt, error) {
 // scheduled), waits for the attempts in flight to end (so a Run being
 // served is not cut off), cancelling them only if ctx ends first, then
 // stops the gRPC server, letting RPCs in progress finish unless ctx has
-// ended. Tasks still queued are lost with the server.
+// ended. Tasks still queued are lost with the server, unless Options.Dir
+// keeps them for the next one.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopDispatch()
 	s.log.Info("tasks: shutdown: dispatching stopped, waiting for attempts in flight")
@@ -224,6 +254,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.hard()
 	<-s.serveDone
 	s.closeIdle()
+	s.closeJournal()
 	return err
 }
 
@@ -236,6 +267,7 @@ func (s *Server) Close() error {
 	s.wg.Wait()
 	<-s.serveDone
 	s.closeIdle()
+	s.closeJournal()
 	return nil
 }
 

@@ -53,7 +53,9 @@ func (e *Engine) execute(ctx context.Context, work []*scheduleWork, c *counters)
 					e.log.Info("run budget spent; the rest of the batch waits for the next delivery", "schedule", w.s.ID, "left", len(w.runs)-i)
 					return
 				}
-				if !e.runLeased(ctx, &w.s, r, c) {
+				// The batch's later runs are older fire times than any
+				// misfire buffered meanwhile: it runs after the last.
+				if !e.runLeased(withMoreFollow(ctx, i < len(w.runs)-1), &w.s, r, c) {
 					return // the rest wait behind r
 				}
 			}
@@ -165,11 +167,19 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 			// deliveries alone, a retry of a schedule whose runs keep the
 			// lease held would meet it every time.
 			e.markWaiting(ctx, r)
+			e.dueAtExpiry(ctx, r, held)
 			return false
 		}
 		switch e.holderOf(ctx, r, held) {
 		case holderRunsSibling:
+			if later := e.laterStarted(ctx, s, r); later != nil {
+				// The holder runs a later fire time than r's: r can never
+				// start in order behind it.
+				e.superseded(ctx, s, r, later, c)
+				return true
+			}
 			e.log.Info("job lease held by a run of the same tick; run left pending behind it", "run", r.ID, "epoch", held.Epoch)
+			e.dueAtExpiry(ctx, r, held)
 			return false
 		case holderIdle:
 			if try > idleHolderWaits {
@@ -178,6 +188,7 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 				// applies. It stays pending; the queue delivers it again,
 				// or the sweep recovers it.
 				e.log.Info("job lease held by a holder that runs nothing; run left pending", "run", r.ID, "epoch", held.Epoch)
+				e.dueAtExpiry(ctx, r, held)
 				return false
 			}
 			select {
@@ -211,11 +222,127 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 		e.onHeld(ctx, s, r, fmt.Sprintf("run %s is still running as gpu job %s", busy.ID, busy.GPUJob), c)
 		return true
 	}
+	if later := e.laterStarted(ctx, s, r); later != nil {
+		// Order within the schedule: a later fire time has started, so
+		// this older one does not start after it.
+		e.superseded(ctx, s, r, later, c)
+		e.misfireLoop(ctx, s, l, c)
+		e.drainWaiting(ctx, s, l, c)
+		e.releaseJob(ctx, s, l, c)
+		return true
+	}
 	e.claimAndRun(ctx, s, l, r, c)
 	e.misfireLoop(ctx, s, l, c)
 	e.drainWaiting(ctx, s, l, c)
 	e.releaseJob(ctx, s, l, c)
 	return true
+}
+
+type moreFollowKey struct{}
+
+// withMoreFollow records whether more runs of the executor's batch follow
+// the one it is about to run.
+func withMoreFollow(ctx context.Context, more bool) context.Context {
+	return context.WithValue(ctx, moreFollowKey{}, more)
+}
+
+// moreFollow reports whether the run being executed is not its batch's
+// last: the misfire loop then leaves the flag for the last one.
+func moreFollow(ctx context.Context) bool {
+	more, _ := ctx.Value(moreFollowKey{}).(bool)
+	return more
+}
+
+// ReasonSuperseded ends the reason of an older fire of a skip or
+// buffer_one schedule recorded skipped because a later fire time of the
+// same schedule had already started.
+const ReasonSuperseded = "a later fire time has already started; an older one never starts after it"
+
+// laterStarted returns the run of a later fire time of r's schedule (of
+// its shard) that has already started, when r is a fire time (scheduled or
+// catch-up) of a skip or buffer_one schedule; nil otherwise, or when that
+// cannot be read (the run then executes, as before the rule). Asked under
+// the job lease, which every start of such a schedule holds, so no later
+// fire can start between the read and r's claim.
+//
+// This is the order rule (docs/scheduler.md): after a crash, an older
+// fire's run may still be pending (its task redelivered, or recovered by
+// the sweep) when a later fire, decided after the restart, has already
+// run. Executing the older one then would run the schedule's fire times
+// out of order.
+func (e *Engine) laterStarted(ctx context.Context, s *schedule.Schedule, r *runDoc) *runDoc {
+	switch {
+	case s.Overlap == schedule.OverlapAllow:
+		return nil
+	case r.Source == schedule.SourceScheduled, r.Source == schedule.SourceCatchup, r.Source == schedule.SourceMisfire:
+		// A fire time's first run, or buffer_one's run of its buffered
+		// window's latest fire (which may have waited for the lease).
+	default:
+		return nil // a retry re-runs a fire that had started; an operator's run runs
+	}
+	later, err := e.runs.StartedAfter(ctx, s.ID, r.Shard, r.FireTime)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			e.log.Warn("look for a later fire that has started failed; the run executes", "run", r.ID, "err", err)
+		}
+		return nil
+	}
+	return later
+}
+
+// superseded records r skipped because the later fire later has started:
+// under skip, with a reason that says so; under buffer_one, as buffered
+// into the later fire, which has run in its place (no misfire flag: that
+// would run r's window again, after a later fire, which is the disorder
+// the rule prevents).
+func (e *Engine) superseded(ctx context.Context, s *schedule.Schedule, r, later *runDoc, c *counters) {
+	now := e.now().UTC().Truncate(time.Millisecond)
+	who := fmt.Sprintf("run %s (fire time %s) started at %s", later.ID, later.FireTime.UTC().Format(time.RFC3339), later.StartedAt.UTC().Format(time.RFC3339))
+	reason := "overlap skip: " + ReasonSuperseded + "; " + who
+	ev := schedule.EventSkipped
+	if s.Overlap == schedule.OverlapBufferOne {
+		reason = ReasonBuffered + ": " + ReasonSuperseded + "; " + who + "; folded into it"
+		ev = schedule.EventMisfire
+	}
+	n := e.notice(s, ev, now)
+	if err := e.runs.Skip(ctx, r.ID, reason, now, e.expireAt(s, now), n); err != nil {
+		if !errors.Is(err, store.ErrConflict) {
+			c.errors.Add(1)
+			e.log.Error("record superseded run failed", "run", r.ID, "err", err)
+		}
+		return
+	}
+	c.skipped.Add(1)
+	e.log.Info("older fire skipped: a later fire time has already started", "run", r.ID, "later", later.ID)
+	e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(schedule.RunSkipped), time.Time{}, now)
+	skipped := *r
+	skipped.Status, skipped.Reason, skipped.FinishedAt = schedule.RunSkipped, reason, now
+	if n != nil {
+		skipped.NotifyAt, skipped.NotifyEvent = n.At, n.Event
+	}
+	e.deliverSoon(ctx, s, skipped)
+}
+
+// dueAtExpiry makes a run left pending behind the held job lease due for
+// the sweep when that lease would expire, if its sweepAt is later (the
+// deciding tick's reservation, a minute). A holder that died between
+// acquiring and claiming, or while releasing, has no running run for the
+// failover to find, and the queue may give up on the run's task first:
+// this bounds the wait by the lease TTL plus one tick. A live holder
+// renews, and the sweep's delivery meets it again and moves the mark on.
+// Conditional on the sweepAt read; best effort.
+func (e *Engine) dueAtExpiry(ctx context.Context, r *runDoc, held *lease.HeldError) {
+	at := held.ExpiresAt.UTC()
+	if at.IsZero() || !r.SweepAt.After(at) {
+		return
+	}
+	if err := e.moveSweep(ctx, r.ID, schedule.RunPending, r.SweepAt, at); err != nil {
+		if !errors.Is(err, store.ErrConflict) {
+			e.log.Warn("mark a run behind a held lease due at its expiry failed; it waits for its reservation", "run", r.ID, "err", err)
+		}
+		return
+	}
+	r.SweepAt = at
 }
 
 // markWaiting records on a due retry or misfire run that met the job lease
@@ -249,6 +376,11 @@ func (e *Engine) drainWaiting(ctx context.Context, s *schedule.Schedule, l *leas
 				e.log.Warn("look for runs waiting for the job lease failed; they are delivered again", "schedule", s.ID, "err", err)
 			}
 			return
+		}
+		if later := e.laterStarted(ctx, s, rd); later != nil {
+			// A misfire run that waited while a later fire started.
+			e.superseded(ctx, s, rd, later, c)
+			continue
 		}
 		e.log.Info("running a retry that waited for the job lease", "run", rd.ID)
 		e.claimAndRun(ctx, s, l, rd, c)
@@ -513,6 +645,13 @@ func (e *Engine) onHeld(ctx context.Context, s *schedule.Schedule, r *runDoc, wh
 	if r.Source == schedule.SourceRetry || r.Source == schedule.SourceMisfire {
 		return
 	}
+	if later := e.laterStarted(ctx, s, r); later != nil {
+		// A later fire has started: r is superseded, not an overlap. A
+		// buffered r would set the misfire flag at r's older fire time,
+		// and its misfire run would start after the later fire.
+		e.superseded(ctx, s, r, later, c)
+		return
+	}
 	now := e.now().UTC().Truncate(time.Millisecond)
 	// mark records r skipped with reason, queuing event ev in the same
 	// write; sent delivers it at once. (A buffered fire's misfire event
@@ -654,7 +793,10 @@ func (e *Engine) stillPending(ctx context.Context, r *runDoc) bool {
 // lease) and run once more with source misfire. However many misfires were
 // buffered during the run, that is one extra run.
 func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease.Lease, c *counters) {
-	if s.Overlap != schedule.OverlapBufferOne {
+	if s.Overlap != schedule.OverlapBufferOne || moreFollow(ctx) {
+		// More of this executor's batch follows: the misfire (a later
+		// fire time) waits for the batch's last run, so that no fire
+		// time of the batch starts after it (the order rule).
 		return
 	}
 	for ctx.Err() == nil && l.Context().Err() == nil {
@@ -668,7 +810,19 @@ func (e *Engine) misfireLoop(ctx context.Context, s *schedule.Schedule, l *lease
 		if !ok {
 			return
 		}
+		if later := e.laterStarted(ctx, s, rd); later != nil {
+			// The buffered window's latest fire is older than a fire that
+			// has started since: running it now would start it after.
+			e.superseded(ctx, s, rd, later, c)
+			continue
+		}
 		e.claimAndRun(ctx, s, l, rd, c)
+		// A schedule whose runs outlast its period buffers a fire during
+		// every misfire run, so this loop can hold the lease for as long
+		// as that lasts: the retries waiting for the lease (a run failed
+		// over after a crash, say) go between misfire runs, or they would
+		// wait as long.
+		e.drainWaiting(ctx, s, l, c)
 	}
 }
 
@@ -780,7 +934,7 @@ func (e *Engine) releaseJob(ctx context.Context, s *schedule.Schedule, l *lease.
 	}
 	for round := 1; ; round++ {
 		e.release(ctx, s, l)
-		if s.Overlap != schedule.OverlapBufferOne || ctx.Err() != nil {
+		if s.Overlap != schedule.OverlapBufferOne || ctx.Err() != nil || moreFollow(ctx) {
 			return
 		}
 		if !e.misfireSet(ctx, s.ID) || round == maxReleaseRounds || !fits(ctx, s) {

@@ -103,11 +103,16 @@ func tasksFor(work []*scheduleWork) []Task {
 }
 
 // handOff enqueues the work's tasks, handOffConcurrency at a time. A failed
-// enqueue is counted and logged, and its runs stay pending: the sweep
-// recovers them when the deciding tick's reservation ends, under a new task
-// name.
+// enqueue is counted and logged, and its runs stay pending, due at once:
+// the next sweep recovers them, under a new task name.
 func (e *Engine) handOff(ctx context.Context, work []*scheduleWork, c *counters) {
 	tasks := tasksFor(work)
+	byID := map[string]*runDoc{}
+	for _, w := range work {
+		for _, r := range w.runs {
+			byID[r.ID] = r
+		}
+	}
 	sem := make(chan struct{}, handOffConcurrency)
 	var wg sync.WaitGroup
 	for _, t := range tasks {
@@ -118,12 +123,30 @@ func (e *Engine) handOff(ctx context.Context, work []*scheduleWork, c *counters)
 			if err := e.cfg.Tasks.Dispatch(ctx, t); err != nil {
 				c.errors.Add(1)
 				e.log.Error("hand off runs failed; the sweep enqueues them again", "schedule", t.ScheduleID, "runs", t.Runs, "task", t.Name, "err", err)
+				e.dueNow(ctx, t.Runs, byID)
 				return
 			}
 			c.enqueued.Add(int64(len(t.Runs)))
 		}()
 	}
 	wg.Wait()
+}
+
+// dueNow makes the runs of a task that could not be enqueued due at once,
+// so that the next sweep hands them off again, instead of the sweep after
+// the decider's reservation (a minute). Conditional on the sweepAt this
+// engine wrote; a run claimed or moved meanwhile is left alone.
+func (e *Engine) dueNow(ctx context.Context, ids []string, byID map[string]*runDoc) {
+	now := e.now().UTC()
+	for _, id := range ids {
+		r := byID[id]
+		if r == nil || !r.SweepAt.After(now) {
+			continue
+		}
+		if err := e.moveSweep(ctx, id, schedule.RunPending, r.SweepAt, now); err != nil && !errors.Is(err, store.ErrConflict) {
+			e.log.Warn("make a run that was not handed off due failed; it waits for its reservation", "run", id, "err", err)
+		}
+	}
 }
 
 // ReasonPaused is the reason of a run recorded skipped because its schedule

@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,16 +173,22 @@ func TestMisfireRunIDsDoNotCollide(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// 09:02 runs, and its holder runs the misfire before releasing.
+	// 09:02 runs, and its holder takes the misfire before releasing: a
+	// new run, under its own id. 09:02 has started, so the misfire run (an
+	// older fire time) is folded into it and recorded skipped, not run
+	// after it (the order rule).
 	b.clock.Set(t0.Add(2*time.Minute + time.Second))
 	b.tick(t)
-	if got := g.calls.Load(); got != 2 {
-		t.Errorf("executions %d, want 2 (09:02 and one misfire run)", got)
+	if got := g.calls.Load(); got != 1 {
+		t.Errorf("executions %d, want 1 (09:02; the misfire run is folded into it)", got)
 	}
 	var misfires []string
 	for _, r := range b.runs(t, "job") {
 		if r.Source == schedule.SourceMisfire {
 			misfires = append(misfires, r.ID+" "+string(r.Status))
+			if r.ID != schedule.RunID("job", at, schedule.SourceMisfire, 1) && !strings.Contains(r.Reason, scheduler.ReasonSuperseded) {
+				t.Errorf("new misfire run %s: reason %q, want it folded into 09:02", r.ID, r.Reason)
+			}
 		}
 	}
 	if len(misfires) != 2 {

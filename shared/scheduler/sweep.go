@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/baton-cron/baton/shared/lease"
@@ -159,11 +161,43 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 		c.failed.Add(1)
 		e.metrics.RunFinished(ctx, r.ScheduleID, string(r.Source), string(schedule.RunFailed), r.StartedAt, now)
 		e.log.Warn("run failed over", "run", r.ID, "reason", msg)
+		if r.Epoch != 0 {
+			// Its job lease is dead: whatever waited behind it goes now, in
+			// this sweep's recovery, not when its own reservation ends.
+			e.wakeBehind(ctx, r, now)
+		}
 		e.deliverSoon(ctx, s, finished(r, store.RunOutcome{Status: schedule.RunFailed, FinishedAt: now, Error: msg, Notice: n}))
 		if s == nil {
 			continue // deleted: nothing to retry
 		}
 		e.retry(ctx, s, &r.Run, now, c)
+	}
+}
+
+// wakeBehind makes the pending runs of the failed-over run r's schedule
+// (its shard's, for a shard) due at now, so that the recovery step of the
+// same sweep hands them off. They waited behind r's job lease: a catch-up
+// sibling left pending behind it, a run whose deliveries met the lease
+// until the queue gave up, a retry marked waiting. Without this, they
+// would wait for their own sweepAt, the decider's reservation (a minute),
+// which is what made a run wait about 63 s after its holder died. Each
+// move is conditional on the sweepAt read, like every sweep write; a run
+// whose task is still queued gets a second task from the recovery, and the
+// claim executes it once.
+func (e *Engine) wakeBehind(ctx context.Context, r *runDoc, now time.Time) {
+	waiting, err := e.runs.PendingOf(ctx, r.ScheduleID, r.Shard, e.cfg.PageSize)
+	if err != nil {
+		e.log.Warn("read the runs behind a failed-over run failed; they wait for their reservation", "run", r.ID, "err", err)
+		return
+	}
+	for i := range waiting {
+		w := &waiting[i]
+		if !w.SweepAt.After(now) {
+			continue // already due
+		}
+		if err := e.moveSweep(ctx, w.ID, schedule.RunPending, w.SweepAt, now); err != nil && !errors.Is(err, store.ErrConflict) {
+			e.log.Warn("wake a run behind a failed-over run failed; it waits for its reservation", "run", w.ID, "err", err)
+		}
 	}
 }
 
@@ -272,6 +306,7 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 			}
 			continue
 		}
+		r.SweepAt = reserved // as stored: a failed hand-off moves it from there
 		w := bySchedule[r.ScheduleID]
 		if w == nil {
 			var s schedule.Schedule
@@ -322,7 +357,29 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 		c.recovered.Add(1)
 		w.runs = append(w.runs, r)
 	}
+	for _, w := range work {
+		// Read in sweepAt order; the fire times are executed oldest
+		// first, as a tick's batch is (runs woken together share one
+		// sweepAt), and retries and misfire runs after them, as before.
+		slices.SortStableFunc(w.runs, func(a, b *runDoc) int {
+			if ra, rb := notAFire(a), notAFire(b); ra != rb {
+				if ra {
+					return 1
+				}
+				return -1
+			}
+			if c := a.FireTime.Compare(b.FireTime); c != 0 {
+				return c
+			}
+			return strings.Compare(a.ID, b.ID)
+		})
+	}
 	return splitShards(work)
+}
+
+// notAFire reports a retry or a misfire run: not a fire time's first run.
+func notAFire(r *runDoc) bool {
+	return r.Source == schedule.SourceRetry || r.Source == schedule.SourceMisfire
 }
 
 // strandedMisfires gives each buffer_one schedule whose misfire flag is set

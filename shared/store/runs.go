@@ -209,6 +209,17 @@ type Runs interface {
 	// count apart: a non-nil shard keeps to that shard's runs; nil looks
 	// at every run of the schedule (as do the shard arguments below).
 	RunningAt(ctx context.Context, scheduleID string, shard *int, epoch int64) (*RunRecord, error)
+	// PendingOf returns up to limit pending runs of scheduleID (of shard,
+	// when non-nil), the oldest fire time first: the runs queued behind a
+	// holder that the sweep has just failed over. It writes nothing.
+	PendingOf(ctx context.Context, scheduleID string, shard *int, limit int) ([]RunRecord, error)
+	// StartedAfter returns a run of scheduleID (of shard, when non-nil)
+	// with a fire time after fireTime that has started (it carries
+	// startedAt: running or finished after a claim) and is neither a
+	// retry nor an operator's run (manual, backfill), or an error
+	// wrapping ErrNotFound: the later fire that an older pending fire of
+	// a skip or buffer_one schedule must not start after. One read.
+	StartedAfter(ctx context.Context, scheduleID string, shard *int, fireTime time.Time) (*RunRecord, error)
 	// RunningGPU returns a running run of scheduleID (of shard, when
 	// non-nil), other than exceptID (empty for none), that handed its
 	// work to a GPU job, or an error wrapping ErrNotFound.

@@ -39,10 +39,12 @@ var SchedulerIndexes = []Index{
 	{Collection: schedule.SchedulesCollection, Name: "list", Keys: bson.D{{Key: "_id", Value: 1}}},
 	// The daemon's edit poll: keyset on (updatedAt, _id).
 	{Collection: schedule.SchedulesCollection, Name: "updated", Keys: bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},
-	// Run history and the latest-run lookups, newest first.
+	// Run history and the latest-run lookups, newest first; also the order
+	// rule's StartedAfter (a range on fireTime within one schedule).
 	{Collection: schedule.RunsCollection, Name: "history", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}},
 	// The runs list across schedules (catalog.ListAllRuns), newest first:
-	// unfiltered, by status, by source, and a schedule's runs by status.
+	// unfiltered, by status, by source, and a schedule's runs by status
+	// (history_status also serves PendingOf, the failover's wake).
 	// Each is the filter's equality fields, then the keyset order; a
 	// filter on fireTime (since) is a range on the sort key, which each
 	// serves. runIndexes maps the filters to these.

@@ -251,6 +251,25 @@ func (r runs) RunningAt(ctx context.Context, scheduleID string, shard *int, epoc
 	return r.findOne(ctx, inShard(bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunRunning), {Key: "epoch", Value: epoch}}, shard))
 }
 
+func (r runs) PendingOf(ctx context.Context, scheduleID string, shard *int, limit int) ([]store.RunRecord, error) {
+	var out []store.RunRecord
+	err := r.c().Find(ctx, inShard(bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunPending)}, shard), &out,
+		options.Find().SetSort(bson.D{{Key: "fireTime", Value: 1}, {Key: "_id", Value: 1}}).SetLimit(int64(limit)))
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (r runs) StartedAfter(ctx context.Context, scheduleID string, shard *int, fireTime time.Time) (*store.RunRecord, error) {
+	return r.findOne(ctx, inShard(bson.D{
+		{Key: "scheduleId", Value: scheduleID},
+		{Key: "fireTime", Value: bson.D{{Key: "$gt", Value: fireTime}}},
+		{Key: "startedAt", Value: bson.D{{Key: "$exists", Value: true}}},
+		{Key: "source", Value: bson.D{{Key: "$in", Value: bson.A{schedule.SourceScheduled, schedule.SourceCatchup, schedule.SourceMisfire}}}},
+	}, shard), options.FindOne().SetSort(bson.D{{Key: "fireTime", Value: 1}}))
+}
+
 func (r runs) RunningGPU(ctx context.Context, scheduleID string, shard *int, exceptID string) (*store.RunRecord, error) {
 	filter := inShard(bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunRunning), {Key: "gpuJob", Value: bson.D{{Key: "$exists", Value: true}}}}, shard)
 	if exceptID != "" {

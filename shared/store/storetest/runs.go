@@ -29,6 +29,51 @@ func (s *suite) runs(t *testing.T) {
 	t.Run("ConditionalLostAnswer", s.runsConditionalLostAnswer)
 	t.Run("ShardFilters", s.runsShardFilters)
 	t.Run("GroupLine", s.runsGroupLine)
+	t.Run("CrashRecoveryQueries", s.runsCrashRecoveryQueries)
+}
+
+// runsCrashRecoveryQueries: PendingOf lists a schedule's pending runs,
+// oldest fire time first, and StartedAfter finds a started (claimed) run
+// of a later fire time, scheduled, catch-up or misfire, never a retry, a
+// manual run or one that never started.
+func (s *suite) runsCrashRecoveryQueries(t *testing.T) {
+	_, r, id := s.runsRig(t)
+	ctx := t.Context()
+	sched := "s-" + id
+	add := func(suffix string, fire time.Duration, src schedule.Source) *store.RunRecord {
+		rd := pendingRecord(id + suffix)
+		rd.ScheduleID, rd.FireTime, rd.Source = sched, runT0.Add(fire), src
+		insertRun(t, r, rd)
+		return rd
+	}
+	add("-late", 2*time.Second, schedule.SourceScheduled)
+	add("-early", 0, schedule.SourceScheduled)
+	retry := add("-retry", 5*time.Second, schedule.SourceRetry)
+	manual := add("-manual", 6*time.Second, schedule.SourceManual)
+	got, err := r.PendingOf(ctx, sched, nil, 10)
+	if err != nil || len(got) != 4 || got[0].ID != id+"-early" || got[1].ID != id+"-late" {
+		t.Errorf("PendingOf = %v, %v; want 4 runs, %s-early then %s-late first", got, err, id, id)
+	}
+	if _, err := r.StartedAfter(ctx, sched, nil, runT0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("StartedAfter with nothing started: %v; want ErrNotFound", err)
+	}
+	for i, rd := range []*store.RunRecord{retry, manual} {
+		if err := r.Claim(ctx, rd.ID, claimOf(fmt.Sprintf("x%d", i), 3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if x, err := r.StartedAfter(ctx, sched, nil, runT0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("StartedAfter with only a retry and a manual run started = %v, %v; want ErrNotFound", x, err)
+	}
+	if err := r.Claim(ctx, id+"-late", claimOf("y", 4)); err != nil {
+		t.Fatal(err)
+	}
+	if x, err := r.StartedAfter(ctx, sched, nil, runT0); err != nil || x.ID != id+"-late" {
+		t.Errorf("StartedAfter = %v, %v; want %s-late", x, err, id)
+	}
+	if _, err := r.StartedAfter(ctx, sched, nil, runT0.Add(2*time.Second)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("StartedAfter its own fire time: %v; want ErrNotFound", err)
+	}
 }
 
 // runsShardFilters: RunningAt, NextWaiting, RunningGPU and LiveSibling keep
