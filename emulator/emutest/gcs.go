@@ -59,7 +59,39 @@ func BucketName(t testing.TB) string {
 // a fresh bucket for this test. The client is closed when the test ends.
 func GCS(t testing.TB) (*storage.Client, string) {
 	t.Helper()
-	srv := GCSServer(t)
+	return gcsBucket(t, GCSServer(t))
+}
+
+var (
+	simOnce sync.Once
+	simSrv  *gcs.Server
+	simErr  error
+)
+
+// SimulatedTimeGCS is GCS on a second package-wide emulator that does not
+// limit the per-object write rate, for tests that drive leases in
+// simulated time: Cloud Storage's one write a second per object is a real
+// second, and a test that runs an hour of ticks in a few seconds of wall
+// time would be held to sixty times the real rate (a minute's three tick
+// leases a real second apart: three minutes for TestExactlyOnce). Every
+// other rule of the emulator applies. Pair it with
+// lease.Options{ObjectWriteGap: -1}. The rate itself is proven by the tests
+// that run on the wall clock (emulator/gcs, shared/lease, the every-second
+// schedule in shared/scheduler, and the end-to-end tests).
+func SimulatedTimeGCS(t testing.TB) (*storage.Client, string) {
+	t.Helper()
+	simOnce.Do(func() {
+		simSrv, simErr = gcs.Start(context.Background(), gcs.Options{Lax: true})
+	})
+	if simErr != nil {
+		t.Fatalf("emutest: start gcs emulator: %v", simErr)
+	}
+	return gcsBucket(t, simSrv)
+}
+
+// gcsBucket makes a fresh bucket for this test on srv and a client for it.
+func gcsBucket(t testing.TB, srv *gcs.Server) (*storage.Client, string) {
+	t.Helper()
 	ctx := context.Background()
 	bucket := BucketName(t)
 	if err := srv.CreateBucket(ctx, bucket); err != nil {

@@ -52,6 +52,13 @@ type Options struct {
 	// Metrics counts conflicts and losses; nil records into
 	// metrics.Default().
 	Metrics *metrics.Set
+	// ObjectWriteGap is the least time between two writes this manager
+	// sends to one object; zero means MinObjectWriteGap, Cloud Storage's
+	// rate. Negative turns the spacing off: only for a test that drives
+	// many lease cycles in simulated time against a stand-in with no rate
+	// limit (a lax emulator), where a real second per cycle would be all
+	// the test's time and prove nothing about the rate.
+	ObjectWriteGap time.Duration
 }
 
 // DefaultSkew is the clock-skew allowance when Options.Skew is zero.
@@ -87,6 +94,8 @@ type Manager struct {
 	// will be) sent, monotonic: writes to one object are spaced by
 	// MinObjectWriteGap (marker.go).
 	lastWrite map[string]time.Time
+	// writeGap is Options.ObjectWriteGap with its default applied.
+	writeGap time.Duration
 }
 
 // NewManager returns a Manager for leases stored as PREFIX+NAME+".json" in b.
@@ -105,6 +114,10 @@ func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 		free:    map[string]state{},
 
 		lastWrite: map[string]time.Time{},
+		writeGap:  o.ObjectWriteGap,
+	}
+	if m.writeGap == 0 {
+		m.writeGap = MinObjectWriteGap
 	}
 	if m.holder == "" {
 		m.holder = defaultHolder()

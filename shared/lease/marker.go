@@ -132,7 +132,8 @@ func (m *Manager) readLease(ctx context.Context, name string) (state, error) {
 // one object name (https://cloud.google.com/storage/quotas).
 const MinObjectWriteGap = time.Second
 
-// space waits until MinObjectWriteGap has passed since this manager's last
+// space waits until the manager's write gap (MinObjectWriteGap unless
+// Options.ObjectWriteGap says otherwise) has passed since this manager's last
 // write to the object, then notes this one. It spaces this manager's
 // writes only; another process's writes to the object are spaced by the
 // server's 429 and the library's backoff. It books no slot ahead: callers
@@ -140,11 +141,14 @@ const MinObjectWriteGap = time.Second
 // for the same moment and race then, as they would without it, rather than
 // queueing a second apart behind each other.
 func (m *Manager) space(ctx context.Context, object string) error {
+	if m.writeGap < 0 {
+		return nil
+	}
 	m.mu.Lock()
 	last, ok := m.lastWrite[object]
 	m.mu.Unlock()
 	if ok {
-		if wait := time.Until(last.Add(MinObjectWriteGap)); wait > 0 {
+		if wait := time.Until(last.Add(m.writeGap)); wait > 0 {
 			t := time.NewTimer(wait)
 			defer t.Stop()
 			select {
@@ -161,7 +165,7 @@ func (m *Manager) space(ctx context.Context, object string) error {
 	}
 	if len(m.lastWrite) > 4096 {
 		for k, t := range m.lastWrite {
-			if now.Sub(t) > MinObjectWriteGap {
+			if now.Sub(t) > m.writeGap {
 				delete(m.lastWrite, k)
 			}
 		}

@@ -142,11 +142,14 @@ var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 func setup(t *testing.T, mod ...func(*scheduler.Config)) *bundle {
 	t.Helper()
 	s := emutest.Store(t)
-	client, bucket := emutest.GCS(t)
+	// Simulated time: the scheduler's clock is c, and a test runs many
+	// minutes of ticks in seconds (emutest.SimulatedTimeGCS says why the
+	// per-object rate is off for it).
+	client, bucket := emutest.SimulatedTimeGCS(t)
 	if err := s.EnsureIndexes(context.Background(), mongostore.SchedulerIndexes...); err != nil {
 		t.Fatal(err)
 	}
-	m := lease.NewManager(client.Bucket(bucket), "leases/", lease.Options{Holder: "test-" + t.Name()})
+	m := lease.NewManager(client.Bucket(bucket), "leases/", lease.Options{Holder: "test-" + t.Name(), ObjectWriteGap: -1})
 	c := newClock(t0)
 	cfg := scheduler.Config{Store: s, Leases: m, Clock: c, TickLeaseTTL: 10 * time.Second}
 	for _, f := range mod {
