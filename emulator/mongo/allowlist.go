@@ -253,7 +253,7 @@ var Allowlist = concat(
 	},
 )
 
-// Expected refusals: what baton sends knowing Firestore may answer no.
+// ExpectedRefusals lists what baton sends knowing Firestore may answer no.
 var ExpectedRefusals = []Refused{
 	{wire.KindStage, "$changeStream", urlFeatures,
 		"Stage operators: $changeStream: No (a preview elsewhere). WatchSchedules tries it; on ErrCannotWatch baton daemon polls on (updatedAt, _id)"},

@@ -146,7 +146,7 @@ func (f *front) reorder(sess *session, req message, reply message, o order) ([]b
 			if err != nil {
 				return nil, fmt.Errorf("reorder reply: %w", err)
 			}
-			rand.Shuffle(len(vals), func(a, b int) { vals[a], vals[b] = vals[b], vals[a] })
+			rand.Shuffle(len(vals), func(a, b int) { vals[a], vals[b] = vals[b], vals[a] }) //nolint:gosec // G404: an order that is not insertion order, not a secret
 			if o.limit > 0 && int64(len(vals)) > o.limit {
 				vals = vals[:o.limit]
 			}

@@ -259,7 +259,7 @@ func docsTable(t *testing.T, inv map[use]bool) string {
 	for _, u := range sortedUses(inv) {
 		f := wire.Feature{Kind: u.Kind, Name: u.Name}
 		feature := "—"
-		if !(u.Kind == wire.KindCommand && u.Name == u.Command) {
+		if u.Kind != wire.KindCommand || u.Name != u.Command {
 			feature = fmt.Sprintf("%s `%s`", u.Kind, u.Name)
 		}
 		var standing, url string

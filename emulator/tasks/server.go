@@ -135,7 +135,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		s.rebuildLocked()
 		for _, q := range s.queues {
 			s.wg.Add(1)
-			go s.loop(q)
+			go s.loop(q) //nolint:contextcheck // a kept queue's loop runs on the server's own contexts (stopCtx, hardCtx), as a created queue's does, not on Start's
 		}
 		s.mu.Unlock()
 	}
