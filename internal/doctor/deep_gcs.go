@@ -118,18 +118,31 @@ func (e *deepEnv) rate(ctx context.Context, obj *storage.ObjectHandle, r *Report
 // writePaced is write for the precondition checks, which write one object
 // a few times in a row: a 429 there is the per-object rate (checked on
 // its own below), not an answer to the precondition, so the write is made
-// again after the second the rate allows, at most three times.
+// again after the second the rate allows (paced).
 func (e *deepEnv) writePaced(ctx context.Context, obj *storage.ObjectHandle, body string) (int64, error) {
+	var gen int64
+	err := paced(ctx, func() (err error) {
+		gen, err = e.write(ctx, obj, body)
+		return err
+	})
+	return gen, err
+}
+
+// paced runs op, and again after a second while it answers 429, at most
+// three times in all: the per-object rate allows the next write a second
+// later, and the cleanup's delete of an object the checks just wrote is a
+// write too.
+func paced(ctx context.Context, op func() error) error {
 	for attempt := 1; ; attempt++ {
-		gen, err := e.write(ctx, obj, body)
+		err := op()
 		if httpCode(err) != http.StatusTooManyRequests || attempt == 3 {
-			return gen, err
+			return err
 		}
 		t := time.NewTimer(time.Second)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return gen, err
+			return err
 		case <-t.C:
 		}
 	}
@@ -172,7 +185,7 @@ func (e *deepEnv) cleanupGCS(ctx context.Context, bkt *storage.BucketHandle, pre
 			return
 		}
 		e.count(0, 0, 1)
-		if err := bkt.Object(a.Name).Delete(cctx); err != nil && !errors.Is(err, storage.ErrObjectNotExist) {
+		if err := paced(cctx, func() error { return bkt.Object(a.Name).Delete(cctx) }); err != nil && !errors.Is(err, storage.ErrObjectNotExist) {
 			r.fail("gcs: cleanup", fmt.Sprintf("delete gs://%s/%s: %v", e.c.Bucket, a.Name, err), fmt.Sprintf("gcloud storage rm -r gs://%s/%s", e.c.Bucket, prefix))
 			return
 		}

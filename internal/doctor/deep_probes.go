@@ -312,6 +312,17 @@ func probeSet() []probe {
 			}
 			return err
 		}},
+		{"Runs.PendingOf", "find runs {scheduleId, status: pending} sort {fireTime: 1, _id: 1} limit (failover wakes the runs behind)", func(ctx context.Context, p *probeState) error {
+			_, err := p.b.Runs().PendingOf(ctx, probeSchedule, nil, 10)
+			return err
+		}},
+		{"Runs.StartedAfter", "find runs {scheduleId, fireTime: {$gt}, startedAt: {$exists}, source: {$in}} sort {fireTime: 1} limit 1 (the order rule)", func(ctx context.Context, p *probeState) error {
+			_, err := p.b.Runs().StartedAfter(ctx, probeSchedule, nil, p.now.Add(-time.Hour))
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			return err
+		}},
 		{"Runs.OldestGroupWaiting", "find runs {group, status: pending} sort {fireTime: 1, _id: 1} limit 1", func(ctx context.Context, p *probeState) error {
 			_, err := p.b.Runs().OldestGroupWaiting(ctx, "doctor-group")
 			if errors.Is(err, store.ErrNotFound) {

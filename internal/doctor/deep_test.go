@@ -260,7 +260,10 @@ func TestDeepGCSRateAnswer(t *testing.T) {
 		}
 	}
 	r := findRow(t, rep, "gcs: per-object write rate")
-	if r.Status != doctor.Pass || !strings.Contains(r.Detail, "write 4 ") || !strings.Contains(r.Detail, "429 (rateLimitExceeded)") {
+	// The proxy answers 429 from the fourth write; the strict emulator
+	// behind it may answer first, from the third (its burst is 2). Either
+	// way writes went through before the 429.
+	if r.Status != doctor.Pass || (!strings.Contains(r.Detail, "write 3 ") && !strings.Contains(r.Detail, "write 4 ")) || !strings.Contains(r.Detail, "429 (rateLimitExceeded)") {
 		t.Errorf("rate row = %+v", r)
 	}
 }
