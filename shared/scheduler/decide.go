@@ -512,9 +512,11 @@ func (e *Engine) undoStale(ctx context.Context, s *schedule.Schedule, epoch int6
 	for _, id := range ids {
 		err := e.runs.UndoStale(wctx, id, epoch, reason, now, e.expireAt(s, now))
 		switch {
-		case errors.Is(err, store.ErrConflict):
+		case errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrContended):
 			// Adopted by the newer tick, or claimed: not this tick's to undo.
 		case err != nil:
+			// Contended (112 past the retries) matched nothing because
+			// nothing ran: still pending at this epoch, like any failure.
 			c.errors.Add(1)
 			e.log.Error("undo a stale tick's run failed; the sweep will execute it", "schedule", scheduleID, "run", id, "epoch", epoch, "err", err)
 		default:
