@@ -472,7 +472,12 @@ func (e *Engine) countAfterEdit(ctx context.Context, read *schedule.Schedule, de
 // pending match nothing, and need nothing.
 func (e *Engine) adopt(ctx context.Context, id string, epoch int64) error {
 	err := e.runs.Adopt(ctx, id, epoch)
-	if err != nil && !errors.Is(err, store.ErrConflict) {
+	if err != nil && (!errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrContended)) {
+		// Contended (112 past the retries) is a conflict that matched
+		// nothing because nothing ran: the run may still carry the stale
+		// epoch, and the stale tick's undo would skip it after this tick
+		// hands it off as its own. Failing the decision leaves the
+		// schedule to the next tick, which adopts it again.
 		return err
 	}
 	return nil
@@ -507,9 +512,11 @@ func (e *Engine) undoStale(ctx context.Context, s *schedule.Schedule, epoch int6
 	for _, id := range ids {
 		err := e.runs.UndoStale(wctx, id, epoch, reason, now, e.expireAt(s, now))
 		switch {
-		case errors.Is(err, store.ErrConflict):
+		case errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrContended):
 			// Adopted by the newer tick, or claimed: not this tick's to undo.
 		case err != nil:
+			// Contended (112 past the retries) matched nothing because
+			// nothing ran: still pending at this epoch, like any failure.
 			c.errors.Add(1)
 			e.log.Error("undo a stale tick's run failed; the sweep will execute it", "schedule", scheduleID, "run", id, "epoch", epoch, "err", err)
 		default:

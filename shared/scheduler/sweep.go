@@ -195,6 +195,11 @@ func (e *Engine) wakeBehind(ctx context.Context, r *runDoc, now time.Time) {
 		if !w.SweepAt.After(now) {
 			continue // already due
 		}
+		if w.Source == schedule.SourceRetry && !w.Waiting {
+			// Pending for its backoff, not behind the lease: its sweepAt
+			// is its due time, and moving it would run it early.
+			continue
+		}
 		if err := e.moveSweep(ctx, w.ID, schedule.RunPending, w.SweepAt, now); err != nil && !errors.Is(err, store.ErrConflict) {
 			e.log.Warn("wake a run behind a failed-over run failed; it waits for its reservation", "run", w.ID, "err", err)
 		}

@@ -24,6 +24,10 @@ type RunRecord struct {
 	// while they still carry its epoch: a newer tick that decided the same
 	// fire time has adopted it by then. Runs no tick decided have none.
 	TickFence int64 `bson:"tickFence,omitempty"`
+	// Waiting is set (MarkWaiting) on a due retry or misfire run that met
+	// its schedule's job lease held: its holder, or the failover of a dead
+	// one, runs it next.
+	Waiting bool `bson:"waiting,omitempty"`
 	// NotifyAt is the notification outbox: set, the run owes its schedule
 	// a NotifyEvent, due for delivery at NotifyAt. The write that records
 	// the run's outcome sets it, so the outcome and the event land
