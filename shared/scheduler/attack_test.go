@@ -509,7 +509,7 @@ func TestAttackMisfireHolderMakesSweepBufferCatchup(t *testing.T) {
 	close(st.hold[1]) // 09:03 ends; the holder runs the misfire (09:06) next
 	st.wait(t, 2)
 
-	// 09:06:55: the batch's reservation (decided at 09:05:50, 1 min) has
+	// 09:06:55: the batch's reservation (decided at 09:05:50, 30 s) has
 	// ended; nothing new is due. The sweep re-enqueues the batch's rest.
 	b.clock.Set(t0.Add(6*time.Minute + 55*time.Second))
 	n0 := len(d.all())

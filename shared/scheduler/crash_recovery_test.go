@@ -232,3 +232,33 @@ func TestRunBehindAnIdleHolderIsDueAtItsExpiry(t *testing.T) {
 		t.Errorf("sweepAt %s, want it at the lease's expiry (within 10 s + skew of %s), not the reservation's end", at, now)
 	}
 }
+
+// TestRunOfADeadDeciderIsRecoveredWithinTheTickLease: a tick killed between
+// inserting its runs and enqueueing their tasks (here: its tasks were
+// recorded and never delivered, which is what the queue holds after such a
+// kill) leaves pending runs nothing else knows have no task. The sweep
+// takes them once the decider's reservation ends: the tick lease's TTL
+// (30 s at least), not a minute, so the first sweep 32 s after the
+// decision hands them off again (issue 27: with a minute's reservation
+// they were first called about 63 s late).
+func TestRunOfADeadDeciderIsRecoveredWithinTheTickLease(t *testing.T) {
+	d := &recDispatcher{}
+	b := attackSetup(t, d)
+	b.addSchedule(t, schedule.Schedule{ID: "lost", Cron: "* * * * *", Overlap: schedule.OverlapSkip, Target: gateTarget("lost")})
+	b.clock.Set(t0.Add(time.Minute + time.Second))
+	b.tick(t)
+	if n := len(d.all()); n != 1 {
+		t.Fatalf("the deciding tick enqueued %d tasks, want 1", n)
+	}
+	// The deciding tick's tasks are lost with it. 20 s later the runs are
+	// still its own; 32 s after the decision they are the sweep's.
+	b.clock.Set(t0.Add(time.Minute + 21*time.Second))
+	if sw := b.tick(t); sw.Recovered != 0 {
+		t.Fatalf("sweep 20 s after the decision recovered %d runs, want 0 (the decider may still be handing them off)", sw.Recovered)
+	}
+	b.clock.Set(t0.Add(time.Minute + 33*time.Second))
+	sw := b.tick(t)
+	if sw.Recovered != 1 {
+		t.Fatalf("sweep 32 s after the decision recovered %d runs, want 1: the run of a dead decider waits for its reservation", sw.Recovered)
+	}
+}

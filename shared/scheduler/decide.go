@@ -31,9 +31,23 @@ type scheduleWork struct {
 // decideConcurrency bounds the schedules of one page decided at once.
 const decideConcurrency = 8
 
-// reservation is how long the deciding tick keeps the sweep off the runs it
-// just decided, so that the sweep only picks up runs whose decider died.
+// reservation is how long an executor (a delivered task, a sweep's
+// recovery, a retry's owner) keeps the sweep off a run it holds, so that
+// the sweep only picks up runs whose executor died.
 func (e *Engine) reservation() time.Duration { return max(e.cfg.TickLeaseTTL, time.Minute) }
+
+// decidedReservation is how long the deciding tick keeps the sweep off the
+// runs it just inserted: until it has handed them off, which it does right
+// after its decision commits. It is shorter than reservation because a tick
+// killed between the insert and the enqueue leaves runs that nothing else
+// knows have no task, and they wait for this (issue 27: at a minute, they
+// were first called about a minute late; at the tick lease's TTL, 30 s by
+// default, plus one tick, they are within 45 s). A hand-off slower than
+// this gets a second, salted task from the sweep, whose delivery finds the
+// run claimed and does nothing: a cost, not a double run.
+func (e *Engine) decidedReservation() time.Duration {
+	return max(e.cfg.TickLeaseTTL, 30*time.Second)
+}
 
 // pendingRun is the first attempt of a run of scheduleID at fireTime, decided
 // at now: its _id is deterministic (schedule.RunID), so inserting it twice is
@@ -50,7 +64,7 @@ func (e *Engine) pendingRun(scheduleID string, fireTime time.Time, source schedu
 		Attempt:     1,
 		CreatedAt:   now,
 		HeartbeatAt: now,
-	}, SweepAt: now.Add(e.reservation())}
+	}, SweepAt: now.Add(e.decidedReservation())}
 }
 
 // decide is flow 1, steps 2–4, under the tick lease l; ctx ends when l does.
@@ -350,7 +364,7 @@ func (e *Engine) decideRun(ctx context.Context, s *schedule.Schedule, rd *runDoc
 		// The reservation counts from the insert, not from now: a tick
 		// that paused in between would otherwise write runs the sweep may
 		// take at once, before this tick has advanced (or undone them).
-		rd.SweepAt = e.now().UTC().Add(e.reservation())
+		rd.SweepAt = e.now().UTC().Add(e.decidedReservation())
 		ok, err := e.runs.Insert(ctx, rd)
 		if err != nil {
 			return fmt.Errorf("schedule %s: record run %s: %w", s.ID, rd.ID, err)
