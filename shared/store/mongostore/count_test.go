@@ -3,14 +3,9 @@ package mongostore_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/event"
-
-	"github.com/baton-cron/baton/emulator/emutest"
-	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // TestCountSendsTheCountCommand: counts go out as the count command, which
@@ -20,31 +15,14 @@ import (
 // and are metered as before: one read per document counted, at most limit.
 func TestCountSendsTheCountCommand(t *testing.T) {
 	ctx := context.Background()
-	var mu sync.Mutex
-	var sent []bson.Raw
-	mon := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
-		mu.Lock()
-		defer mu.Unlock()
-		sent = append(sent, append(bson.Raw(nil), e.Command...))
-	}}
-	name := emutest.DBName(t)
-	st, err := mongostore.OpenMonitored(ctx, emutest.MongoURI(t), mongostore.Options{Database: name}, mon, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = emutest.Raw(t, st).Drop(context.Background())
-		_ = st.Close(context.Background())
-	})
+	st, log := openRecorded(t)
 	c := st.Collection("jobs")
 	for i := range 5 {
 		if _, err := c.InsertIdempotent(ctx, job{ID: fmt.Sprintf("j%d", i), N: i % 2}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	mu.Lock()
-	sent = nil
-	mu.Unlock()
+	log.reset()
 	before := st.Meter().Total()
 	for _, tc := range []struct {
 		filter bson.D
@@ -67,8 +45,7 @@ func TestCountSendsTheCountCommand(t *testing.T) {
 	if read := st.Meter().Total() - before; read != 5+2+3+3+2 {
 		t.Errorf("the counts metered %d reads; want %d (one per document counted)", read, 5+2+3+3+2)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	sent := log.commands()
 	if len(sent) != 5 {
 		t.Errorf("%d commands for 5 counts; want one each", len(sent))
 	}

@@ -3,17 +3,13 @@ package mongostore_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/event"
 
-	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/shared/gpu/gpumodel"
 	"github.com/baton-cron/baton/shared/store"
-	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // TestClaimTenantJobSortsNoPayloads: Firestore caps a query's memory at
@@ -27,22 +23,7 @@ import (
 // the types asked.
 func TestClaimTenantJobSortsNoPayloads(t *testing.T) {
 	ctx := context.Background()
-	var mu sync.Mutex
-	var sent []bson.Raw
-	mon := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
-		mu.Lock()
-		defer mu.Unlock()
-		sent = append(sent, append(bson.Raw(nil), e.Command...))
-	}}
-	name := emutest.DBName(t)
-	st, err := mongostore.OpenMonitored(ctx, emutest.MongoURI(t), mongostore.Options{Database: name}, mon, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = emutest.Raw(t, st).Drop(context.Background())
-		_ = st.Close(context.Background())
-	})
+	st, log := openRecorded(t)
 	var b store.Backend = st
 	q := b.GPU()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -57,17 +38,14 @@ func TestClaimTenantJobSortsNoPayloads(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mu.Lock()
-	sent = nil
-	mu.Unlock()
+	log.reset()
 	for _, want := range []string{"a-l4-high", "a-low"} {
 		job, err := q.ClaimTenantJob(ctx, "a", []string{"", "nvidia-l4"}, gpumodel.Slot{ID: "s0", Worker: "w", Epoch: 1}, "h", t0, t0.Add(time.Minute))
 		if err != nil || job.ID != want {
 			t.Fatalf("claim = %s, %v; want %s", job.ID, err, want)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	sent := log.commands()
 	if len(sent) == 0 {
 		t.Fatal("no command recorded")
 	}
