@@ -255,16 +255,7 @@ func (x *extractor) command(name string, f map[string]bson.RawValue) {
 			}
 		})
 	case "createindexes":
-		arr, ok := f["indexes"].ArrayOK()
-		if !ok {
-			return
-		}
-		vals, _ := arr.Values()
-		for _, v := range vals {
-			spec, ok := v.DocumentOK()
-			if !ok {
-				continue
-			}
+		for _, spec := range documents(f["indexes"]) {
 			x.indexSpec(spec)
 		}
 	case "explain":
@@ -284,16 +275,7 @@ func (x *extractor) command(name string, f map[string]bson.RawValue) {
 // (q, u, upsert, multi, limit, …) as options of "<command>.statements",
 // and hands each to walk.
 func (x *extractor) statements(name string, v bson.RawValue, walk func(map[string]bson.RawValue)) {
-	arr, ok := v.ArrayOK()
-	if !ok {
-		return
-	}
-	vals, _ := arr.Values()
-	for _, sv := range vals {
-		st, ok := sv.DocumentOK()
-		if !ok {
-			continue
-		}
+	for _, st := range documents(v) {
 		elems, _ := st.Elements()
 		fields := map[string]bson.RawValue{}
 		for _, e := range elems {
@@ -317,13 +299,8 @@ func (x *extractor) filter(d bson.Raw) {
 			x.add(KindQuery, k)
 			switch k {
 			case "$and", "$or", "$nor":
-				if arr, ok := e.Value().ArrayOK(); ok {
-					vals, _ := arr.Values()
-					for _, v := range vals {
-						if sub, ok := v.DocumentOK(); ok {
-							x.filter(sub)
-						}
-					}
+				for _, sub := range documents(e.Value()) {
+					x.filter(sub)
 				}
 			}
 			continue
@@ -462,16 +439,7 @@ func (x *extractor) projection(d bson.Raw) {
 // pipeline records each stage, and what the stages that carry a filter
 // ($match) or accumulators ($group) hold.
 func (x *extractor) pipeline(v bson.RawValue) {
-	arr, ok := v.ArrayOK()
-	if !ok {
-		return
-	}
-	vals, _ := arr.Values()
-	for _, sv := range vals {
-		st, ok := sv.DocumentOK()
-		if !ok {
-			continue
-		}
+	for _, st := range documents(v) {
 		first, err := st.IndexErr(0)
 		if err != nil {
 			continue
@@ -522,4 +490,22 @@ func (x *extractor) indexSpec(spec bson.Raw) {
 			}
 		}
 	}
+}
+
+// documents is the documents of an array value, skipping what is not a
+// document: a shape records what a command holds, and a malformed element
+// is the server's to refuse, not the extractor's.
+func documents(v bson.RawValue) []bson.Raw {
+	arr, ok := v.ArrayOK()
+	if !ok {
+		return nil
+	}
+	vals, _ := arr.Values()
+	out := make([]bson.Raw, 0, len(vals))
+	for _, sv := range vals {
+		if d, ok := sv.DocumentOK(); ok {
+			out = append(out, bson.Raw(d))
+		}
+	}
+	return out
 }
