@@ -290,20 +290,7 @@ func TestUnsortedFindIsNotInsertionOrder(t *testing.T) {
 	ids := func(opts *options.FindOptionsBuilder) []int {
 		t.Helper()
 		cur, err := coll.Find(ctx, bson.D{}, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []struct {
-			ID int `bson:"_id"`
-		}
-		if err := cur.All(ctx, &out); err != nil {
-			t.Fatal(err)
-		}
-		r := make([]int, len(out))
-		for i, d := range out {
-			r[i] = d.ID
-		}
-		return r
+		return intIDs(t, cur, err)
 	}
 	inserted := make([]int, 60)
 	for i := range inserted {
@@ -324,20 +311,7 @@ func TestUnsortedFindIsNotInsertionOrder(t *testing.T) {
 	agg := func(pipeline bson.A) []int {
 		t.Helper()
 		cur, err := coll.Aggregate(ctx, pipeline, options.Aggregate().SetBatchSize(30))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []struct {
-			ID int `bson:"_id"`
-		}
-		if err := cur.All(ctx, &out); err != nil {
-			t.Fatal(err)
-		}
-		r := make([]int, len(out))
-		for i, d := range out {
-			r[i] = d.ID
-		}
-		return r
+		return intIDs(t, cur, err)
 	}
 	if got := agg(bson.A{bson.D{{Key: "$match", Value: bson.D{}}}}); slices.Equal(got, inserted) || len(got) != 60 {
 		t.Errorf("aggregate without $sort = %v, want all 60 in another order than insertion", got)
@@ -514,4 +488,24 @@ func TestLaxMode(t *testing.T) {
 	if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: "x"}, {Key: "__x__", Value: 1}}); err != nil {
 		t.Errorf("lax insert of field __x__: %v", err)
 	}
+}
+
+// intIDs drains a cursor of documents with integer _ids, in the order the
+// server sent them: the order is what the shuffle tests look at.
+func intIDs(t *testing.T, cur *mdriver.Cursor, err error) []int {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []struct {
+		ID int `bson:"_id"`
+	}
+	if err := cur.All(context.Background(), &out); err != nil {
+		t.Fatal(err)
+	}
+	r := make([]int, len(out))
+	for i, d := range out {
+		r[i] = d.ID
+	}
+	return r
 }
