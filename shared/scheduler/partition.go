@@ -123,6 +123,13 @@ type CoordinateSummary struct {
 // nothing and holds no lease, so a duplicated or slow coordinator costs n
 // task creations, never a decision.
 func (e *Engine) Coordinate(ctx context.Context, scheduleTime time.Time, n int) (*CoordinateSummary, error) {
+	return e.CoordinateVia(ctx, e.cfg.Partitions, scheduleTime, n)
+}
+
+// CoordinateVia is Coordinate creating the tasks through d instead of
+// Config.Partitions (the Tick function opens its queue on the first
+// request, which names its own URL); a nil d decides them here.
+func (e *Engine) CoordinateVia(ctx context.Context, d PartitionDispatcher, scheduleTime time.Time, n int) (*CoordinateSummary, error) {
 	start := time.Now()
 	if err := CheckPartition(0, n); err != nil {
 		return nil, fmt.Errorf("scheduler: coordinate: %w", err)
@@ -132,7 +139,7 @@ func (e *Engine) Coordinate(ctx context.Context, scheduleTime time.Time, n int) 
 	}
 	sum := &CoordinateSummary{Status: "ok", ScheduleTime: scheduleTime.UTC(), Partitions: n}
 	sum.Backfilled = e.backfillOnce(ctx)
-	if e.cfg.Partitions == nil {
+	if d == nil {
 		for p := range n {
 			s, err := e.TickPartition(ctx, scheduleTime, p, n)
 			if err != nil {
@@ -154,7 +161,7 @@ func (e *Engine) Coordinate(ctx context.Context, scheduleTime time.Time, n int) 
 		go func() {
 			defer wg.Done()
 			t := PartitionTask{Name: PartitionTaskName(scheduleTime, p, n), ScheduleTime: scheduleTime.UTC(), Partition: p, Partitions: n}
-			if err := e.cfg.Partitions.DispatchPartition(ctx, t); err != nil {
+			if err := d.DispatchPartition(ctx, t); err != nil {
 				errMu.Lock()
 				errs = append(errs, fmt.Errorf("partition %d of %d: %w", p, n, err))
 				errMu.Unlock()
