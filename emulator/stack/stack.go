@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -351,6 +352,14 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 	deps.Tasks = s.queue
+	// V as the deployment's (BATON_DECIDER_SHARDS), before any schedule
+	// is normalised.
+	vshards, err := strconv.Atoi(config.Get(config.EnvDeciderShards))
+	if err != nil || vshards < 1 || vshards > schedule.MaxDeciderShards {
+		_ = ln.Close()
+		return nil, fmt.Errorf("stack: %s=%q: want 1 to %d", config.EnvDeciderShards, config.Get(config.EnvDeciderShards), schedule.MaxDeciderShards)
+	}
+	schedule.SetDeciderShards(vshards)
 	if cfg.Partitions > 0 {
 		if cfg.Partitions > schedule.DeciderShards() {
 			_ = ln.Close()
