@@ -402,7 +402,8 @@ func partitionsFromEnv(ctx context.Context, d *Deps) error {
 		d.PartitionQueue = func(tickURL string) (scheduler.PartitionDispatcher, error) {
 			once.Do(func() {
 				pq, perr = taskqueue.Open(context.WithoutCancel(ctx), taskqueue.Config{
-					Queue: q, URL: tickURL, ServiceAccount: config.Get(config.EnvTasksAccount), DispatchDeadline: 15 * time.Minute,
+					// Not baton-tasks' token: that account invokes Run only.
+					Queue: q, URL: tickURL, ServiceAccount: config.Get(config.EnvTickTasksAccount), DispatchDeadline: 15 * time.Minute,
 				}, config.Get(config.EnvTasksEmu))
 				if perr == nil {
 					d.closers = append(d.closers, pq.Close)

@@ -89,6 +89,7 @@ const (
 	// and EnvShardConcurrency configure partitioned deciding (issue 28).
 	EnvPartitions        = "BATON_PARTITIONS"
 	EnvTickQueue         = "BATON_TICK_QUEUE"
+	EnvTickTasksAccount  = "BATON_TICK_TASKS_SERVICE_ACCOUNT"
 	EnvDeciderShards     = "BATON_DECIDER_SHARDS"
 	EnvDecideConcurrency = "BATON_DECIDE_CONCURRENCY"
 	EnvShardConcurrency  = "BATON_SHARD_CONCURRENCY"
@@ -153,6 +154,7 @@ var Vars = []Var{
 	// partition queue yet (issue 28), and an empty default would make the
 	// deployment checks require it.
 	{EnvTickQueue, nil, "", "Read by Tick. Cloud Tasks queue of the partition tasks (`projects/P/locations/L/queues/baton-ticks`), whose target is the Tick function's own URL (taken from the coordinating request). Empty with `BATON_PARTITIONS` set decides the partitions inside the coordinating tick, one after another."},
+	{EnvTickTasksAccount, nil, "", "Read by Tick. Service account whose OIDC token each partition task carries back to Tick: one that may invoke Tick only, never `baton-tasks` (which invokes Run only). Empty sends no token (local use)."},
 	{EnvDeciderShards, []string{FnTick, FnSchedules, FnRun, CLI}, "64", "V, the virtual decider shards: each schedule's shard is FNV-1a 32 of its id mod V, stored as `vshard`. Fixed per deployment: changing it is an offline migration (docs/scheduler.md). 1 to 4096."},
 	{EnvDecideConcurrency, []string{FnTick, CLI}, "32", "Schedules one decider (a tick, or one decider shard of a partition) decides at once; sized for Firestore's 10 to 50 ms a write (docs/scheduler.md)."},
 	{EnvShardConcurrency, []string{FnTick}, "4", "Decider shards one partition decides at once."},
