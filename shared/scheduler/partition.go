@@ -108,9 +108,6 @@ type CoordinateSummary struct {
 	// Inline holds the partitions' summaries when there is no
 	// PartitionDispatcher and the coordinator decided them itself.
 	Inline []*Summary `json:"inline,omitempty"`
-	// Backfilled counts schedules given their decider shard by this call
-	// (the first coordinating tick of a process runs the backfill).
-	Backfilled int `json:"backfilled,omitempty"`
 	// Took is the wall time.
 	Took string `json:"took"`
 }
@@ -138,7 +135,7 @@ func (e *Engine) CoordinateVia(ctx context.Context, d PartitionDispatcher, sched
 		scheduleTime = e.now().UTC().Truncate(time.Minute)
 	}
 	sum := &CoordinateSummary{Status: "ok", ScheduleTime: scheduleTime.UTC(), Partitions: n}
-	sum.Backfilled = e.backfillOnce(ctx)
+	e.backfillOnce(ctx)
 	if d == nil {
 		for p := range n {
 			s, err := e.TickPartition(ctx, scheduleTime, p, n)
@@ -185,23 +182,32 @@ func (e *Engine) CoordinateVia(ctx context.Context, d PartitionDispatcher, sched
 // backfillPage is the page of the decider-shard backfill.
 const backfillPage = 500
 
-// backfillOnce runs the decider-shard backfill (store.DeciderShardBackfiller)
-// on the first coordinating tick of this process, and again after a
+// backfillOnce starts the decider-shard backfill
+// (store.DeciderShardBackfiller) in the background on the first
+// coordinating tick of this process, and again on a later tick after a
 // failed pass. Schedules stored before decider shards have no vshard, and
-// no partition's read sees them until it has run.
-func (e *Engine) backfillOnce(ctx context.Context) int {
+// no partition's read sees them until it has run; waiting for it here
+// would delay every schedule's tick by a pass over all of them (the first
+// one after an upgrade writes each schedule once), so only those wait.
+// Wait waits for it.
+func (e *Engine) backfillOnce(ctx context.Context) {
 	b, ok := e.cfg.Store.(store.DeciderShardBackfiller)
 	if !ok || !e.backfilled.CompareAndSwap(false, true) {
-		return 0
+		return
 	}
-	n, err := b.BackfillDeciderShards(ctx, schedule.DeciderShards(), backfillPage)
-	if err != nil {
-		e.backfilled.Store(false)
-		e.log.Error("decider shard backfill failed; the next coordinating tick resumes it", "written", n, "err", err)
-	} else if n > 0 {
-		e.log.Info("decider shard backfill", "written", n, "shards", schedule.DeciderShards())
-	}
-	return n
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		n, err := b.BackfillDeciderShards(context.WithoutCancel(ctx), schedule.DeciderShards(), backfillPage)
+		if err != nil {
+			e.backfilled.Store(false)
+			e.log.Error("decider shard backfill failed; the next coordinating tick resumes it", "written", n, "err", err)
+			return
+		}
+		if n > 0 {
+			e.log.Info("decider shard backfill", "written", n, "shards", schedule.DeciderShards())
+		}
+	}()
 }
 
 // TickPartition decides partition p of n: every decider shard v with

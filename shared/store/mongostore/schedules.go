@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -59,6 +60,9 @@ func (v schedules) Due(ctx context.Context, now time.Time, limit int, token stri
 // shard (schedule.Schedule.DeciderShard).
 const DeciderShardField = "vshard"
 
+// backfillWrites bounds the backfill's writes in flight.
+const backfillWrites = 16
+
 // DueInShard implements store.Schedules. The filter holds the shard, so a
 // token binds to its shard's query.
 func (v schedules) DueInShard(ctx context.Context, vshard int, now time.Time, limit int, token string) ([]schedule.Schedule, string, error) {
@@ -99,18 +103,40 @@ func (s *Store) BackfillDeciderShards(ctx context.Context, v, pageSize int) (int
 		if err != nil {
 			return written, fmt.Errorf("store: backfill decider shards: read after %q: %w", after, err)
 		}
+		// The writes of a page go backfillWrites at a time: at
+		// Firestore's latency one after another, the first pass over
+		// 100,000 schedules would take most of an hour.
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			werr error
+			sem  = make(chan struct{}, backfillWrites)
+		)
 		for _, d := range page {
 			want := schedule.DeciderShardOf(d.ID, v)
 			if d.VShard != nil && *d.VShard == want {
 				continue
 			}
-			err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: d.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: DeciderShardField, Value: want}}}})
-			if err != nil && !errors.Is(err, store.ErrConflict) { // ErrConflict: deleted since read
-				return written, fmt.Errorf("store: backfill decider shards: write %s: %w", d.ID, err)
-			}
-			if err == nil {
-				written++
-			}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: d.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: DeciderShardField, Value: want}}}})
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					written++
+				case errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrContended):
+					// Deleted since read.
+				case werr == nil:
+					werr = fmt.Errorf("store: backfill decider shards: write %s: %w", d.ID, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if werr != nil {
+			return written, werr
 		}
 		if len(page) < pageSize {
 			return written, nil
