@@ -36,6 +36,9 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 		AllowedTargets: d.AllowedTargets, HTTPClient: d.HTTPClient, Logger: d.Logger,
 		IDToken: config.Get(config.EnvTargetIDToken) == "true",
 		Tasks:   d.Tasks,
+		// Partitioned deciding (BATON_DECIDE_CONCURRENCY,
+		// BATON_SHARD_CONCURRENCY); 0 is the engine's default.
+		DecideConcurrency: d.DecideConcurrency, ShardConcurrency: d.ShardConcurrency,
 		Metrics: d.Metrics,
 		// The retention of finished runs (history.keep's default).
 		HistoryKeep: d.HistoryKeep,

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -95,6 +96,18 @@ type Deps struct {
 	// NotifyBackoff is the delay after a failed webhook delivery; zero
 	// means scheduler.DefaultNotifyBackoff. Tests shorten it.
 	NotifyBackoff time.Duration
+	// Partitions is P (BATON_PARTITIONS): 0 makes Tick decide everything
+	// under the single tick lease; 1 or more makes it a coordinator
+	// (scheduler.Engine.Coordinate).
+	Partitions int
+	// PartitionQueue opens the queue of the partition tasks, given the
+	// Tick function's own URL (their target); nil, or a nil dispatcher,
+	// makes the coordinator decide the partitions itself.
+	PartitionQueue func(tickURL string) (scheduler.PartitionDispatcher, error)
+	// DecideConcurrency and ShardConcurrency are the engine's
+	// (BATON_DECIDE_CONCURRENCY, BATON_SHARD_CONCURRENCY); 0 means its
+	// defaults.
+	DecideConcurrency, ShardConcurrency int
 
 	closers []func() error
 	health  tickHealth
@@ -226,6 +239,10 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 		return nil, fmt.Errorf("functions: %w", err)
 	}
 	d.SubMinute = config.Get(config.EnvSubMinute) == "true"
+	if err := partitionsFromEnv(ctx, d); err != nil {
+		d.close(ctx)
+		return nil, err
+	}
 	if q := config.Get(config.EnvTasksQueue); q != "" {
 		tq, err := taskqueue.Open(ctx, taskqueue.Config{
 			Queue: q, URL: config.Get(config.EnvRunURL), ServiceAccount: config.Get(config.EnvTasksAccount),
@@ -353,4 +370,50 @@ func Mux(d *Deps) (*http.ServeMux, error) {
 		httpapi.WriteError(w, r, httpapi.NotFound("no function at %s; the functions are %s", r.URL.Path, strings.Join(Names(), ", ")))
 	})
 	return mux, nil
+}
+
+// partitionsFromEnv reads partitioned deciding's settings into d: V (set
+// process-wide, before any schedule is normalised), P, the concurrencies,
+// and the partition task queue, opened once on the first coordinating
+// tick (it needs Tick's own URL).
+func partitionsFromEnv(ctx context.Context, d *Deps) error {
+	ints := map[string]*int{config.EnvPartitions: &d.Partitions, config.EnvDecideConcurrency: &d.DecideConcurrency, config.EnvShardConcurrency: &d.ShardConcurrency}
+	for name, dst := range ints {
+		n, err := strconv.Atoi(config.Get(name))
+		if err != nil || n < 0 {
+			return fmt.Errorf("functions: %s=%q: want a whole number of at least 0", name, config.Get(name))
+		}
+		*dst = n
+	}
+	v, err := strconv.Atoi(config.Get(config.EnvDeciderShards))
+	if err != nil || v < 1 || v > schedule.MaxDeciderShards {
+		return fmt.Errorf("functions: %s=%q: want 1 to %d", config.EnvDeciderShards, config.Get(config.EnvDeciderShards), schedule.MaxDeciderShards)
+	}
+	schedule.SetDeciderShards(v)
+	if d.Partitions > v {
+		return fmt.Errorf("functions: %s=%d: at most %s (%d)", config.EnvPartitions, d.Partitions, config.EnvDeciderShards, v)
+	}
+	if q := config.Get(config.EnvTickQueue); q != "" && d.Partitions > 0 {
+		var (
+			once sync.Once
+			pq   *taskqueue.Queue
+			perr error
+		)
+		d.PartitionQueue = func(tickURL string) (scheduler.PartitionDispatcher, error) {
+			once.Do(func() {
+				pq, perr = taskqueue.Open(context.WithoutCancel(ctx), taskqueue.Config{
+					// Not baton-tasks' token: that account invokes Run only.
+					Queue: q, URL: tickURL, ServiceAccount: config.Get(config.EnvTickTasksAccount), DispatchDeadline: 15 * time.Minute,
+				}, config.Get(config.EnvTasksEmu))
+				if perr == nil {
+					d.closers = append(d.closers, pq.Close)
+				}
+			})
+			if perr != nil {
+				return nil, perr
+			}
+			return pq, nil
+		}
+	}
+	return nil
 }

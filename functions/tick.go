@@ -1,13 +1,17 @@
 package functions
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"net/http"
 	"time"
 
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/httpapi"
+	"github.com/baton-cron/baton/shared/scheduler"
 )
 
 // HeaderScheduleTime is the header Cloud Scheduler sets to the scheduled
@@ -42,6 +46,47 @@ func newTick(d *Deps) (http.Handler, error) {
 				return
 			}
 		}
+		// A partition task (issue 28): decide the partition it names.
+		pt, isPartition, perr := partitionBody(r)
+		if perr != nil {
+			httpapi.WriteError(w, r, perr)
+			return
+		}
+		if isPartition {
+			sum, err := eng.TickPartition(context.WithoutCancel(r.Context()), pt.ScheduleTime, pt.Partition, pt.Partitions)
+			if err != nil {
+				d.health.record(err, 0)
+				// 500: Cloud Tasks redelivers the partition, which
+				// decides what is still due.
+				httpapi.WriteError(w, r, errcode.Wrap(errcode.Internal, err, ""))
+				return
+			}
+			d.health.record(nil, sum.Errors)
+			httpapi.WriteJSON(w, http.StatusOK, sum)
+			return
+		}
+		if d.Partitions > 0 {
+			// The coordinator: P partition tasks per schedule time,
+			// named so that a duplicated tick creates none twice.
+			var pd scheduler.PartitionDispatcher
+			if d.PartitionQueue != nil {
+				var err error
+				if pd, err = d.PartitionQueue(selfURL(r)); err != nil {
+					d.health.record(err, 0)
+					httpapi.WriteError(w, r, errcode.Wrap(errcode.Internal, err, ""))
+					return
+				}
+			}
+			cs, err := eng.CoordinateVia(context.WithoutCancel(r.Context()), pd, st, d.Partitions)
+			if err != nil {
+				d.health.record(err, 0)
+				httpapi.WriteError(w, r, errcode.Wrap(errcode.Internal, err, ""))
+				return
+			}
+			d.health.record(nil, 0)
+			httpapi.WriteJSON(w, http.StatusOK, cs)
+			return
+		}
 		// A caller that hangs up (Cloud Scheduler's attempt deadline) must not
 		// cancel runs in flight: they finish under their own job leases.
 		sum, err := eng.Tick(context.WithoutCancel(r.Context()), st)
@@ -55,4 +100,51 @@ func newTick(d *Deps) (http.Handler, error) {
 		d.health.record(nil, sum.Errors)
 		httpapi.WriteJSON(w, http.StatusOK, sum)
 	})), nil
+}
+
+// maxPartitionBody bounds a partition task's body, a few dozen bytes.
+const maxPartitionBody = 4 << 10
+
+// partitionBody reads a partition task's JSON body
+// (scheduler.PartitionTask). A body without "partitions" (Cloud
+// Scheduler's tick sends none) is not a partition task. A partition task
+// whose numbers do not fit this deployment is a 400 naming the field.
+func partitionBody(r *http.Request) (scheduler.PartitionTask, bool, error) {
+	var pt scheduler.PartitionTask
+	if r.Method != http.MethodPost || r.Body == nil {
+		return pt, false, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxPartitionBody+1))
+	if err != nil {
+		return pt, false, httpapi.BadRequest("body", "read: %v", err)
+	}
+	if len(b) > maxPartitionBody {
+		return pt, false, httpapi.BadRequest("body", "a partition task's body is at most %d bytes", maxPartitionBody)
+	}
+	var probe map[string]json.RawMessage
+	if len(bytes.TrimSpace(b)) == 0 || json.Unmarshal(b, &probe) != nil || probe["partitions"] == nil {
+		return pt, false, nil
+	}
+	if err := json.Unmarshal(b, &pt); err != nil {
+		return pt, false, httpapi.BadRequest("partitions", "a partition task: %v", err)
+	}
+	if err := scheduler.CheckPartition(pt.Partition, pt.Partitions); err != nil {
+		field := "partition"
+		if pt.Partitions < 1 || pt.Partitions > scheduler.MaxPartitions() {
+			field = "partitions"
+		}
+		return pt, false, httpapi.BadRequest(field, "%v", err)
+	}
+	return pt, true, nil
+}
+
+// selfURL is the URL this request reached: the partition tasks' target,
+// and the audience of their OIDC token. Behind Google's front end the
+// scheme is in X-Forwarded-Proto.
+func selfURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + r.URL.Path
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/baton-cron/baton/emulator/stack"
 	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/config"
+	"github.com/baton-cron/baton/shared/schedule"
 )
 
 // localShutdownTimeout bounds the graceful part of shutdown: requests and
@@ -75,6 +76,9 @@ requests in flight finish (up to 30s), then the emulators stop.`,
 			default:
 				return usageError("local: --log-level %q: want debug, info, warn or error", logLevel)
 			}
+			if cfg.Partitions < 0 || cfg.Partitions > schedule.DeciderShards() {
+				return usageError("local: --partitions %d: want 0 to %d (the decider shards)", cfg.Partitions, schedule.DeciderShards())
+			}
 			cfg.Tick = tick
 			if tick == 0 {
 				cfg.Tick = -1 // no tick job
@@ -126,6 +130,7 @@ requests in flight finish (up to 30s), then the emulators stop.`,
 	f.StringVar(&cfg.DataDir, "data-dir", ".baton", "directory for the database (DATA_DIR/mongo), the bucket's objects (DATA_DIR/gcs: leases, job outputs) and the Cloud Tasks queue (DATA_DIR/tasks), kept across restarts, and the env file; empty keeps nothing")
 	f.BoolVar(&cfg.Fresh, "fresh", false, "wipe DATA_DIR/mongo, DATA_DIR/gcs and DATA_DIR/tasks before starting")
 	f.DurationVar(&tick, "tick", stack.DefaultTick, "how often the scheduler emulator POSTs /Tick (e.g. 5s for demos); 0 turns it off")
+	f.IntVar(&cfg.Partitions, "partitions", 1, "P: each tick is a coordinator that creates P partition tasks on the Cloud Tasks emulator's baton-ticks queue, and each decides the decider shards v mod P == p under leases/tick-<v>.json, as a partitioned deployment does; 0 decides in the tick itself under leases/tick.json")
 	f.StringVar(&cfg.Bucket, "bucket", stack.DefaultBucket, "bucket to create in the GCS emulator (BATON_BUCKET)")
 	f.IntVar(&cfg.GPUWorkers, "gpu-workers", 2, "local GPU workers (one slot each) that run real commands on the CPU; 0 uses BATON_GPU_POOL instead")
 	f.StringSliceVar(&cfg.GPUCommand, "gpu-command", stack.DefaultGPUCommand, "the local GPU workers' command (argv, comma-separated); the job's payload is its stdin")

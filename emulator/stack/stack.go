@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,7 @@ import (
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/metrics"
 	"github.com/baton-cron/baton/shared/schedule"
+	baton "github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store/mongostore"
 	"github.com/baton-cron/baton/shared/taskqueue"
 )
@@ -51,6 +53,9 @@ const (
 	TickJob = "baton-tick"
 	// TasksQueue is the Cloud Tasks queue the local Tick hands runs to.
 	TasksQueue = "projects/local/locations/local/queues/baton-runs"
+	// TickQueue is the Cloud Tasks queue of the local partition tasks,
+	// which call /Tick back (Config.Partitions).
+	TickQueue = "projects/local/locations/local/queues/baton-ticks"
 )
 
 // localQueue is the local queue's configuration: the Terraform defaults'
@@ -100,6 +105,11 @@ type Config struct {
 	// Tick is the scheduler's period for /Tick; 0 means one minute, and a
 	// negative value starts no tick job.
 	Tick time.Duration
+	// Partitions is P (baton local --partitions): with 1 or more the
+	// local Tick is a coordinator whose partition tasks go through the
+	// Cloud Tasks emulator's TickQueue back to /Tick, the path a
+	// partitioned deployment takes; 0 decides in the tick itself.
+	Partitions int
 	// Token is the bearer token the API requires; "" means a random one.
 	Token string
 	// Logger receives JSON logs; nil discards them.
@@ -171,6 +181,7 @@ type Stack struct {
 	stops     []func(ctx context.Context) error // hooks' stops, in start order
 	gpu       *gpuWorkers
 	queue     *taskqueue.Queue
+	tickQueue *taskqueue.Queue
 }
 
 // NotifyTopic is the Pub/Sub topic the local stack's fake serves, for a
@@ -272,6 +283,11 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if _, err := s.Tasks.EnsureQueue(ctx, localQueue()); err != nil {
 		return nil, fmt.Errorf("stack: create queue: %w", err)
 	}
+	tq := localQueue()
+	tq.Name = TickQueue
+	if _, err := s.Tasks.EnsureQueue(ctx, tq); err != nil {
+		return nil, fmt.Errorf("stack: create queue: %w", err)
+	}
 
 	pool := config.Get(config.EnvGPUPool)
 	if cfg.GPUWorkers > 0 {
@@ -336,6 +352,34 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 	deps.Tasks = s.queue
+	// V as the deployment's (BATON_DECIDER_SHARDS), before any schedule
+	// is normalised.
+	vshards, err := strconv.Atoi(config.Get(config.EnvDeciderShards))
+	if err != nil || vshards < 1 || vshards > schedule.MaxDeciderShards {
+		_ = ln.Close()
+		return nil, fmt.Errorf("stack: %s=%q: want 1 to %d", config.EnvDeciderShards, config.Get(config.EnvDeciderShards), schedule.MaxDeciderShards)
+	}
+	schedule.SetDeciderShards(vshards)
+	if cfg.Partitions > 0 {
+		if cfg.Partitions > schedule.DeciderShards() {
+			_ = ln.Close()
+			return nil, fmt.Errorf("stack: partitions %d: at most the %d decider shards", cfg.Partitions, schedule.DeciderShards())
+		}
+		// The schedules a store of an older baton kept have no decider
+		// shard yet; the first coordinating tick backfills them too.
+		if _, err := s.store.BackfillDeciderShards(ctx, schedule.DeciderShards(), 500); err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("stack: %w", err)
+		}
+		pq, err := taskqueue.Open(ctx, taskqueue.Config{Queue: TickQueue, URL: s.URL + "/Tick", ServiceAccount: LocalTasksAccount, DispatchDeadline: 15 * time.Minute}, s.TasksHost)
+		if err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("stack: %w", err)
+		}
+		s.tickQueue = pq
+		deps.Partitions = cfg.Partitions
+		deps.PartitionQueue = func(string) (baton.PartitionDispatcher, error) { return pq, nil }
+	}
 	mux, err := functions.Mux(deps)
 	if err != nil {
 		_ = ln.Close()
@@ -481,6 +525,10 @@ func (s *Stack) Close(ctx context.Context) error {
 	if s.queue != nil {
 		_ = s.queue.Close()
 		s.queue = nil
+	}
+	if s.tickQueue != nil {
+		_ = s.tickQueue.Close()
+		s.tickQueue = nil
 	}
 	if s.Tasks != nil {
 		_ = s.Tasks.Close()

@@ -59,6 +59,8 @@ locals {
   firestore_indexes = [
     # scheduler: due schedules, keyset on (nextRunAt, _id).
     { collection = "schedules", fields = [{ path = "enabled", order = "ASCENDING" }, { path = "nextRunAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
+    # scheduler: a partition's due schedules, one decider shard (vshard) at a time.
+    { collection = "schedules", fields = [{ path = "vshard", order = "ASCENDING" }, { path = "enabled", order = "ASCENDING" }, { path = "nextRunAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # catalog.List: the schedule list, keyset on _id alone.
     { collection = "schedules", fields = [{ path = "_id", order = "ASCENDING" }] },
     # scheduler: the daemon's edit poll, keyset on (updatedAt, _id).

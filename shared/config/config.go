@@ -85,6 +85,14 @@ const (
 	// EnvTickURL is the Tick function's URL, which baton doctor compares
 	// with the Scheduler job's target.
 	EnvTickURL = "BATON_TICK_URL"
+	// EnvPartitions, EnvTickQueue, EnvDeciderShards, EnvDecideConcurrency
+	// and EnvShardConcurrency configure partitioned deciding (issue 28).
+	EnvPartitions        = "BATON_PARTITIONS"
+	EnvTickQueue         = "BATON_TICK_QUEUE"
+	EnvTickTasksAccount  = "BATON_TICK_TASKS_SERVICE_ACCOUNT"
+	EnvDeciderShards     = "BATON_DECIDER_SHARDS"
+	EnvDecideConcurrency = "BATON_DECIDE_CONCURRENCY"
+	EnvShardConcurrency  = "BATON_SHARD_CONCURRENCY"
 	// EnvMetrics turns the Cloud Monitoring export on (auto: in the cloud)
 	// or off.
 	EnvMetrics = "BATON_METRICS"
@@ -141,6 +149,15 @@ var Vars = []Var{
 	{EnvNotifyOn, []string{FnTick, FnSchedules, FnRun, CLI}, "failed", "Comma-separated events the default webhook gets: `failed`, `skipped`, `misfire`, `recovered`, `missed`."},
 	{EnvNotifyTopic, []string{FnTick, FnSchedules, FnRun, CLI}, "", "Default Pub/Sub notification channel, `projects/PROJECT/topics/TOPIC`, for every schedule without a `notify` block: each event of `BATON_NOTIFY_ON` is published there too (docs/notifications.md). The functions' service accounts need `roles/pubsub.publisher` on it. `baton local` serves `projects/local/topics/baton-events` from an in-memory fake."},
 	{EnvConsoleURL, []string{FnTick, FnSchedules, FnRun, CLI}, "", "Base URL of the console; each notification links to `$BATON_CONSOLE_URL/runs/<id>`. Empty leaves the link out, except under `baton local`, which links to its own console."},
+	{EnvPartitions, []string{FnTick}, "0", "P, the partitions of a tick: with 1 or more, Tick is a coordinator that creates P partition tasks on `BATON_TICK_QUEUE` per schedule time, and each delivery decides the decider shards `v mod P == p`, each under its own lease `leases/tick-<v>.json` (docs/scheduler.md). 0 decides every schedule in the tick itself under `leases/tick.json`, as `baton daemon` does; do not mix the two on one database. At most `BATON_DECIDER_SHARDS`; may change while running."},
+	// No users yet: Tick reads it, but Terraform does not deploy the
+	// partition queue yet (issue 28), and an empty default would make the
+	// deployment checks require it.
+	{EnvTickQueue, nil, "", "Read by Tick. Cloud Tasks queue of the partition tasks (`projects/P/locations/L/queues/baton-ticks`), whose target is the Tick function's own URL (taken from the coordinating request). Empty with `BATON_PARTITIONS` set decides the partitions inside the coordinating tick, one after another."},
+	{EnvTickTasksAccount, nil, "", "Read by Tick. Service account whose OIDC token each partition task carries back to Tick: one that may invoke Tick only, never `baton-tasks` (which invokes Run only). Empty sends no token (local use)."},
+	{EnvDeciderShards, []string{FnTick, FnSchedules, FnRun, CLI}, "64", "V, the virtual decider shards: each schedule's shard is FNV-1a 32 of its id mod V, stored as `vshard`. Fixed per deployment: changing it is an offline migration (docs/scheduler.md). 1 to 4096."},
+	{EnvDecideConcurrency, []string{FnTick, CLI}, "32", "Schedules one decider (a tick, or one decider shard of a partition) decides at once; sized for Firestore's 10 to 50 ms a write (docs/scheduler.md)."},
+	{EnvShardConcurrency, []string{FnTick}, "4", "Decider shards one partition decides at once."},
 	{EnvSubMinute, []string{FnSchedules}, "false", "`true` when something ticks at second granularity (`baton daemon`, deployed by Terraform with `daemon_image`). Otherwise a seconds-level cron is refused with 400 instead of being fired once a minute."},
 }
 

@@ -267,8 +267,16 @@ type Schedule struct {
 	Version   int64     `bson:"version" json:"version"`
 	CreatedAt time.Time `bson:"createdAt" json:"createdAt"`
 	UpdatedAt time.Time `bson:"updatedAt" json:"updatedAt"`
-	// Fence is the epoch of the last tick lease that advanced NextRunAt.
+	// Fence is the epoch of the last tick lease that advanced NextRunAt:
+	// the lease of the schedule's decider shard (leases/tick-<vshard>.json),
+	// or of the single tick lease when not partitioned.
 	Fence int64 `bson:"fence" json:"-"`
+	// DeciderShard is the schedule's virtual decider shard,
+	// DeciderShardOf(ID, DeciderShards()), set by Normalize on every write
+	// and by the one-off backfill for schedules stored before it. Stored as
+	// vshard, not "shard": Shards already names the job sharding of one
+	// schedule's runs.
+	DeciderShard int `bson:"vshard" json:"-"`
 	// History, when set, bounds how long finished runs and change records
 	// are kept (history.go).
 	History *History `bson:"history,omitempty" json:"history,omitempty"`

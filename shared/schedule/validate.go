@@ -169,6 +169,9 @@ func (s *Schedule) Normalize(o ValidateOptions) error {
 }
 
 func (s *Schedule) fillDefaults() {
+	// A pure function of the id: every write stores it, so an update can
+	// never move a schedule out of its shard.
+	s.DeciderShard = DeciderShardOf(s.ID, DeciderShards())
 	if s.Enabled {
 		// A reason, its author and its end belong to a pause, and end
 		// with it.

@@ -38,6 +38,7 @@ func TestNormalizeDefaults(t *testing.T) {
 	want.Retry = Retry{MaxAttempts: 1, Backoff: Duration(30 * time.Second)}
 	want.LeaseTTL = Duration(30 * time.Second)
 	want.Target.HTTP.Method, want.Target.HTTP.Timeout = "PUT", Duration(30*time.Second)
+	want.DeciderShard = 55 // FNV-1a 32 of "nightly-report_1" mod 64
 	if diff := cmp.Diff(want, s); diff != "" {
 		t.Errorf("Normalize defaults (-want,+got):\n%s", diff)
 	}

@@ -101,6 +101,19 @@ type Config struct {
 	// Workers bounds the schedules executed concurrently by one tick;
 	// default 32.
 	Workers int
+	// DecideConcurrency bounds the schedules one decider (a tick, or one
+	// decider shard of a partition) decides at once; default
+	// DefaultDecideConcurrency, sized for Firestore's write latency
+	// (BATON_DECIDE_CONCURRENCY).
+	DecideConcurrency int
+	// ShardConcurrency bounds the decider shards one partition decides at
+	// once; default DefaultShardConcurrency (BATON_SHARD_CONCURRENCY).
+	ShardConcurrency int
+	// Partitions creates the partition tasks of a coordinating tick
+	// (Coordinate); nil makes Coordinate decide every partition in this
+	// process, one after another (tests, and baton local without a
+	// tasks emulator).
+	Partitions PartitionDispatcher
 	// Notify is the default notification channel, for schedules without a
 	// notify block of their own (BATON_NOTIFY_WEBHOOK_URL, _SECRET, _ON);
 	// nil means none.
@@ -150,6 +163,9 @@ type Engine struct {
 	idClients  sync.Map // audience → *http.Client
 
 	bg sync.WaitGroup
+	// backfilled is set once a coordinating tick has run the decider
+	// shard backfill (backfillOnce).
+	backfilled atomic.Bool
 	// notifying is set while TickHeld's notification sweep runs.
 	notifying atomic.Bool
 	// misfireMu guards misfireAfter, the _id the stranded-misfire sweep
@@ -199,6 +215,12 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
+	}
+	if cfg.DecideConcurrency <= 0 {
+		cfg.DecideConcurrency = DefaultDecideConcurrency
+	}
+	if cfg.ShardConcurrency <= 0 {
+		cfg.ShardConcurrency = DefaultShardConcurrency
 	}
 	if cfg.RunBudget <= 0 {
 		cfg.RunBudget = DefaultRunBudget
@@ -292,6 +314,16 @@ type Summary struct {
 	SchedulesRead int64 `json:"schedulesRead"`
 	// Took is the wall time of the tick.
 	Took string `json:"took"`
+	// Partition and Partitions say which partition of how many this tick
+	// decided (TickPartition); absent for an unpartitioned tick.
+	Partition  *int `json:"partition,omitempty"`
+	Partitions int  `json:"partitions,omitempty"`
+	// ShardsDecided counts the decider shards this partition held and
+	// decided; ShardsSkipped those another holder had (a duplicated task,
+	// or a partition of another P still deciding them), which are left to
+	// that holder, never waited on.
+	ShardsDecided int `json:"shardsDecided,omitempty"`
+	ShardsSkipped int `json:"shardsSkipped,omitempty"`
 }
 
 // counters accumulates a Summary from concurrent executions.

@@ -10,7 +10,7 @@ import (
 
 // EpochFloor is the lease.Options.EpochFloor of the scheduler's leases: the
 // highest epoch that a holder of the lease has written as a fence into b.
-// The tick lease fences schedules (field fence); a job lease fences its
+// The tick lease and the decider shards' tick leases fence schedules (field fence); a job lease fences its
 // schedule's runs (fence) and the schedule's misfire bookkeeping
 // (jobFence). Other leases (baton lease run's) fence nothing here: 0.
 //
@@ -21,7 +21,12 @@ func EpochFloor(b store.Backend) func(ctx context.Context, name string) (int64, 
 	schedules, runs := b.Schedules(), b.Runs()
 	return func(ctx context.Context, name string) (int64, error) {
 		switch {
-		case name == TickLease:
+		case name == TickLease || strings.HasPrefix(name, tickShardPrefix):
+			// A decider shard's lease starts above every tick fence of
+			// every shard, so fences only grow, whether the schedule was
+			// last advanced under the single tick lease (before
+			// partitions) or under this shard's lease. One indexed read
+			// for all shards: a floor too high only skips epochs.
 			f, err := schedules.HighestTickFence(ctx)
 			if err != nil {
 				return 0, fmt.Errorf("scheduler: epoch floor of %s: %w", name, err)

@@ -71,3 +71,48 @@ func TestLeaseResetDoesNotStallFencedWrites(t *testing.T) {
 		t.Errorf("target ran %d times for 5 fire times", n)
 	}
 }
+
+// TestDeciderShardLeaseStartsAboveTheTickFence: the migration to
+// partitions. Schedules were advanced under leases/tick.json up to some
+// epoch; the first partitioned tick finds no leases/tick-<v>.json, and its
+// shard lease must start above that fence, or every advance would be
+// refused as stale until the new epoch caught up.
+func TestDeciderShardLeaseStartsAboveTheTickFence(t *testing.T) {
+	t.Parallel()
+	s := emutest.Store(t)
+	client, bucket := emutest.SimulatedTimeGCS(t)
+	ctx := context.Background()
+	if err := s.EnsureIndexes(ctx, mongostore.SchedulerIndexes...); err != nil {
+		t.Fatal(err)
+	}
+	m := lease.NewManager(client.Bucket(bucket), "leases/", lease.Options{Holder: "h", ObjectWriteGap: -1, EpochFloor: scheduler.EpochFloor(s)})
+	c := newClock(t0)
+	e, err := scheduler.New(scheduler.Config{Store: s, Leases: m, Clock: c, TickLeaseTTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Wait)
+	b := &bundle{store: s, leases: m, clock: c, eng: e}
+	key, g := newGate(t, 0)
+	b.addSchedule(t, schedule.Schedule{ID: "m", Cron: "* * * * *", Target: gateTarget(key)})
+	var epoch int64
+	for i := 1; i <= 3; i++ {
+		c.Set(t0.Add(time.Duration(i)*time.Minute + time.Second))
+		epoch = b.tick(t).Epoch
+	}
+	if fence := b.getSchedule(t, "m").Fence; fence != epoch || epoch < 3 {
+		t.Fatalf("fence %d after 3 unpartitioned ticks at epoch %d", fence, epoch)
+	}
+	c.Set(t0.Add(4*time.Minute + time.Second))
+	sum, err := e.TickPartition(ctx, t0.Add(4*time.Minute), 0, 1)
+	if err != nil || sum.Decided != 1 || sum.Errors != 0 {
+		t.Fatalf("first partitioned tick: %+v, %v; want the fire decided", sum, err)
+	}
+	got := b.getSchedule(t, "m")
+	if !got.NextRunAt.Equal(t0.Add(5*time.Minute)) || got.Fence <= epoch {
+		t.Errorf("after the first partitioned tick: nextRunAt %s, fence %d; want 09:05 and a fence above %d", got.NextRunAt, got.Fence, epoch)
+	}
+	if n := g.calls.Load(); n != 4 {
+		t.Errorf("target ran %d times for 4 fire times", n)
+	}
+}

@@ -29,6 +29,14 @@ type Schedules interface {
 	// writes nothing.
 	Due(ctx context.Context, now time.Time, limit int, token string) (page []schedule.Schedule, next string, err error)
 
+	// DueInShard is Due restricted to the schedules of one virtual decider
+	// shard (Schedule.DeciderShard == vshard): the read of one partition's
+	// decider, which holds that shard's tick lease. The same contract as
+	// Due otherwise; a token of another shard's page is ErrBadPageToken. It
+	// reads only the shard's due documents (an index led by the shard), so
+	// deciders of different shards never read or write one index range.
+	DueInShard(ctx context.Context, vshard int, now time.Time, limit int, token string) (page []schedule.Schedule, next string, err error)
+
 	// NextDue reads the earliest nextRunAt of an enabled schedule (one
 	// document), or ok false when no schedule is enabled. It writes
 	// nothing.
@@ -150,6 +158,19 @@ type Schedules interface {
 	// JobFence is the job lease epoch recorded on schedule id (0 when none,
 	// or the schedule is gone): part of its job lease's epoch floor.
 	JobFence(ctx context.Context, id string) (int64, error)
+}
+
+// DeciderShardBackfiller is an optional capability of a Backend: storing
+// the decider shard (schedule.DeciderShardOf) on schedules written before
+// baton had decider shards, or under another V. DueInShard cannot see a
+// schedule without one. Backends whose schedules all went through
+// schedule.Normalize (in-memory ones) need not have it.
+type DeciderShardBackfiller interface {
+	// BackfillDeciderShards sets the decider shard among v shards on every
+	// schedule whose stored one is missing or differs, pageSize schedules
+	// a read, and returns how many it wrote. It is idempotent and safe
+	// beside any other write: the value is a pure function of the id.
+	BackfillDeciderShards(ctx context.Context, v, pageSize int) (written int, err error)
 }
 
 // Misfire is a schedule's buffer_one bookkeeping.

@@ -142,6 +142,28 @@ func (q *Queue) Dispatch(ctx context.Context, t scheduler.Task) error {
 	if err != nil {
 		return fmt.Errorf("taskqueue: dispatch %s: encode: %w", t.Name, err)
 	}
+	return q.create(ctx, t.Name, body, t.At)
+}
+
+var _ scheduler.PartitionDispatcher = (*Queue)(nil)
+
+// DispatchPartition creates a partition task of a coordinating tick: a
+// Queue whose URL is the Tick function's (BATON_TICK_QUEUE,
+// BATON_TICK_URL) delivers it to Tick, which decides the partition.
+// ALREADY_EXISTS is success: a duplicated tick's.
+func (q *Queue) DispatchPartition(ctx context.Context, t scheduler.PartitionTask) error {
+	if t.Name == "" {
+		t.Name = scheduler.PartitionTaskName(t.ScheduleTime, t.Partition, t.Partitions)
+	}
+	body, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("taskqueue: dispatch partition %s: encode: %w", t.Name, err)
+	}
+	return q.create(ctx, t.Name, body, time.Time{})
+}
+
+// create creates one task named name that POSTs body to the queue's URL.
+func (q *Queue) create(ctx context.Context, name string, body []byte, at time.Time) error {
 	req := &cloudtaskspb.HttpRequest{
 		Url:        q.cfg.URL,
 		HttpMethod: cloudtaskspb.HttpMethod_POST,
@@ -156,16 +178,16 @@ func (q *Queue) Dispatch(ctx context.Context, t scheduler.Task) error {
 		req.Headers["Authorization"] = "Bearer " + q.cfg.Token
 	}
 	task := &cloudtaskspb.Task{
-		Name:             q.cfg.Queue + "/tasks/" + t.Name,
+		Name:             q.cfg.Queue + "/tasks/" + name,
 		DispatchDeadline: durationpb.New(q.cfg.DispatchDeadline),
 		MessageType:      &cloudtaskspb.Task_HttpRequest{HttpRequest: req},
 	}
-	if !t.At.IsZero() {
-		task.ScheduleTime = timestamppb.New(t.At)
+	if !at.IsZero() {
+		task.ScheduleTime = timestamppb.New(at)
 	}
 	ctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
 	defer cancel()
-	_, err = q.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q.cfg.Queue, Task: task},
+	_, err := q.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q.cfg.Queue, Task: task},
 		gax.WithRetry(func() gax.Retryer {
 			return gax.OnCodes(retryable, gax.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Multiplier: 2})
 		}))
@@ -173,7 +195,7 @@ func (q *Queue) Dispatch(ctx context.Context, t scheduler.Task) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("taskqueue: dispatch %s: %w", t.Name, err)
+		return fmt.Errorf("taskqueue: dispatch %s: %w", name, err)
 	}
 	return nil
 }

@@ -31,6 +31,10 @@ const (
 var SchedulerIndexes = []Index{
 	// The due query: {enabled: true, nextRunAt <= now} sorted by (nextRunAt, _id).
 	{Collection: schedule.SchedulesCollection, Name: "due", Keys: bson.D{{Key: "enabled", Value: 1}, {Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}},
+	// A partition's due query (DueInShard): the same, led by the decider
+	// shard, so that every shard's advances (which all move nextRunAt to
+	// the same next minute) write their own index range, not one hot one.
+	{Collection: schedule.SchedulesCollection, Name: "due_vshard", Keys: bson.D{{Key: "vshard", Value: 1}, {Key: "enabled", Value: 1}, {Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}},
 	// The schedule list (catalog.List): keyset on _id alone. MongoDB
 	// indexes _id by itself; Firestore with MongoDB compatibility does not
 	// (it only keeps _id unique), and without this index every page is a

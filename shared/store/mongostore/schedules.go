@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -22,7 +23,10 @@ const JobFenceField = "jobFence"
 // schedules implements store.Schedules.
 type schedules struct{ s *Store }
 
-var _ store.Schedules = schedules{}
+var (
+	_ store.Schedules              = schedules{}
+	_ store.DeciderShardBackfiller = (*Store)(nil)
+)
 
 func (v schedules) c() *Collection { return v.s.named(schedule.SchedulesCollection) }
 
@@ -50,6 +54,95 @@ func (v schedules) Due(ctx context.Context, now time.Time, limit int, token stri
 		return nil, "", err
 	}
 	return page, p.NextToken, nil
+}
+
+// DeciderShardField is the schedule field holding its virtual decider
+// shard (schedule.Schedule.DeciderShard).
+const DeciderShardField = "vshard"
+
+// backfillWrites bounds the backfill's writes in flight.
+const backfillWrites = 16
+
+// DueInShard implements store.Schedules. The filter holds the shard, so a
+// token binds to its shard's query.
+func (v schedules) DueInShard(ctx context.Context, vshard int, now time.Time, limit int, token string) ([]schedule.Schedule, string, error) {
+	q := dueQuery(now, limit, token)
+	q.Filter = append(bson.D{{Key: DeciderShardField, Value: vshard}}, q.Filter...)
+	var page []schedule.Schedule
+	p, err := v.c().Page(ctx, q, &page)
+	if err != nil {
+		return nil, "", err
+	}
+	return page, p.NextToken, nil
+}
+
+// BackfillDeciderShards implements store.DeciderShardBackfiller: one pass
+// over the schedules by _id (the "list" index), reading only _id and
+// vshard, writing only the schedules whose vshard is missing or is not
+// DeciderShardOf(id, v). A pass over N schedules is N/pageSize reads of
+// pageSize documents, and writes nothing once every schedule has its
+// shard. Without a guard: the value depends on the id alone, so a
+// concurrent edit writes the same one.
+func (s *Store) BackfillDeciderShards(ctx context.Context, v, pageSize int) (int, error) {
+	if v < 1 || pageSize < 1 {
+		return 0, fmt.Errorf("store: backfill decider shards: want v and pageSize of at least 1, got %d and %d", v, pageSize)
+	}
+	c := s.named(schedule.SchedulesCollection)
+	written, after := 0, ""
+	for {
+		var page []struct {
+			ID     string `bson:"_id"`
+			VShard *int   `bson:"vshard"`
+		}
+		filter := bson.D{}
+		if after != "" {
+			filter = bson.D{{Key: "_id", Value: bson.D{{Key: "$gt", Value: after}}}}
+		}
+		err := c.Find(ctx, filter, &page, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}).
+			SetLimit(int64(pageSize)).SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: DeciderShardField, Value: 1}}))
+		if err != nil {
+			return written, fmt.Errorf("store: backfill decider shards: read after %q: %w", after, err)
+		}
+		// The writes of a page go backfillWrites at a time: at
+		// Firestore's latency one after another, the first pass over
+		// 100,000 schedules would take most of an hour.
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			werr error
+			sem  = make(chan struct{}, backfillWrites)
+		)
+		for _, d := range page {
+			want := schedule.DeciderShardOf(d.ID, v)
+			if d.VShard != nil && *d.VShard == want {
+				continue
+			}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				err := c.UpdateOne(ctx, bson.D{{Key: "_id", Value: d.ID}}, bson.D{{Key: "$set", Value: bson.D{{Key: DeciderShardField, Value: want}}}})
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					written++
+				case errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrContended):
+					// Deleted since read.
+				case werr == nil:
+					werr = fmt.Errorf("store: backfill decider shards: write %s: %w", d.ID, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if werr != nil {
+			return written, werr
+		}
+		if len(page) < pageSize {
+			return written, nil
+		}
+		after = page[len(page)-1].ID
+	}
 }
 
 // NextDue implements store.Schedules.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,6 +170,7 @@ func (s *suite) schedules(t *testing.T) {
 	})
 	t.Run("Misfire", s.misfire)
 	t.Run("Due", s.due)
+	t.Run("DueInShard", s.dueInShard)
 	t.Run("NextDue", func(t *testing.T) {
 		b := s.backend(t)
 		if _, ok, err := b.Schedules().NextDue(t.Context()); ok || err != nil {
@@ -505,5 +507,62 @@ func (s *suite) due(t *testing.T) {
 	}
 	if _, _, err := b.Schedules().Due(t.Context(), now.Add(time.Second), 4, token); !errors.Is(err, store.ErrBadPageToken) && token != "" {
 		t.Errorf("a token of another now = %v; want ErrBadPageToken", err)
+	}
+}
+
+// dueInShard: a partition's read returns the due schedules of its decider
+// shard and nothing of another's, in (nextRunAt, id) order across pages,
+// and a token does not carry over to another shard.
+func (s *suite) dueInShard(t *testing.T) {
+	b := s.backend(t)
+	now := t0.Add(time.Hour)
+	want := map[int][]string{}
+	for i := range 12 {
+		id := fmt.Sprintf("vs-%02d", i)
+		sc := newSchedule(id, t0.Add(time.Duration(i%4)*time.Minute))
+		sc.DeciderShard = i % 3
+		create(t, b, sc)
+		want[i%3] = append(want[i%3], id)
+	}
+	later := newSchedule("vs-later", now.Add(time.Minute))
+	later.DeciderShard = 1
+	create(t, b, later)
+	for v := range 3 {
+		var got []string
+		token := ""
+		var prev *schedule.Schedule
+		for pages := 0; ; pages++ {
+			if pages > 10 {
+				t.Fatalf("shard %d: DueInShard never ended", v)
+			}
+			page, next, err := b.Schedules().DueInShard(t.Context(), v, now, 2, token)
+			if err != nil {
+				t.Fatalf("shard %d page %d: %v", v, pages, err)
+			}
+			for i := range page {
+				sc := &page[i]
+				if sc.DeciderShard != v {
+					t.Errorf("shard %d returned %s of shard %d", v, sc.ID, sc.DeciderShard)
+				}
+				if prev != nil && (sc.NextRunAt.Before(prev.NextRunAt) || sc.NextRunAt.Equal(prev.NextRunAt) && sc.ID < prev.ID) {
+					t.Errorf("shard %d out of (nextRunAt, id) order: %s after %s", v, sc.ID, prev.ID)
+				}
+				prev = sc
+				got = append(got, sc.ID)
+			}
+			if next == "" {
+				break
+			}
+			if v == 1 && pages == 0 {
+				if _, _, err := b.Schedules().DueInShard(t.Context(), 2, now, 2, next); !errors.Is(err, store.ErrBadPageToken) {
+					t.Errorf("shard 1's token on shard 2 = %v; want ErrBadPageToken", err)
+				}
+			}
+			token = next
+		}
+		sort.Strings(got)
+		if strings.Join(got, ",") != strings.Join(want[v], ",") {
+			t.Errorf("DueInShard(%d) = %v; want %v", v, got, want[v])
+		}
 	}
 }

@@ -1,0 +1,337 @@
+package scheduler
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/baton-cron/baton/shared/lease"
+	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
+)
+
+// Partitioned deciding (issue 28). Schedules are hashed onto V fixed
+// virtual decider shards (schedule.DeciderShardOf; "decider shard", field
+// vshard, because "shard" already names the job sharding of one schedule's
+// runs). Each decider shard v has its own tick lease, leases/tick-<v>.json,
+// and a schedule's fence is compared only with the epochs of its shard's
+// lease. The Cloud Scheduler tick coordinates: it creates P partition tasks
+// per schedule time, and partition p decides the shards v with v mod P == p,
+// each under that shard's lease, skipping a shard someone else holds.
+// Exclusion is per shard and run ids are deterministic, so P may change
+// between ticks, or two partition tasks may run at once, without a fire time
+// firing twice.
+
+// tickShardPrefix starts the lease name of every decider shard.
+const tickShardPrefix = "tick-"
+
+// TickShardLease is the tick lease of decider shard v (object
+// leases/tick-<v>.json). Its epoch fences the advances of the schedules of
+// shard v only.
+func TickShardLease(v int) string { return tickShardPrefix + strconv.Itoa(v) }
+
+// DefaultShardConcurrency is Config.ShardConcurrency's default: the
+// decider shards one partition decides at once. With V=64 and P=16 a
+// partition has 4; with P=1 the 64 shards are decided 4 at a time, each
+// with DecideConcurrency decisions in flight.
+const DefaultShardConcurrency = 4
+
+// MaxPartitions bounds P: a partition with no shard would only cost a task.
+func MaxPartitions() int { return schedule.DeciderShards() }
+
+// PartitionShards is the decider shards partition p of n decides: every v
+// in [0, V) with v mod n == p.
+func PartitionShards(p, n int) []int {
+	var out []int
+	for v := p; v < schedule.DeciderShards(); v += n {
+		out = append(out, v)
+	}
+	return out
+}
+
+// PartitionTask is one partition's share of one coordinating tick: the body
+// of the task that calls Tick back with it.
+type PartitionTask struct {
+	// Name is the task id (PartitionTaskName).
+	Name string `json:"-"`
+	// ScheduleTime is the coordinating tick's X-CloudScheduler-ScheduleTime.
+	ScheduleTime time.Time `json:"scheduleTime"`
+	// Partition is p, in [0, Partitions).
+	Partition int `json:"partition"`
+	// Partitions is P.
+	Partitions int `json:"partitions"`
+}
+
+// PartitionTaskName derives a partition task's id from (scheduleTime, p,
+// P): a duplicated Cloud Scheduler tick (same schedule time) creates no
+// partition task twice, while a change of P makes new names. It starts with
+// a hash, as Cloud Tasks advises, so that names do not cluster.
+func PartitionTaskName(scheduleTime time.Time, p, n int) string {
+	h := sha256.Sum256([]byte(scheduleTime.UTC().Format(time.RFC3339Nano) + "\n" + strconv.Itoa(p) + "\n" + strconv.Itoa(n)))
+	return "tick-" + hex.EncodeToString(h[:20])
+}
+
+// PartitionDispatcher creates partition tasks on Cloud Tasks (a queue whose
+// target is the Tick function). A name that already exists is success.
+type PartitionDispatcher interface {
+	DispatchPartition(ctx context.Context, t PartitionTask) error
+}
+
+// CheckPartition validates (p, n) against this deployment's V.
+func CheckPartition(p, n int) error {
+	if n < 1 || n > MaxPartitions() {
+		return fmt.Errorf("partitions %d: want 1 to %d (the decider shards, BATON_DECIDER_SHARDS)", n, MaxPartitions())
+	}
+	if p < 0 || p >= n {
+		return fmt.Errorf("partition %d: want 0 to %d", p, n-1)
+	}
+	return nil
+}
+
+// CoordinateSummary is what a coordinating tick did.
+type CoordinateSummary struct {
+	// Status is "ok".
+	Status string `json:"status"`
+	// ScheduleTime names the tick's partition tasks.
+	ScheduleTime time.Time `json:"scheduleTime"`
+	// Partitions is P.
+	Partitions int `json:"partitions"`
+	// Created counts the partition tasks handed to the queue (an existing
+	// name counts: a duplicated tick's).
+	Created int `json:"created"`
+	// Inline holds the partitions' summaries when there is no
+	// PartitionDispatcher and the coordinator decided them itself.
+	Inline []*Summary `json:"inline,omitempty"`
+	// Took is the wall time.
+	Took string `json:"took"`
+}
+
+// Coordinate is the Cloud Scheduler tick of a partitioned deployment: it
+// creates the n partition tasks of scheduleTime (a zero one is now,
+// truncated to the minute, so that repeated manual calls in one minute
+// dedupe too), whose deliveries call TickPartition. Without a
+// PartitionDispatcher it runs them itself, one after another. It decides
+// nothing and holds no lease, so a duplicated or slow coordinator costs n
+// task creations, never a decision.
+func (e *Engine) Coordinate(ctx context.Context, scheduleTime time.Time, n int) (*CoordinateSummary, error) {
+	return e.CoordinateVia(ctx, e.cfg.Partitions, scheduleTime, n)
+}
+
+// CoordinateVia is Coordinate creating the tasks through d instead of
+// Config.Partitions (the Tick function opens its queue on the first
+// request, which names its own URL); a nil d decides them here.
+func (e *Engine) CoordinateVia(ctx context.Context, d PartitionDispatcher, scheduleTime time.Time, n int) (*CoordinateSummary, error) {
+	start := time.Now()
+	if err := CheckPartition(0, n); err != nil {
+		return nil, fmt.Errorf("scheduler: coordinate: %w", err)
+	}
+	if scheduleTime.IsZero() {
+		scheduleTime = e.now().UTC().Truncate(time.Minute)
+	}
+	sum := &CoordinateSummary{Status: "ok", ScheduleTime: scheduleTime.UTC(), Partitions: n}
+	e.backfillOnce(ctx)
+	if d == nil {
+		for p := range n {
+			s, err := e.TickPartition(ctx, scheduleTime, p, n)
+			if err != nil {
+				return nil, fmt.Errorf("scheduler: coordinate: %w", err)
+			}
+			sum.Inline = append(sum.Inline, s)
+		}
+		sum.Took = time.Since(start).String()
+		return sum, nil
+	}
+	var (
+		wg      sync.WaitGroup
+		created atomic.Int64
+		errMu   sync.Mutex
+		errs    []error
+	)
+	for p := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := PartitionTask{Name: PartitionTaskName(scheduleTime, p, n), ScheduleTime: scheduleTime.UTC(), Partition: p, Partitions: n}
+			if err := d.DispatchPartition(ctx, t); err != nil {
+				errMu.Lock()
+				errs = append(errs, fmt.Errorf("partition %d of %d: %w", p, n, err))
+				errMu.Unlock()
+				return
+			}
+			created.Add(1)
+		}()
+	}
+	wg.Wait()
+	sum.Created = int(created.Load())
+	sum.Took = time.Since(start).String()
+	if len(errs) > 0 {
+		// Cloud Scheduler retries the tick with the same schedule time:
+		// the partitions already created dedupe by name.
+		return nil, fmt.Errorf("scheduler: coordinate: %w", errors.Join(errs...))
+	}
+	e.log.Info("coordinate", "summary", sum)
+	return sum, nil
+}
+
+// backfillPage is the page of the decider-shard backfill.
+const backfillPage = 500
+
+// backfillOnce starts the decider-shard backfill
+// (store.DeciderShardBackfiller) in the background on the first
+// coordinating tick of this process, and again on a later tick after a
+// failed pass. Schedules stored before decider shards have no vshard, and
+// no partition's read sees them until it has run; waiting for it here
+// would delay every schedule's tick by a pass over all of them (the first
+// one after an upgrade writes each schedule once), so only those wait.
+// Wait waits for it.
+func (e *Engine) backfillOnce(ctx context.Context) {
+	b, ok := e.cfg.Store.(store.DeciderShardBackfiller)
+	if !ok || !e.backfilled.CompareAndSwap(false, true) {
+		return
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		n, err := b.BackfillDeciderShards(context.WithoutCancel(ctx), schedule.DeciderShards(), backfillPage)
+		if err != nil {
+			e.backfilled.Store(false)
+			e.log.Error("decider shard backfill failed; the next coordinating tick resumes it", "written", n, "err", err)
+			return
+		}
+		if n > 0 {
+			e.log.Info("decider shard backfill", "written", n, "shards", schedule.DeciderShards())
+		}
+	}()
+}
+
+// TickPartition decides partition p of n: every decider shard v with
+// v mod n == p, each under its own tick lease (TickShardLease), reading only
+// that shard's due schedules (DueInShard). A shard whose lease another
+// holder has is skipped, not waited on: that holder decides it. Deciding and
+// enqueuing overlap: each page's committed runs are handed off while the
+// next page is decided. The sweep and the notification deliveries run in
+// partition 0 only. scheduleTime is the coordinating tick's; decisions use
+// the engine's clock, as in Tick.
+//
+// An error means some shard could not be decided (other than held); the
+// caller answers 500 so that Cloud Tasks redelivers the partition, whose
+// second delivery decides what is still due.
+func (e *Engine) TickPartition(ctx context.Context, scheduleTime time.Time, p, n int) (*Summary, error) {
+	start := time.Now()
+	if err := CheckPartition(p, n); err != nil {
+		return nil, fmt.Errorf("scheduler: tick partition: %w", err)
+	}
+	read0, sched0 := e.readMeter()
+	part := p
+	sum := &Summary{Status: "ok", Now: e.now().UTC(), Holder: e.cfg.Leases.Holder(), Partition: &part, Partitions: n}
+	if !scheduleTime.IsZero() {
+		st := scheduleTime.UTC()
+		sum.ScheduleTime = &st
+	}
+	var (
+		c                counters
+		handing          sync.WaitGroup
+		decided, skipped atomic.Int64
+		errMu            sync.Mutex
+		errs             []error
+		sem              = make(chan struct{}, e.cfg.ShardConcurrency)
+		shards           sync.WaitGroup
+		emit             func([]*scheduleWork)
+		execWork         []*scheduleWork
+		execMu           sync.Mutex
+	)
+	if e.cfg.Tasks != nil {
+		// Hand off, never execute inline, and overlap with deciding.
+		emit = func(work []*scheduleWork) {
+			handing.Add(1)
+			go func() { defer handing.Done(); e.handOff(ctx, work, &c) }()
+		}
+	} else {
+		emit = func(work []*scheduleWork) {
+			execMu.Lock()
+			execWork = append(execWork, work...)
+			execMu.Unlock()
+		}
+	}
+	for _, v := range PartitionShards(p, n) {
+		sem <- struct{}{}
+		shards.Add(1)
+		go func() {
+			defer func() { <-sem; shards.Done() }()
+			held, err := e.decideShard(ctx, v, sum.Now, &c, emit)
+			switch {
+			case held:
+				skipped.Add(1)
+			case err != nil:
+				errMu.Lock()
+				errs = append(errs, fmt.Errorf("decider shard %d: %w", v, err))
+				errMu.Unlock()
+			default:
+				decided.Add(1)
+			}
+		}()
+	}
+	shards.Wait()
+	handing.Wait()
+	if len(execWork) > 0 {
+		e.execute(ctx, execWork, &c)
+	}
+	sum.ShardsDecided, sum.ShardsSkipped = int(decided.Load()), int(skipped.Load())
+	if len(errs) > 0 {
+		read1, _ := e.readMeter()
+		e.metrics.Tick(ctx, "failed", time.Since(start), read1-read0)
+		return nil, fmt.Errorf("scheduler: tick partition %d of %d: %w", p, n, errors.Join(errs...))
+	}
+	if p == 0 {
+		// One sweep a tick, as before partitions: it reads runs by time,
+		// across shards (issue 28 leaves the per-shard sweep for later).
+		work := e.sweep(ctx, &c, sum)
+		if e.cfg.Tasks != nil {
+			e.handOff(ctx, work, &c)
+		} else {
+			e.execute(ctx, work, &c)
+		}
+		e.deliverPendingBackground(ctx)
+	}
+	c.fill(sum)
+	read1, sched1 := e.readMeter()
+	sum.DocsRead, sum.SchedulesRead = read1-read0, sched1-sched0
+	sum.Took = time.Since(start).String()
+	e.metrics.Tick(ctx, "ok", time.Since(start), sum.DocsRead)
+	e.log.Info("tick partition", "summary", sum)
+	return sum, nil
+}
+
+// decideShard decides decider shard v under its tick lease: take the lease
+// (held: report it and do nothing), decide its due schedules page by page,
+// emitting each page's committed work, and release the lease as soon as
+// the decisions are committed.
+func (e *Engine) decideShard(ctx context.Context, v int, now time.Time, c *counters, emit func([]*scheduleWork)) (held bool, err error) {
+	l, err := e.cfg.Leases.Acquire(ctx, TickShardLease(v), e.cfg.TickLeaseTTL)
+	if err != nil {
+		var h *lease.HeldError
+		if errors.As(err, &h) {
+			return true, nil
+		}
+		return false, fmt.Errorf("take its tick lease: %w", err)
+	}
+	due := func(ctx context.Context, token string) ([]schedule.Schedule, string, error) {
+		return e.schedules.DueInShard(ctx, v, now, e.cfg.PageSize, token)
+	}
+	_, derr := e.decidePages(l.Context(), l, now, c, due, emit) //nolint:contextcheck // bounded by the shard's lease, as Tick's decide
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TickLeaseTTL)
+	if rerr := l.Release(rctx); rerr != nil {
+		e.log.Warn("decider shard lease release failed", "shard", v, "err", rerr)
+	}
+	cancel()
+	if derr != nil {
+		return false, derr
+	}
+	return false, nil
+}
