@@ -112,7 +112,7 @@ func (s *suite) calendars(t *testing.T) {
 		}
 	})
 	t.Run("CreateAnswerLost", func(t *testing.T) {
-		st := s.h.Open(t)
+		st := s.h.OpenBackend(t)
 		var b store.Backend = st
 		f := s.faultsFor(t, st)
 		f.LoseAnswer(t, s.viewColl(t, schedule.CalendarsCollection), 1, CodeDeadlineExceeded, "insert")
@@ -122,7 +122,7 @@ func (s *suite) calendars(t *testing.T) {
 		}
 	})
 	t.Run("ReplaceAnswerLost", func(t *testing.T) {
-		st := s.h.Open(t)
+		st := s.h.OpenBackend(t)
 		var b store.Backend = st
 		f := s.faultsFor(t, st)
 		c := newCalendar("hol")

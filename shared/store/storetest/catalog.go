@@ -82,7 +82,7 @@ func (s *suite) catalog(t *testing.T) {
 		}
 	})
 	t.Run("CreateAnswerLost", func(t *testing.T) {
-		st := s.h.Open(t)
+		st := s.h.OpenBackend(t)
 		var b store.Backend = st
 		f := s.faultsFor(t, st)
 		f.LoseAnswer(t, s.viewColl(t, schedule.SchedulesCollection), 1, CodeDeadlineExceeded, "insert")
@@ -95,7 +95,7 @@ func (s *suite) catalog(t *testing.T) {
 		}
 	})
 	t.Run("UpdateAnswerLost", func(t *testing.T) {
-		st := s.h.Open(t)
+		st := s.h.OpenBackend(t)
 		var b store.Backend = st
 		f := s.faultsFor(t, st)
 		create(t, b, newSchedule("x", t0))

@@ -269,7 +269,7 @@ func (s *suite) gpuUpgradeQueued(t *testing.T) {
 	ctx := t.Context()
 	old := bson.D{{Key: "_id", Value: "old"}, {Key: "status", Value: gpumodel.StatusQueued}, {Key: "priority", Value: 0},
 		{Key: "maxAttempts", Value: 3}, {Key: "createdAt", Value: gpuT0}}
-	if _, err := st.Collection(gpuJobsColl).InsertIdempotent(ctx, old); err != nil {
+	if _, err := s.mongo(t, st).Collection(gpuJobsColl).InsertIdempotent(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.Enqueue(ctx, tenantJob("new", "a", "nvidia-l4", 0, gpuT0)); err != nil {
