@@ -119,6 +119,11 @@ type Store struct {
 	rampNext time.Time
 	aborts   int64 // 112s met, for tests and benchmarks
 	paced    int64 // writes that waited for a hot range or the ramp
+
+	// now and sleep are the clock of the models (time.Now and a timer);
+	// the tests replace them to prove the models without timing anything.
+	now   func() time.Time
+	sleep func(ctx context.Context, kind string, d time.Duration) error
 }
 
 var _ store.Backend = (*Store)(nil)
@@ -126,7 +131,9 @@ var _ store.Backend = (*Store)(nil)
 // New returns an empty store.
 func New(o Options) *Store {
 	s := &Store{opts: o, meter: store.NewMeter(), colls: map[string]map[string]bson.M{},
-		inflight: map[string]int{}, pace: map[string]time.Time{}, born: time.Now()}
+		inflight: map[string]int{}, pace: map[string]time.Time{}, now: time.Now,
+		sleep: func(ctx context.Context, _ string, d time.Duration) error { return sleep(ctx, d) }}
+	s.born = s.now()
 	_, _ = rand.Read(s.key[:])
 	return s
 }
@@ -479,8 +486,11 @@ func (s *Store) latency(kind string) time.Duration {
 
 // wait sleeps the latency of one operation of kind.
 func (s *Store) wait(ctx context.Context, kind string) error {
-	return sleep(ctx, s.latency(kind))
+	return s.sleep(ctx, kind, s.latency(kind))
 }
+
+// kindPace is the sleep of a write held back by a hot range or the ramp.
+const kindPace = "pace"
 
 func sleep(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
@@ -529,22 +539,25 @@ func rangeKey(h HotRange, coll string, before, after bson.M) string {
 	return b.String()
 }
 
-// slot reserves the next landing time in the paced lane key at rate per
-// second, and returns how long the write must wait for it. Called with
-// s.mu held.
+// slot admits one write into the paced lane key at perSecond, and
+// returns how long it must wait: the generic cell rate algorithm, with a
+// burst of one second's writes, so that a lane below its rate never waits
+// and one above it is held to the rate. Called with s.mu held.
 func (s *Store) slot(key string, perSecond float64, now time.Time) time.Duration {
-	next := s.pace[key]
-	if next.Before(now) {
-		next = now
+	interval := time.Duration(float64(time.Second) / perSecond)
+	tau := time.Second - interval // the burst allowance
+	tat := s.pace[key]            // theoretical arrival time of the next write
+	if tat.Before(now) {
+		tat = now
 	}
-	s.pace[key] = next.Add(time.Duration(float64(time.Second) / perSecond))
-	return next.Sub(now)
+	s.pace[key] = tat.Add(interval)
+	return max(tat.Sub(now)-tau, 0)
 }
 
 // paceFor is how long a write of coll that turns before into after must
 // wait for the hot ranges and the ramp. Called with s.mu held.
 func (s *Store) paceFor(coll string, before, after bson.M) time.Duration {
-	now := time.Now()
+	now := s.now()
 	var d time.Duration
 	for _, h := range s.opts.HotRanges {
 		key := rangeKey(h, coll, before, after)
@@ -632,7 +645,7 @@ func (s *Store) attempt(ctx context.Context, w mutation) (bson.M, error) {
 		cur := s.colls[w.coll][w.id]
 		if d := s.pacePreview(w, cur); d > 0 {
 			s.mu.Unlock()
-			if err := sleep(ctx, d); err != nil {
+			if err := s.sleep(ctx, kindPace, d); err != nil {
 				return nil, err
 			}
 			s.mu.Lock()
@@ -701,7 +714,7 @@ func (s *Store) landed(coll, op, id string, doc bson.M) {
 			sid = strOf(doc["scheduleId"])
 		}
 	}
-	s.opts.OnWrite(Write{Collection: coll, ID: id, Op: op, ScheduleID: sid, At: time.Now()})
+	s.opts.OnWrite(Write{Collection: coll, ID: id, Op: op, ScheduleID: sid, At: s.now()})
 }
 
 // update is mongostore's UpdateOne (and FindOneAndUpdate, by command):
