@@ -35,6 +35,26 @@ func (v schedules) Due(ctx context.Context, now time.Time, limit int, token stri
 	return page, next, err
 }
 
+// DueInShard is Due restricted to the schedules whose vshard field (the
+// virtual decider shard, issue 28) is vshard: one partition's read. A
+// token of another shard's page is ErrBadPageToken. It is here ahead of
+// the interface method the partitioned deciders add to store.Schedules.
+func (v schedules) DueInShard(ctx context.Context, vshard int, now time.Time, limit int, token string) ([]schedule.Schedule, string, error) {
+	got, next, err := v.s.page(ctx, pageQuery{
+		coll: schedColl, binding: "due|" + strconv.FormatInt(ms(now), 10) + "|vshard=" + strconv.Itoa(vshard),
+		match: func(m bson.M) bool {
+			n, ok := intOf(m["vshard"])
+			return ok && n == int64(vshard) && isTrue(m, "enabled") && timeLTE(m, "nextRunAt", now)
+		},
+		sortField: "nextRunAt", limit: limit, token: token,
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	page, err := decodeAll[schedule.Schedule](schedColl, got)
+	return page, next, err
+}
+
 // NextDue implements store.Schedules.
 func (v schedules) NextDue(ctx context.Context) (time.Time, bool, error) {
 	m, err := v.s.findOne(ctx, schedColl, func(m bson.M) bool { return isTrue(m, "enabled") }, byTimeThenID("nextRunAt"))
