@@ -203,11 +203,12 @@ func scaleOnce(ctx context.Context, f scaleFlags, partitions int, leases *lease.
 	var start, lastAdvance time.Time
 	var ranges []memstore.HotRange
 	if f.hotRangeCap > 0 {
-		// The time-ordered fields a decision writes: the advance's
-		// nextRunAt, the run's fireTime (and its sweepAt and createdAt, in
-		// the same minute). An index led by vshard splits each into V
-		// ranges; one without it (a document without vshard) is one range.
-		for _, h := range []struct{ coll, field string }{{"schedules", "nextRunAt"}, {"runs", "fireTime"}} {
+		// The time-ordered indexes a decision writes into
+		// (mongostore.Indexes): the advance's nextRunAt ("due", led by
+		// enabled, always true), the run's fireTime ("all") and sweepAt
+		// ("sweep", led by status, always pending). An index led by vshard
+		// splits each into V ranges; a document without vshard is in one.
+		for _, h := range []struct{ coll, field string }{{"schedules", "nextRunAt"}, {"runs", "fireTime"}, {"runs", "sweepAt"}} {
 			ranges = append(ranges, memstore.HotRange{Collection: h.coll, Field: h.field, Prefix: []string{"vshard"}, PerSecond: f.hotRangeCap})
 		}
 	}
