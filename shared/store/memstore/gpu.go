@@ -56,7 +56,7 @@ func (s *Store) findAndModify(ctx context.Context, coll string, match func(bson.
 		out = nil
 		if best != nil {
 			out = apply(clone(best))
-			c[idOf(best)] = out
+			s.put(coll, idOf(best), out)
 		}
 		s.mu.Unlock()
 		if f != nil {

@@ -110,8 +110,14 @@ type Store struct {
 	meter *store.Meter
 	key   [32]byte // signs page tokens
 
-	mu       sync.Mutex
-	colls    map[string]map[string]bson.M
+	mu    sync.Mutex
+	colls map[string]map[string]bson.M
+	// byShard is the schedules by vshard, an equality index kept beside
+	// the collection, so that one partition's due read scans its own
+	// shard's schedules, not all of them: the store's CPU must not
+	// serialise deciders that Firestore would serve from separate index
+	// ranges.
+	byShard  map[int64]map[string]bson.M
 	inflight map[string]int // collection/id → writes committing
 	faults   []*fault
 	pace     map[string]time.Time // hot range → when its next write may land
@@ -130,7 +136,7 @@ var _ store.Backend = (*Store)(nil)
 
 // New returns an empty store.
 func New(o Options) *Store {
-	s := &Store{opts: o, meter: store.NewMeter(), colls: map[string]map[string]bson.M{},
+	s := &Store{opts: o, meter: store.NewMeter(), colls: map[string]map[string]bson.M{}, byShard: map[int64]map[string]bson.M{},
 		inflight: map[string]int{}, pace: map[string]time.Time{}, now: time.Now,
 		sleep: func(ctx context.Context, _ string, d time.Duration) error { return sleep(ctx, d) }}
 	s.born = s.now()
@@ -204,9 +210,46 @@ func (s *Store) Load(coll string, docs ...any) error {
 		if _, ok := c[id]; ok {
 			return fmt.Errorf("memstore: load into %s: _id %s exists", coll, id)
 		}
-		c[id] = m
+		s.put(coll, id, m)
 	}
 	return nil
+}
+
+// put stores m under id in coll, keeping the shard index. Called with
+// s.mu held.
+func (s *Store) put(coll, id string, m bson.M) {
+	c := s.coll(coll)
+	if coll == schedColl {
+		s.unindex(c[id])
+		if v, ok := intOf(m["vshard"]); ok {
+			b := s.byShard[v]
+			if b == nil {
+				b = map[string]bson.M{}
+				s.byShard[v] = b
+			}
+			b[id] = m
+		}
+	}
+	c[id] = m
+}
+
+// del removes id from coll, keeping the shard index. Called with s.mu
+// held.
+func (s *Store) del(coll, id string) {
+	c := s.coll(coll)
+	if coll == schedColl {
+		s.unindex(c[id])
+	}
+	delete(c, id)
+}
+
+func (s *Store) unindex(old bson.M) {
+	if old == nil {
+		return
+	}
+	if v, ok := intOf(old["vshard"]); ok {
+		delete(s.byShard[v], idOf(old))
+	}
 }
 
 func (s *Store) coll(name string) map[string]bson.M {
@@ -687,7 +730,7 @@ func (s *Store) commit(w mutation) (bson.M, error) {
 		return nil, errMiss
 	}
 	if w.apply == nil {
-		delete(c, w.id)
+		s.del(w.coll, w.id)
 		return cur, nil
 	}
 	var base bson.M
@@ -695,7 +738,7 @@ func (s *Store) commit(w mutation) (bson.M, error) {
 		base = clone(cur)
 	}
 	next := w.apply(base)
-	c[w.id] = next
+	s.put(w.coll, w.id, next)
 	return next, nil
 }
 
@@ -909,16 +952,26 @@ func (s *Store) getInto(ctx context.Context, coll, id string, out any) error {
 // find reads the documents of coll that match, sorted by less, at most
 // limit of them (0: all), metered per document returned under op.
 func (s *Store) find(ctx context.Context, coll, op string, match func(bson.M) bool, less func(a, b bson.M) bool, limit int) ([]bson.M, error) {
+	return s.findIn(ctx, coll, op, nil, match, less, limit)
+}
+
+// findIn is find over one vshard's schedules when shard is set (match
+// must then require it: the index only narrows the scan).
+func (s *Store) findIn(ctx context.Context, coll, op string, shard *int64, match func(bson.M) bool, less func(a, b bson.M) bool, limit int) ([]bson.M, error) {
 	if err := s.wait(ctx, KindQuery); err != nil {
 		return nil, fmt.Errorf("store: %s in %s: %w", op, coll, err)
 	}
 	s.mu.Lock()
+	docs := s.colls[coll]
+	if shard != nil && coll == schedColl {
+		docs = s.byShard[*shard]
+	}
 	var out []bson.M
 	if less != nil && limit > 0 {
 		// The first limit in order, kept sorted as they are found: a
 		// page of 100 of 100,000 due schedules never sorts them all.
 		out = make([]bson.M, 0, min(limit, 64))
-		for _, m := range s.colls[coll] {
+		for _, m := range docs {
 			if !match(m) || (len(out) == limit && !less(m, out[limit-1])) {
 				continue
 			}
@@ -930,7 +983,7 @@ func (s *Store) find(ctx context.Context, coll, op string, match func(bson.M) bo
 			out[i] = m
 		}
 	} else {
-		for _, m := range s.colls[coll] {
+		for _, m := range docs {
 			if match(m) {
 				out = append(out, m)
 			}
@@ -1042,7 +1095,7 @@ func (s *Store) deleteBatch(ctx context.Context, coll string, match func(bson.M)
 		c := s.coll(coll)
 		for _, id := range ids {
 			if m := c[id]; m != nil && match(m) {
-				delete(c, id)
+				s.del(coll, id)
 				deleted = append(deleted, m)
 			}
 		}

@@ -23,6 +23,7 @@ type pageQuery struct {
 	// (another list, another filter, another now) is refused.
 	binding   string
 	match     func(bson.M) bool
+	shard     *int64 // scan only this vshard's schedules (match requires it too)
 	sortField string
 	desc      bool
 	limit     int
@@ -139,7 +140,7 @@ func (s *Store) page(ctx context.Context, q pageQuery) ([]bson.M, string, error)
 		}
 		return c < 0
 	}
-	got, err := s.find(ctx, q.coll, "page", match, less, q.limit)
+	got, err := s.findIn(ctx, q.coll, "page", q.shard, match, less, q.limit)
 	if err != nil {
 		return nil, "", err
 	}

@@ -40,13 +40,14 @@ func (v schedules) Due(ctx context.Context, now time.Time, limit int, token stri
 // token of another shard's page is ErrBadPageToken. It is here ahead of
 // the interface method the partitioned deciders add to store.Schedules.
 func (v schedules) DueInShard(ctx context.Context, vshard int, now time.Time, limit int, token string) ([]schedule.Schedule, string, error) {
+	shard := int64(vshard)
 	got, next, err := v.s.page(ctx, pageQuery{
 		coll: schedColl, binding: "due|" + strconv.FormatInt(ms(now), 10) + "|vshard=" + strconv.Itoa(vshard),
 		match: func(m bson.M) bool {
 			n, ok := intOf(m["vshard"])
 			return ok && n == int64(vshard) && isTrue(m, "enabled") && timeLTE(m, "nextRunAt", now)
 		},
-		sortField: "nextRunAt", limit: limit, token: token,
+		shard: &shard, sortField: "nextRunAt", limit: limit, token: token,
 	})
 	if err != nil {
 		return nil, "", err
