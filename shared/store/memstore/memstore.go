@@ -122,9 +122,8 @@ type Store struct {
 	faults   []*fault
 	pace     map[string]time.Time // hot range → when its next write may land
 	born     time.Time            // for the ramp
-	rampNext time.Time
-	aborts   int64 // 112s met, for tests and benchmarks
-	paced    int64 // writes that waited for a hot range or the ramp
+	aborts   int64                // 112s met, for tests and benchmarks
+	paced    int64                // writes that waited for a hot range or the ramp
 
 	// now and sleep are the clock of the models (time.Now and a timer);
 	// the tests replace them to prove the models without timing anything.

@@ -113,7 +113,7 @@ func (s *suite) calendars(t *testing.T) {
 	})
 	t.Run("CreateAnswerLost", func(t *testing.T) {
 		st := s.h.OpenBackend(t)
-		var b store.Backend = st
+		b := st
 		f := s.faultsFor(t, st)
 		f.LoseAnswer(t, s.viewColl(t, schedule.CalendarsCollection), 1, CodeDeadlineExceeded, "insert")
 		c := newCalendar("hol")
@@ -123,7 +123,7 @@ func (s *suite) calendars(t *testing.T) {
 	})
 	t.Run("ReplaceAnswerLost", func(t *testing.T) {
 		st := s.h.OpenBackend(t)
-		var b store.Backend = st
+		b := st
 		f := s.faultsFor(t, st)
 		c := newCalendar("hol")
 		if err := b.Calendars().CreateCalendar(t.Context(), &c); err != nil {

@@ -83,7 +83,7 @@ func (s *suite) catalog(t *testing.T) {
 	})
 	t.Run("CreateAnswerLost", func(t *testing.T) {
 		st := s.h.OpenBackend(t)
-		var b store.Backend = st
+		b := st
 		f := s.faultsFor(t, st)
 		f.LoseAnswer(t, s.viewColl(t, schedule.SchedulesCollection), 1, CodeDeadlineExceeded, "insert")
 		sc := newSchedule("x", t0)
@@ -96,7 +96,7 @@ func (s *suite) catalog(t *testing.T) {
 	})
 	t.Run("UpdateAnswerLost", func(t *testing.T) {
 		st := s.h.OpenBackend(t)
-		var b store.Backend = st
+		b := st
 		f := s.faultsFor(t, st)
 		create(t, b, newSchedule("x", t0))
 		cur := getSchedule(t, b, "x")

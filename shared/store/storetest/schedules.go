@@ -238,7 +238,7 @@ func (s *suite) schedules(t *testing.T) {
 		// "unknown", never "conflict" (which would have it take an edit
 		// for the winner) nor "stale" (which would stop the tick).
 		st := s.h.OpenBackend(t)
-		var b store.Backend = st
+		b := st
 		f := s.faultsFor(t, st)
 		create(t, b, newSchedule("x", t0))
 		read := getSchedule(t, b, "x")
@@ -410,7 +410,7 @@ func (s *suite) misfire(t *testing.T) {
 		// The clear landed and its answer was lost: the read-back finds
 		// the flag down under this epoch, and the clear is ours.
 		st := s.h.OpenBackend(t)
-		var b store.Backend = st
+		b := st
 		f := s.faultsFor(t, st)
 		create(t, b, newSchedule("x", t0))
 		if err := b.Schedules().SetMisfire(t.Context(), "x", ft(4), true); err != nil {

@@ -44,7 +44,7 @@ func (s *suite) versions(t *testing.T) {
 		// The guard's refusal answered with another code than 11000:
 		// the final record is there, so it is the guard's conflict.
 		st := s.h.OpenBackend(t)
-		var b store.Backend = st
+		b := st
 		f := s.faultsFor(t, st)
 		if err := b.Catalog().PutVersion(t.Context(), rec("x", 2, true, schedule.ChangeUpdate)); err != nil {
 			t.Fatal(err)
@@ -56,7 +56,7 @@ func (s *suite) versions(t *testing.T) {
 		// The record landed, and the answer was an error that nothing
 		// retries: read back, it is ours, and the put succeeded.
 		st := s.h.OpenBackend(t)
-		var b store.Backend = st
+		b := st
 		f := s.faultsFor(t, st)
 		f.LoseAnswer(t, s.viewColl(t, schedule.VersionsCollection), 1, CodeInternal, "update")
 		if err := b.Catalog().PutVersion(t.Context(), rec("x", 2, false, schedule.ChangeDelete)); err != nil {
