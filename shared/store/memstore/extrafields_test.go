@@ -74,3 +74,18 @@ func TestUnknownFieldsSurvive(t *testing.T) {
 		t.Errorf("shard 3's token on shard 5 = %v; want ErrBadPageToken", err)
 	}
 }
+
+// TestDueAtNow: a schedule whose nextRunAt is now is due ($lte), on the
+// typed due index as on the BSON; one a millisecond later is not.
+func TestDueAtNow(t *testing.T) {
+	st := memstore.New(memstore.Options{})
+	late := sched("late", 0)
+	late["nextRunAt"] = t0.Add(time.Millisecond)
+	if err := st.Load(schedule.SchedulesCollection, sched("now", 0), late); err != nil {
+		t.Fatal(err)
+	}
+	page, _, err := st.Schedules().Due(t.Context(), t0, 10, "")
+	if err != nil || len(page) != 1 || page[0].ID != "now" {
+		t.Fatalf("Due(t0) = %v, %v; want [now]", page, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -21,9 +22,12 @@ type pageQuery struct {
 	coll string
 	// binding names the query and its filter: a token from another query
 	// (another list, another filter, another now) is refused.
-	binding   string
-	match     func(bson.M) bool
-	shard     *int64 // scan only this vshard's schedules (match requires it too)
+	binding string
+	match   func(bson.M) bool
+	shard   *int64 // scan only this vshard's schedules (match requires it too)
+	// dueBy, set on the due query of all schedules (match: enabled and
+	// nextRunAt ≤ dueBy), serves it from the typed due index.
+	dueBy     *int64
 	sortField string
 	desc      bool
 	limit     int
@@ -110,11 +114,13 @@ func (s *Store) page(ctx context.Context, q pageQuery) ([]bson.M, string, error)
 		return nil, "", fmt.Errorf("store: page size %d out of range 1..%d", q.limit, maxLimit)
 	}
 	match := q.match
+	var after *pageToken
 	if q.token != "" {
 		t, err := s.decodeToken(q)
 		if err != nil {
 			return nil, "", fmt.Errorf("store: page %s: %w", q.coll, err)
 		}
+		after = t
 		after := func(m bson.M) bool {
 			c := keyCmp(m, q.sortField, t.K, t.ID)
 			if q.desc {
@@ -140,7 +146,13 @@ func (s *Store) page(ctx context.Context, q pageQuery) ([]bson.M, string, error)
 		}
 		return c < 0
 	}
-	got, err := s.findIn(ctx, q.coll, "page", q.shard, match, less, q.limit)
+	var got []bson.M
+	var err error
+	if q.dueBy != nil && !q.desc && q.sortField == "nextRunAt" {
+		got, err = s.duePage(ctx, *q.dueBy, after, q.limit)
+	} else {
+		got, err = s.findIn(ctx, q.coll, "page", q.shard, match, less, q.limit)
+	}
 	if err != nil {
 		return nil, "", err
 	}
@@ -151,4 +163,49 @@ func (s *Store) page(ctx context.Context, q pageQuery) ([]bson.M, string, error)
 		}
 	}
 	return got, next, nil
+}
+
+// duePage is the due query's page from the typed due index: the first
+// limit enabled schedules with nextRunAt ≤ by, after the position t, in
+// (nextRunAt, _id) order. It reads and meters as find does.
+func (s *Store) duePage(ctx context.Context, by int64, t *pageToken, limit int) ([]bson.M, error) {
+	if err := s.wait(ctx, KindQuery); err != nil {
+		return nil, fmt.Errorf("store: page in %s: %w", schedColl, err)
+	}
+	type key struct {
+		at int64
+		id string
+	}
+	less := func(a, b key) bool { return a.at < b.at || (a.at == b.at && a.id < b.id) }
+	var from *key
+	if t != nil {
+		from = &key{id: t.ID}
+		if t.K != nil {
+			from.at = *t.K
+		} else {
+			from.at = -1 << 63
+		}
+	}
+	top := make([]key, 0, min(limit, 64))
+	s.mu.Lock()
+	for id, at := range s.dueIdx {
+		k := key{at, id}
+		if at > by || (from != nil && !less(*from, k)) || (len(top) == limit && !less(k, top[limit-1])) {
+			continue
+		}
+		i := sort.Search(len(top), func(i int) bool { return less(k, top[i]) })
+		if len(top) < limit {
+			top = append(top, key{})
+		}
+		copy(top[i+1:], top[i:len(top)-1])
+		top[i] = k
+	}
+	out := make([]bson.M, len(top))
+	c := s.colls[schedColl]
+	for i, k := range top {
+		out[i] = c[k.id]
+	}
+	s.mu.Unlock()
+	s.meter.Add(schedColl+".page", int64(len(out)))
+	return out, nil
 }

@@ -23,9 +23,11 @@ const schedColl = schedule.SchedulesCollection
 
 // Due implements store.Schedules.
 func (v schedules) Due(ctx context.Context, now time.Time, limit int, token string) ([]schedule.Schedule, string, error) {
+	by := ms(now)
 	got, next, err := v.s.page(ctx, pageQuery{
 		coll: schedColl, binding: "due|" + strconv.FormatInt(ms(now), 10),
 		match:     func(m bson.M) bool { return isTrue(m, "enabled") && timeLTE(m, "nextRunAt", now) },
+		dueBy:     &by,
 		sortField: "nextRunAt", limit: limit, token: token,
 	})
 	if err != nil {
