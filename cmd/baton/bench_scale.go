@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -162,6 +163,7 @@ func benchScale(ctx context.Context, out io.Writer, f scaleFlags) error {
 			p, r.advances, f.schedules, r.decided.Seconds(), r.tasks, r.enqueued.Seconds(), r.docsWritten, r.aborts, r.paced, r.errors)
 		lo, hi := minMax(r.writes)
 		fmt.Fprintf(out, "scale: P=%d: writes per virtual shard %d..%d, each = 2 × its due schedules: %v\n", p, lo, hi, r.shardsOK())
+		fmt.Fprintf(out, "scale: P=%d: writes/due by virtual shard:%s\n", p, shardList(r))
 	}
 	rp, r1 := results[f.partitions], results[1]
 	ratio := 0.0
@@ -174,6 +176,15 @@ func benchScale(ctx context.Context, out io.Writer, f scaleFlags) error {
 	fmt.Fprintf(out, "schedules=%d shards=%d partitions=%d decided_s=%.2f enqueued_s=%.2f p1_decided_s=%.2f p1_enqueued_s=%.2f ratio=%.2f writes_per_shard_ok=%v goal_ok=%v\n",
 		f.schedules, f.shards, f.partitions, rp.decided.Seconds(), rp.enqueued.Seconds(), r1.decided.Seconds(), r1.enqueued.Seconds(), ratio, ok, goal)
 	return nil
+}
+
+// shardList is " v=writes/due" for every virtual shard.
+func shardList(r *scaleResult) string {
+	var b strings.Builder
+	for v := range r.writes {
+		fmt.Fprintf(&b, " %d=%d/%d", v, r.writes[v], r.due[v])
+	}
+	return b.String()
 }
 
 func passFail(ok bool) string {

@@ -31,6 +31,7 @@ func TestBenchScaleSmoke(t *testing.T) {
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^scale: P=1: decided 300 of 300 fire times, last at \S+ s; enqueued 300 runs, last at \S+ s; 600 documents written; .*; 0 errors$`),
 		regexp.MustCompile(`(?m)^scale: P=1: writes per virtual shard [0-9]+\.\.[0-9]+, each = 2 × its due schedules: true$`),
+		regexp.MustCompile(`(?m)^scale: P=1: writes/due by virtual shard:( [0-9]+=[0-9]+/[0-9]+){8}$`),
 	} {
 		if !want.MatchString(report) {
 			t.Errorf("report has no line matching %s:\n%s", want, report)
