@@ -14,6 +14,9 @@
 //
 // shared/store/mongostore implements the contract over the MongoDB API
 // (Firestore with MongoDB compatibility, and the embedded emulator).
+// shared/store/memstore is an in-memory implementation for benchmarks and
+// simulations (baton bench scale), never for correctness tests the
+// emulator can run.
 // shared/store/storetest is the conformance suite every implementation
 // must pass; it runs against the emulator in make test, and against a real
 // database named by BATON_TEST_MONGO_URI (docs/deploy.md).

@@ -112,8 +112,8 @@ func (s *suite) calendars(t *testing.T) {
 		}
 	})
 	t.Run("CreateAnswerLost", func(t *testing.T) {
-		st := s.h.Open(t)
-		var b store.Backend = st
+		st := s.h.OpenBackend(t)
+		b := st
 		f := s.faultsFor(t, st)
 		f.LoseAnswer(t, s.viewColl(t, schedule.CalendarsCollection), 1, CodeDeadlineExceeded, "insert")
 		c := newCalendar("hol")
@@ -122,8 +122,8 @@ func (s *suite) calendars(t *testing.T) {
 		}
 	})
 	t.Run("ReplaceAnswerLost", func(t *testing.T) {
-		st := s.h.Open(t)
-		var b store.Backend = st
+		st := s.h.OpenBackend(t)
+		b := st
 		f := s.faultsFor(t, st)
 		c := newCalendar("hol")
 		if err := b.Calendars().CreateCalendar(t.Context(), &c); err != nil {

@@ -82,8 +82,8 @@ func (s *suite) catalog(t *testing.T) {
 		}
 	})
 	t.Run("CreateAnswerLost", func(t *testing.T) {
-		st := s.h.Open(t)
-		var b store.Backend = st
+		st := s.h.OpenBackend(t)
+		b := st
 		f := s.faultsFor(t, st)
 		f.LoseAnswer(t, s.viewColl(t, schedule.SchedulesCollection), 1, CodeDeadlineExceeded, "insert")
 		sc := newSchedule("x", t0)
@@ -95,8 +95,8 @@ func (s *suite) catalog(t *testing.T) {
 		}
 	})
 	t.Run("UpdateAnswerLost", func(t *testing.T) {
-		st := s.h.Open(t)
-		var b store.Backend = st
+		st := s.h.OpenBackend(t)
+		b := st
 		f := s.faultsFor(t, st)
 		create(t, b, newSchedule("x", t0))
 		cur := getSchedule(t, b, "x")

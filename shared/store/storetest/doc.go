@@ -52,6 +52,12 @@
 // which baton's emulator implements); a Harness that cannot inject faults
 // says so, and those cases are skipped with its reason.
 //
+// A Backend other than mongostore runs the suite with RunBackend and a
+// BackendHarness: the domain cases run on it, and the primitive cases,
+// which test mongostore's Collection, skip with that reason.
+// shared/store/memstore/conformance_test.go runs it so against the
+// in-memory store, whose own injector stands in for the fail point.
+//
 // shared/store/mongostore/conformance_test.go runs the suite against the
 // embedded emulator in make test, and against any MongoDB-API endpoint
 // named by BATON_TEST_MONGO_URI (docs/deploy.md has the command).

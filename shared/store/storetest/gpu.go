@@ -37,11 +37,10 @@ func (s *suite) gpu(t *testing.T) {
 }
 
 // gpuRig opens a store for the case and returns its GPU view.
-func (s *suite) gpuRig(t *testing.T) (*mongostore.Store, store.GPU) {
+func (s *suite) gpuRig(t *testing.T) (store.Backend, store.GPU) {
 	t.Helper()
-	st := s.h.Open(t)
-	var b store.Backend = st
-	return st, b.GPU()
+	st := s.h.OpenBackend(t)
+	return st, st.GPU()
 }
 
 // gpuJobsColl is the collection the GPU view keeps jobs in, for the fault
@@ -383,7 +382,7 @@ func (s *suite) gpuCallbackLostAnswer(t *testing.T) {
 // underAborted arms 112 for the next Racers*WriteAttempts-1 findAndModify
 // commands on the view collection coll of st: Racers-1 claimers meet a 112
 // on every attempt and run out of retries, and one lands on its last.
-func (s *suite) underAborted(t *testing.T, st *mongostore.Store, coll string) {
+func (s *suite) underAborted(t *testing.T, st store.Backend, coll string) {
 	t.Helper()
 	s.faultsFor(t, st).Refuse(t, s.viewColl(t, coll), Racers*mongostore.WriteAttempts-1, CodeAborted, "findAndModify")
 }

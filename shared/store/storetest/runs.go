@@ -9,7 +9,6 @@ import (
 
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
-	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // runs: the run path's rules, through store.Runs. A run is claimed once and
@@ -180,11 +179,10 @@ func (s *suite) runsGroupLine(t *testing.T) {
 
 // runsRig opens a store for the case and returns its Runs view, with a
 // run id unique to the case (cases may share a database).
-func (s *suite) runsRig(t *testing.T) (*mongostore.Store, store.Runs, string) {
+func (s *suite) runsRig(t *testing.T) (store.Backend, store.Runs, string) {
 	t.Helper()
-	st := s.h.Open(t)
-	var b store.Backend = st
-	return st, b.Runs(), s.collName(t)
+	st := s.h.OpenBackend(t)
+	return st, st.Runs(), s.collName(t)
 }
 
 // viewColl is the name of a domain view's collection in case t, for the
@@ -192,8 +190,8 @@ func (s *suite) runsRig(t *testing.T) (*mongostore.Store, store.Runs, string) {
 // database (CollectionPrefixer) opens each case's stores with
 // ViewPrefix(t, its prefix) as their CollectionPrefix.
 func (s *suite) viewColl(t *testing.T, name string) string {
-	if p, ok := s.h.(CollectionPrefixer); ok {
-		return ViewPrefix(t, p.CollectionPrefix()) + name
+	if s.prefixer != nil {
+		return ViewPrefix(t, s.prefixer.CollectionPrefix()) + name
 	}
 	return name
 }

@@ -20,8 +20,7 @@ var t0 = time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
 // backend opens a store for the case t through the storage contract.
 func (s *suite) backend(t *testing.T) store.Backend {
 	t.Helper()
-	var b store.Backend = s.h.Open(t)
-	return b
+	return s.h.OpenBackend(t)
 }
 
 // newSchedule is an enabled schedule due at next, version 1, as the
@@ -240,8 +239,8 @@ func (s *suite) schedules(t *testing.T) {
 		// The advance landed and its answer was lost: the caller must hear
 		// "unknown", never "conflict" (which would have it take an edit
 		// for the winner) nor "stale" (which would stop the tick).
-		st := s.h.Open(t)
-		var b store.Backend = st
+		st := s.h.OpenBackend(t)
+		b := st
 		f := s.faultsFor(t, st)
 		create(t, b, newSchedule("x", t0))
 		read := getSchedule(t, b, "x")
@@ -412,8 +411,8 @@ func (s *suite) misfire(t *testing.T) {
 	t.Run("ClearAnswerLost", func(t *testing.T) {
 		// The clear landed and its answer was lost: the read-back finds
 		// the flag down under this epoch, and the clear is ours.
-		st := s.h.Open(t)
-		var b store.Backend = st
+		st := s.h.OpenBackend(t)
+		b := st
 		f := s.faultsFor(t, st)
 		create(t, b, newSchedule("x", t0))
 		if err := b.Schedules().SetMisfire(t.Context(), "x", ft(4), true); err != nil {

@@ -30,6 +30,26 @@ type Harness interface {
 	Faults(t *testing.T, st *mongostore.Store) (Faults, string)
 }
 
+// BackendHarness opens the stores of an implementation that is not
+// mongostore (shared/store/memstore): the suite runs its domain cases on
+// the Backend, and skips the primitive cases, which test mongostore's
+// Collection, with the reason that this Backend has none.
+type BackendHarness interface {
+	// OpenBackend is Harness.Open for any Backend.
+	OpenBackend(t *testing.T) store.Backend
+	// BackendFaults is Harness.Faults for a Backend OpenBackend returned.
+	BackendFaults(t *testing.T, b store.Backend) (Faults, string)
+}
+
+// mongoHarness runs a Harness as a BackendHarness.
+type mongoHarness struct{ h Harness }
+
+func (m mongoHarness) OpenBackend(t *testing.T) store.Backend { return m.h.Open(t) }
+
+func (m mongoHarness) BackendFaults(t *testing.T, b store.Backend) (Faults, string) {
+	return m.h.Faults(t, b.(*mongostore.Store))
+}
+
 // CollectionPrefixer is implemented by a harness whose stores share a
 // database with other runs or other data (a real endpoint, where the
 // database must exist beforehand and is not the suite's to drop). Every
@@ -91,10 +111,24 @@ const Racers = 20
 // cases run one after another (the fault cases share one fail point, and
 // the race cases should not compete with each other for the machine).
 func Run(t *testing.T, h Harness) {
+	s := &suite{h: mongoHarness{h}, prefix: t.Name() + "/", collPrefix: DefaultCollectionPrefix}
+	if p, ok := h.(CollectionPrefixer); ok {
+		s.collPrefix, s.prefixer = p.CollectionPrefix(), p
+	}
+	s.run(t)
+}
+
+// RunBackend runs the whole suite against h, as Run does, for a Backend
+// that is not mongostore.
+func RunBackend(t *testing.T, h BackendHarness) {
 	s := &suite{h: h, prefix: t.Name() + "/", collPrefix: DefaultCollectionPrefix}
 	if p, ok := h.(CollectionPrefixer); ok {
-		s.collPrefix = p.CollectionPrefix()
+		s.collPrefix, s.prefixer = p.CollectionPrefix(), p
 	}
+	s.run(t)
+}
+
+func (s *suite) run(t *testing.T) {
 	t.Run("CompareAndSet", s.compareAndSet)
 	t.Run("Idempotency", s.idempotency)
 	t.Run("Fence", s.fence)
@@ -112,17 +146,29 @@ func Run(t *testing.T, h Harness) {
 }
 
 type suite struct {
-	h          Harness
-	prefix     string // the name of Run's t, and a slash
-	collPrefix string // begins every collection name
+	h          BackendHarness
+	prefixer   CollectionPrefixer // the harness's, or nil
+	prefix     string             // the name of Run's t, and a slash
+	collPrefix string             // begins every collection name
 }
 
 // coll opens a store for the case t and a collection on it named after
 // the case, so that cases sharing a database never share a collection.
 func (s *suite) coll(t *testing.T) (*mongostore.Store, *mongostore.Collection) {
 	t.Helper()
-	st := s.h.Open(t)
+	st := s.mongo(t, s.h.OpenBackend(t))
 	return st, st.Collection(s.collName(t))
+}
+
+// mongo is b as mongostore's Store, for a case that tests mongostore's
+// primitives; it skips t for another Backend, which has none.
+func (s *suite) mongo(t *testing.T, b store.Backend) *mongostore.Store {
+	t.Helper()
+	st, ok := b.(*mongostore.Store)
+	if !ok {
+		t.Skipf("this case tests mongostore's Collection, the building block of the MongoDB implementation; %T has none (its domain methods are tested by the other cases)", b)
+	}
+	return st
 }
 
 // collName is the collection prefix, then t's name below Run's folded to
@@ -142,9 +188,9 @@ func (s *suite) collName(t *testing.T) string {
 
 // faultsFor returns the injector for st, or skips t with the harness's
 // reason.
-func (s *suite) faultsFor(t *testing.T, st *mongostore.Store) Faults {
+func (s *suite) faultsFor(t *testing.T, st store.Backend) Faults {
 	t.Helper()
-	f, why := s.h.Faults(t, st)
+	f, why := s.h.BackendFaults(t, st)
 	if f == nil {
 		t.Skipf("the harness cannot inject faults: %s", why)
 	}

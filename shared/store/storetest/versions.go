@@ -43,8 +43,8 @@ func (s *suite) versions(t *testing.T) {
 	t.Run("PutVersionGuardWhateverTheCode", func(t *testing.T) {
 		// The guard's refusal answered with another code than 11000:
 		// the final record is there, so it is the guard's conflict.
-		st := s.h.Open(t)
-		var b store.Backend = st
+		st := s.h.OpenBackend(t)
+		b := st
 		f := s.faultsFor(t, st)
 		if err := b.Catalog().PutVersion(t.Context(), rec("x", 2, true, schedule.ChangeUpdate)); err != nil {
 			t.Fatal(err)
@@ -55,8 +55,8 @@ func (s *suite) versions(t *testing.T) {
 	t.Run("PutVersionLostAnswer", func(t *testing.T) {
 		// The record landed, and the answer was an error that nothing
 		// retries: read back, it is ours, and the put succeeded.
-		st := s.h.Open(t)
-		var b store.Backend = st
+		st := s.h.OpenBackend(t)
+		b := st
 		f := s.faultsFor(t, st)
 		f.LoseAnswer(t, s.viewColl(t, schedule.VersionsCollection), 1, CodeInternal, "update")
 		if err := b.Catalog().PutVersion(t.Context(), rec("x", 2, false, schedule.ChangeDelete)); err != nil {
