@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"strings"
@@ -67,6 +66,13 @@ enqueued within 90 s, the issue's acceptance).`,
 			if f.schedules < 1 || f.shards < 1 || f.partitions < 1 || f.partitions > f.shards || f.latency < 0 || f.taskLatency < 0 || f.hotRangeCap < 0 {
 				return usageError("bench scale: want --schedules ≥ 1, 1 ≤ --partitions ≤ --shards, --latency, --task-latency and --hot-range-cap ≥ 0")
 			}
+			if f.shards > schedule.MaxDeciderShards {
+				return usageError("bench scale: --shards is at most %d", schedule.MaxDeciderShards)
+			}
+			// V is the process's, as BATON_DECIDER_SHARDS sets it in a
+			// deployment: Normalize stamps each schedule's vshard with it,
+			// and the partitions decide its shards.
+			schedule.SetDeciderShards(f.shards)
 			return benchScale(cmd.Context(), cmd.OutOrStdout(), f)
 		},
 	}
@@ -82,31 +88,12 @@ enqueued within 90 s, the issue's acceptance).`,
 }
 
 // decidePartition decides partition p of P at scheduleTime: the virtual
-// shards v with v mod P == p, each under its own shard's tick lease. It is
-// the one place the bench calls the deciders.
-//
-// TODO(issue 28, part 1): the partitioned deciders (a tick lease per
-// shard, Engine.TickPartition) are built on another branch; once merged,
-// P > 1 calls them here. Until then only P=1 (Engine.Tick over every
-// schedule) is wired, and P > 1 is refused rather than emulated.
+// shards v with v mod P == p, each under its own shard's tick lease
+// (Engine.TickPartition, what a partition task runs). It is the one place
+// the bench calls the deciders; P=1 goes through the same path, so the
+// ratio compares partition counts, not two code paths.
 func decidePartition(ctx context.Context, eng *scheduler.Engine, scheduleTime time.Time, p, partitions int) (*scheduler.Summary, error) {
-	if partitions == 1 {
-		return eng.Tick(ctx, scheduleTime)
-	}
-	return nil, fmt.Errorf("bench scale: partition %d of %d: %w", p, partitions, errPartitionsNotWired)
-}
-
-// errPartitionsNotWired says the partitioned deciders are not in this build.
-var errPartitionsNotWired = errors.New("the partitioned deciders are not wired into this build yet; run with --partitions 1")
-
-// benchShardOf is a schedule's virtual decider shard: FNV-1a 32 of its id,
-// mod v. It must be the deciders' own function (schedule.DeciderShardOf
-// on the deciders' branch); the bench uses it only to attribute writes to
-// shards and count each shard's due schedules.
-func benchShardOf(id string, v int) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(id))
-	return int(h.Sum32() % uint32(v)) //nolint:gosec // v ≥ 1, from a flag checked above
+	return eng.TickPartition(ctx, scheduleTime, p, partitions)
 }
 
 // scaleResult is one measured decision of every due schedule.
@@ -232,7 +219,7 @@ func scaleOnce(ctx context.Context, f scaleFlags, partitions int, leases *lease.
 			mu.Lock()
 			defer mu.Unlock()
 			if w.ScheduleID != "" {
-				r.writes[benchShardOf(w.ScheduleID, f.shards)]++
+				r.writes[schedule.DeciderShardOf(w.ScheduleID, f.shards)]++
 			}
 			r.docsWritten++
 			if w.Collection == schedule.SchedulesCollection && w.Op == "fencedUpdate" {
@@ -247,7 +234,7 @@ func scaleOnce(ctx context.Context, f scaleFlags, partitions int, leases *lease.
 	docs := make([]any, 0, batch)
 	for i := range f.schedules {
 		id := fmt.Sprintf("s%07d", i)
-		r.due[benchShardOf(id, f.shards)]++
+		r.due[schedule.DeciderShardOf(id, f.shards)]++
 		docs = append(docs, benchSchedule(id, "", noopTarget(), due, due.Add(-time.Hour)))
 		if len(docs) == batch || i == f.schedules-1 {
 			if err := st.Load(schedule.SchedulesCollection, docs...); err != nil {
