@@ -226,9 +226,9 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 		return nil, fmt.Errorf("functions: %w", err)
 	}
 	d.SubMinute = config.Get(config.EnvSubMinute) == "true"
-	if q := config.Get(config.EnvTasksQueue); q != "" {
+	if qs := config.List(config.EnvTasksQueue); len(qs) > 0 {
 		tq, err := taskqueue.Open(ctx, taskqueue.Config{
-			Queue: q, URL: config.Get(config.EnvRunURL), ServiceAccount: config.Get(config.EnvTasksAccount),
+			Queues: qs, URL: config.Get(config.EnvRunURL), ServiceAccount: config.Get(config.EnvTasksAccount),
 		}, config.Get(config.EnvTasksEmu))
 		if err != nil {
 			d.close(ctx)
