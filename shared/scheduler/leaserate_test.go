@@ -2,6 +2,7 @@ package scheduler_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,21 @@ import (
 // real clock and the strict GCS emulator, the job lease object is written
 // once per run, at most once a second, and meets no 429, and every fire
 // runs.
+//
+// "At most once a second" is read from the emulator's applied-write times,
+// not only from the 429s: its limiter lets a burst of two through after a
+// quiet second (as Cloud Storage may), so a manager that wrote twice in a
+// second now and then would meet no refusal here and many in the cloud.
+// Every object the run path writes is checked: the job lease's (at its
+// spread name, leases/hh/job-<id>.json), its release marker and the tick
+// lease's. Without the manager's write spacing (lease.Options.ObjectWriteGap,
+// Manager.space) the job lease's acquire follows the last run's marker
+// write at once and the spacing check fails.
+// writeGapFloor is the least spacing between two applied writes to one
+// object that counts as "once a second": a second less the latency that
+// separates a send from its application.
+const writeGapFloor = 900 * time.Millisecond
+
 func TestEverySecondScheduleWritesItsLeaseOnceASecond(t *testing.T) {
 	s := emutest.Store(t)
 	client, bucket := emutest.GCS(t)
@@ -44,7 +60,10 @@ func TestEverySecondScheduleWritesItsLeaseOnceASecond(t *testing.T) {
 	<-d.done
 	elapsed := time.Since(start)
 
-	jobObj := "leases/" + scheduler.JobLease("every-second") + ".json"
+	jobObj := m.ObjectName(scheduler.JobLease("every-second"))
+	if !strings.HasPrefix(jobObj, "leases/"+lease.SpreadDir(scheduler.JobLease("every-second"))) {
+		t.Errorf("job lease object %s: want it under its hash directory", jobObj)
+	}
 	applied, refused := srv.ObjectWrites(bucket, jobObj)
 	t.Logf("%s in %s: %d writes, %d refused; %d runs", jobObj, elapsed.Round(time.Millisecond), applied, refused, g.calls.Load())
 	if refused != 0 {
@@ -61,6 +80,18 @@ func TestEverySecondScheduleWritesItsLeaseOnceASecond(t *testing.T) {
 	}
 	if _, tickRefused := srv.ObjectWrites(bucket, "leases/"+scheduler.TickLease+".json"); tickRefused != 0 {
 		t.Errorf("the tick lease object met %d 429s", tickRefused)
+	}
+	for _, obj := range []string{jobObj, jobObj + ".released", m.ObjectName(scheduler.TickLease)} {
+		ts := srv.ObjectWriteTimes(bucket, obj)
+		for i := 1; i < len(ts); i++ {
+			// The manager spaces its sends a second apart; what the server
+			// applies can come a little closer (the earlier request's own
+			// latency), never half a second.
+			if gap := ts[i].Sub(ts[i-1]); gap < writeGapFloor {
+				t.Errorf("%s: writes %d and %d applied %s apart; want one a second", obj, i-1, i, gap)
+			}
+		}
+		t.Logf("%s: %d writes applied", obj, len(ts))
 	}
 	var skipped []bson.M
 	if err := s.Collection(schedule.RunsCollection).Find(context.Background(), bson.D{{Key: "scheduleId", Value: "every-second"}, {Key: "status", Value: schedule.RunSkipped}}, &skipped); err != nil {
