@@ -456,7 +456,7 @@ variable "run_cpu" {
 }
 
 variable "run_memory" {
-  description = "Memory of each Run instance (service_config.available_memory), shared by run_concurrency runs at once. 1 vCPU takes 128Mi to 4Gi (https://cloud.google.com/run/docs/configuring/services/memory-limits)."
+  description = "Memory of each Run instance (service_config.available_memory), shared by run_concurrency runs at once. Cloud Run bounds it by the vCPU count (https://cloud.google.com/run/docs/configuring/services/memory-limits)."
   type        = string
   default     = "1Gi"
 
