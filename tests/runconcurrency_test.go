@@ -2,10 +2,12 @@ package tests
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,11 +40,26 @@ func TestRunServesConcurrentRequestsInOneInstance(t *testing.T) {
 		calls    = map[string]int{} // by fence lease: one schedule each
 		inFlight int
 		peak     int
-		all      = make(chan struct{})
-		release  sync.Once
+		// all closes once k runs of the current minute are in flight;
+		// newRound opens the next minute's.
+		all    = make(chan struct{})
+		closed bool
 	)
-	releaseAll := func() { release.Do(func() { close(all) }) }
-	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	releaseLocked := func() {
+		if !closed {
+			closed = true
+			close(all)
+		}
+	}
+	releaseAll := func() { mu.Lock(); releaseLocked(); mu.Unlock() }
+	newRound := func() chan struct{} {
+		mu.Lock()
+		defer mu.Unlock()
+		all, closed = make(chan struct{}), false
+		return all
+	}
+	var newConns atomic.Int64
+	target := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		tok, err := fence.Parse(req.Header.Get(fence.Header))
 		mu.Lock()
 		if err == nil {
@@ -51,11 +68,12 @@ func TestRunServesConcurrentRequestsInOneInstance(t *testing.T) {
 		inFlight++
 		peak = max(peak, inFlight)
 		if inFlight == k {
-			releaseAll()
+			releaseLocked()
 		}
+		ch := all
 		mu.Unlock()
 		select {
-		case <-all:
+		case <-ch:
 		case <-time.After(60 * time.Second): // the run fails, and the test says why below
 		}
 		mu.Lock()
@@ -63,6 +81,12 @@ func TestRunServesConcurrentRequestsInOneInstance(t *testing.T) {
 		mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	}))
+	target.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			newConns.Add(1)
+		}
+	}
+	target.Start()
 	defer target.Close()
 	// On a failure, the held targets answer at once, so that the servers'
 	// cleanup does not wait for them.
@@ -102,7 +126,9 @@ func TestRunServesConcurrentRequestsInOneInstance(t *testing.T) {
 	case <-all:
 	case <-time.After(90 * time.Second):
 		mu.Lock()
-		t.Fatalf("only %d of %d runs were ever in flight at once in the one instance", peak, k)
+		p := peak
+		mu.Unlock()
+		t.Fatalf("only %d of %d runs were ever in flight at once in the one instance", p, k)
 	}
 	wg.Wait()
 	r.settled(t, 60*time.Second)
@@ -130,4 +156,35 @@ func TestRunServesConcurrentRequestsInOneInstance(t *testing.T) {
 		t.Errorf("%d runs; want %d, one per schedule", len(done), k)
 	}
 	t.Logf("peak %d runs in flight in one instance; %d pending runs delivered twice", peak, len(pending))
+	mu.Unlock()
+
+	// The next minute's 40 runs, again all in flight at once, reuse the
+	// first minute's connections to the target: the engine keeps a full
+	// instance's worth idle, where Go's default keeps 2 a host and the rest
+	// would dial (and, over TLS, handshake) again.
+	first := newConns.Load()
+	second := newRound()
+	next := at.Add(time.Minute)
+	r.set(next.Add(3 * time.Second))
+	if code, sum := r.tick(t, next); code != http.StatusOK {
+		t.Fatalf("second tick: %d %+v", code, sum)
+	}
+	select {
+	case <-second:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the second minute's %d runs were never in flight at once", k)
+	}
+	r.settled(t, 60*time.Second)
+	mu.Lock()
+	if total := 0; true {
+		for _, n := range calls {
+			total += n
+		}
+		if total != 2*k {
+			t.Errorf("%d target calls over two minutes; want %d", total, 2*k)
+		}
+	}
+	if again := newConns.Load() - first; again != 0 {
+		t.Errorf("the second minute's runs opened %d new connections to the target (the first opened %d); want them to reuse the idle ones", again, first)
+	}
 }
