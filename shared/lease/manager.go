@@ -375,6 +375,14 @@ func (m *Manager) info(name string, st state) *Info {
 // exists in the free state, and a nil one if it does not exist.
 func (m *Manager) Status(ctx context.Context, name string) (*Info, error) {
 	st, err := m.readLease(ctx, name)
+	if errors.Is(err, ErrNotFound) && m.spreads(name) {
+		// Not taken at its spread name yet: during an upgrade an older
+		// process may hold it at the flat one (spread.go), and the sweep
+		// must not think its run's executor dead.
+		if i, lerr := m.legacyStatus(ctx, name); lerr != nil || i != nil {
+			return i, lerr
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -83,6 +83,34 @@ func (m *Manager) ObjectName(name string) string { return m.objectName(name) }
 // legacyName is the flat object an older version keeps lease name in.
 func (m *Manager) legacyName(name string) string { return m.prefix + name + ".json" }
 
+// legacyStatus is the Info of lease name at its flat object while a live
+// older process holds it there, and nil otherwise (no object, free,
+// released, expired or retired).
+func (m *Manager) legacyStatus(ctx context.Context, name string) (*Info, error) {
+	attrs, err := m.handle(m.legacyName(name)).Attrs(ctx)
+	if errors.Is(err, storage.ErrObjectNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease %q: read legacy object: %w", name, err)
+	}
+	rec, ok := recordFromMetadata(attrs.Metadata)
+	if !ok || rec.Holder == TombstoneHolder || rec.Holder == "" {
+		return nil, nil
+	}
+	st := state{record: rec, Generation: attrs.Generation, Updated: attrs.Updated}
+	k, ok, err := m.readMarkerObject(ctx, name, m.legacyName(name)+markerSuffix)
+	if err != nil {
+		return nil, err
+	}
+	if st.Released = ok && k.matches(st); st.Released || !m.now().Before(st.expiresAt(m.skew)) {
+		return nil, nil
+	}
+	i := m.info(name, st)
+	i.Object = attrs.Name
+	return i, nil
+}
+
 // retireLegacy makes sure that no process of an older version can take
 // lease name at its flat object, and returns the epoch that object
 // reached (0 when there is none). A live holder there is a *HeldError.

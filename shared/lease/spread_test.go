@@ -87,6 +87,11 @@ func TestUpgradeKeepsExclusionWithAnOlderProcess(t *testing.T) {
 	if _, err := cur.Acquire(ctx, name, 10*time.Second); !errors.As(err, &he) || he.Holder != "old" {
 		t.Fatalf("new version while the older one holds the flat object: %v; want held by old", err)
 	}
+	// The sweep asks Status whether a run's executor still holds its
+	// lease: an older process's hold counts.
+	if i, err := cur.Status(ctx, name); err != nil || i.Holder != "old" || i.Object != "leases/"+name+".json" {
+		t.Errorf("Status while the older version holds: %+v, %v; want held by old at the flat object", i, err)
+	}
 	oldEpoch := held.Epoch()
 	release(t, held)
 
@@ -105,6 +110,9 @@ func TestUpgradeKeepsExclusionWithAnOlderProcess(t *testing.T) {
 	// version: it is retired for good, not only while the new one holds.
 	if _, err := old.Acquire(ctx, name, 10*time.Second); !errors.As(err, &he) || he.Holder != lease.TombstoneHolder {
 		t.Errorf("older version after the new one released: %v; want held by the tombstone", err)
+	}
+	if _, err := cur.Status(ctx, name); !errors.Is(err, lease.ErrNotFound) {
+		t.Errorf("Status after the new version released: %v; want free (the tombstone is no holder)", err)
 	}
 	again, err := cur.Acquire(ctx, name, 10*time.Second)
 	if err != nil {
