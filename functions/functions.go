@@ -243,9 +243,9 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 		d.close(ctx)
 		return nil, err
 	}
-	if q := config.Get(config.EnvTasksQueue); q != "" {
+	if qs := config.List(config.EnvTasksQueue); len(qs) > 0 {
 		tq, err := taskqueue.Open(ctx, taskqueue.Config{
-			Queue: q, URL: config.Get(config.EnvRunURL), ServiceAccount: config.Get(config.EnvTasksAccount),
+			Queues: qs, URL: config.Get(config.EnvRunURL), ServiceAccount: config.Get(config.EnvTasksAccount),
 		}, config.Get(config.EnvTasksEmu))
 		if err != nil {
 			d.close(ctx)

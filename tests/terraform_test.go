@@ -1098,8 +1098,8 @@ func checkTasks(m *tfModule) []string {
 		}
 	}
 	for _, fn := range usersOf(config.EnvTasksQueue) {
-		if e, ok := env[fn][config.EnvTasksQueue]; ok && m.text(e) != "google_cloud_tasks_queue.runs.id" {
-			problems = append(problems, fmt.Sprintf("%s: %s must be google_cloud_tasks_queue.runs.id (projects/P/locations/L/queues/Q), got %s", fn, config.EnvTasksQueue, m.text(e)))
+		if e, ok := env[fn][config.EnvTasksQueue]; ok && m.text(e) != "local.tasks_queues" {
+			problems = append(problems, fmt.Sprintf("%s: %s must be local.tasks_queues (every run queue's projects/P/locations/L/queues/Q, in index order), got %s", fn, config.EnvTasksQueue, m.text(e)))
 		}
 	}
 	for _, fn := range usersOf(config.EnvTasksAccount) {
@@ -1136,8 +1136,13 @@ func checkTasks(m *tfModule) []string {
 	} else if n, ok := literal(t); !ok || n.Type() != cty.Number || n.AsBigFloat().Cmp(big.NewFloat(maxDispatchDeadline)) < 0 {
 		problems = append(problems, fmt.Sprintf("Run: timeout %s must be at least %d s, Cloud Tasks' longest dispatch deadline", m.text(t), maxDispatchDeadline))
 	}
-	if mi, ok := run["max_instances"]; !ok || m.text(mi) != m.text(attrOrEmpty(block(q.Body, "rate_limits"), "max_concurrent_dispatches")) {
-		problems = append(problems, "Run: max_instances must be the queue's rate_limits.max_concurrent_dispatches: one run per instance, or the excess dispatches get 429 and use up attempts")
+	// Run's instances hold every dispatch in flight: queues × concurrent
+	// dispatches / requests per instance, or the excess dispatches get 429
+	// and use up attempts.
+	needed := m.locals["run_instances_needed"]
+	if mi, ok := run["max_instances"]; !ok || m.text(mi) != "local.run_max_instances" || needed == nil ||
+		m.text(needed.Expr) != "ceil(var.tasks_queue_count*"+m.text(attrOrEmpty(block(q.Body, "rate_limits"), "max_concurrent_dispatches"))+"/var.run_concurrency)" {
+		problems = append(problems, "Run: max_instances must be local.run_max_instances, at least local.run_instances_needed = ceil(var.tasks_queue_count * the queue's rate_limits.max_concurrent_dispatches / var.run_concurrency): fewer instances than dispatches in flight answer 429s that use up attempts")
 	}
 	sort.Strings(problems)
 	return problems
@@ -1159,7 +1164,8 @@ func checkTasksIAM(m *tfModule) []string {
 	var problems []string
 	enqueuers := usersOf(config.EnvTasksQueue)
 	wantMembers := func(name string, b *hclsyntax.Block, what string) {
-		if mem := m.text(attrOrEmpty(b, "member")); mem != "google_service_account.function[each.key].member" {
+		mem := m.text(attrOrEmpty(b, "member"))
+		if mem != "google_service_account.function[each.key].member" && mem != "google_service_account.function[each.value.fn].member" {
 			problems = append(problems, fmt.Sprintf("%s: %s must go to the functions' own accounts (google_service_account.function[each.key].member), not %s", name, what, mem))
 			return
 		}
@@ -1168,7 +1174,23 @@ func checkTasksIAM(m *tfModule) []string {
 			problems = append(problems, fmt.Sprintf("%s: needs for_each over the functions that enqueue", name))
 			return
 		}
-		got, err := functionSet(m, fe.Expr)
+		set := fe.Expr
+		if mem == "google_service_account.function[each.value.fn].member" {
+			// One grant per function and queue: a local of
+			// setproduct(sort(tolist(<set of functions>)), range(queues)).
+			pairs := regexp.MustCompile(`^\{forpinsetproduct\(sort\(tolist\(local\.([a-z_]+)\)\),range\(var\.tasks_queue_count\)\):"\$\{p\[0\]\}/\$\{p\[1\]\}"=>\{fn=p\[0\],queue=p\[1\]\}\}$`)
+			l, ok := fe.Expr.(*hclsyntax.ScopeTraversalExpr)
+			var mm []string
+			if ok && len(l.Traversal) == 2 && m.locals[l.Traversal[1].(hcl.TraverseAttr).Name] != nil {
+				mm = pairs.FindStringSubmatch(m.text(m.locals[l.Traversal[1].(hcl.TraverseAttr).Name].Expr))
+			}
+			if mm == nil || m.locals[mm[1]] == nil {
+				problems = append(problems, fmt.Sprintf("%s: for_each %s must be a local of {Fn/queue: {fn, queue}} pairs over a set of functions and range(var.tasks_queue_count)", name, m.text(fe.Expr)))
+				return
+			}
+			set = m.locals[mm[1]].Expr
+		}
+		got, err := functionSet(m, set)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
 		} else if !slices.Equal(got, enqueuers) {
@@ -1191,7 +1213,7 @@ func checkTasksIAM(m *tfModule) []string {
 				problems = append(problems, fmt.Sprintf("%s grants roles/cloudtasks.enqueuer on more than the queue; grant it with google_cloud_tasks_queue_iam_member on google_cloud_tasks_queue.runs only", name))
 				continue
 			}
-			if q := m.text(attrOrEmpty(b, "name")); q != "google_cloud_tasks_queue.runs.name" && q != "google_cloud_tasks_queue.runs.id" {
+			if q := m.text(attrOrEmpty(b, "name")); q != "google_cloud_tasks_queue.runs.name" && q != "google_cloud_tasks_queue.runs.id" && q != "google_cloud_tasks_queue.runs[each.value.queue].name" {
 				problems = append(problems, fmt.Sprintf("%s: roles/cloudtasks.enqueuer must be on google_cloud_tasks_queue.runs, not %s", name, q))
 			}
 			wantMembers(name, b, "roles/cloudtasks.enqueuer")
@@ -1722,8 +1744,8 @@ func TestTerraformRulesFail(t *testing.T) {
 			`role    = "roles/logging.logWriter"`, `role    = "roles/cloudtasks.enqueuer"`,
 			"google_project_iam_member.build_logs grants roles/cloudtasks.enqueuer on more than the queue"},
 		{"enqueuer for every function", "tasksIAM", "tasks.tf",
-			"resource \"google_cloud_tasks_queue_iam_member\" \"enqueuer\" {\n  for_each = local.tasks_functions",
-			"resource \"google_cloud_tasks_queue_iam_member\" \"enqueuer\" {\n  for_each = toset(keys(local.functions))",
+			`tasks_functions = toset([for k, f in local.functions : k if contains(keys(f.env), "BATON_TASKS_QUEUE")])`,
+			"tasks_functions = toset(keys(local.functions))",
 			"roles/cloudtasks.enqueuer is granted to [GPU GPUCallback Rent Run Schedules Tick], want exactly the functions that read BATON_TASKS_QUEUE"},
 		{"enqueuers chosen by the wrong variable", "tasksIAM", "tasks.tf",
 			`contains(keys(f.env), "BATON_TASKS_QUEUE")`, `contains(keys(f.env), "BATON_MONGO_URI")`,
@@ -1752,10 +1774,10 @@ func TestTerraformRulesFail(t *testing.T) {
 			"      name        = local.run_name\n", "      name        = \"baton-runner\"\n",
 			`evaluates to "https://baton-run-NUMBER.REGION.run.app", want Cloud Run's deterministic URL of the Run function "baton-runner"`},
 		{"queue given by name", "tasks", "main.tf",
-			"BATON_TASKS_QUEUE           = google_cloud_tasks_queue.runs.id\n        BATON_RUN_URL               = local.run_url\n        BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email\n        # Seconds-level", "BATON_TASKS_QUEUE           = \"baton-runs\"\n        BATON_RUN_URL               = local.run_url\n        BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email\n        # Seconds-level",
-			"Schedules: BATON_TASKS_QUEUE must be google_cloud_tasks_queue.runs.id"},
+			"BATON_TASKS_QUEUE           = local.tasks_queues\n        BATON_RUN_URL               = local.run_url\n        BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email\n        # Seconds-level", "BATON_TASKS_QUEUE           = \"baton-runs\"\n        BATON_RUN_URL               = local.run_url\n        BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email\n        # Seconds-level",
+			"Schedules: BATON_TASKS_QUEUE must be local.tasks_queues"},
 		{"tasks account of another account", "tasks", "main.tf",
-			"BATON_TASKS_QUEUE           = google_cloud_tasks_queue.runs.id\n        BATON_RUN_URL               = local.run_url\n        BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email\n        # Seconds-level", "BATON_TASKS_QUEUE           = google_cloud_tasks_queue.runs.id\n        BATON_RUN_URL               = local.run_url\n        BATON_TASKS_SERVICE_ACCOUNT = google_service_account.scheduler.email\n        # Seconds-level",
+			"BATON_TASKS_QUEUE           = local.tasks_queues\n        BATON_RUN_URL               = local.run_url\n        BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email\n        # Seconds-level", "BATON_TASKS_QUEUE           = local.tasks_queues\n        BATON_RUN_URL               = local.run_url\n        BATON_TASKS_SERVICE_ACCOUNT = google_service_account.scheduler.email\n        # Seconds-level",
 			"Schedules: BATON_TASKS_SERVICE_ACCOUNT must be google_service_account.tasks.email"},
 		{"tasks account renamed", "tasks", "tasks.tf",
 			`account_id   = "baton-tasks"`, `account_id   = "baton-dispatch"`,
@@ -1779,8 +1801,11 @@ func TestTerraformRulesFail(t *testing.T) {
 			"  default     = 1860\n", "  default     = 900\n",
 			"Run: timeout var.run_timeout_seconds must default to at least 1800 s"},
 		{"Run scales apart from the queue", "tasks", "main.tf",
-			"max_instances = var.tasks_max_concurrent_dispatches", "max_instances = 10",
-			"Run: max_instances must be the queue's rate_limits.max_concurrent_dispatches"},
+			"max_instances = local.run_max_instances", "max_instances = 10",
+			"Run: max_instances must be local.run_max_instances"},
+		{"Run sized without its concurrency", "tasks", "main.tf",
+			"var.tasks_max_concurrent_dispatches / var.run_concurrency", "var.tasks_max_concurrent_dispatches",
+			"Run: max_instances must be local.run_max_instances"},
 		{"daemon may scale to zero", "daemon", "daemon.tf",
 			"min_instance_count = 1", "min_instance_count = 0",
 			"daemon: template.scaling.min_instance_count must be 1"},

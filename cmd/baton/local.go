@@ -65,6 +65,9 @@ requests in flight finish (up to 30s), then the emulators stop.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			began := time.Now()
+			if cfg.Queues < 1 || cfg.Queues > 20 {
+				return usageError("local: --queues %d: want 1 to 20, as Terraform's tasks_queue_count", cfg.Queues)
+			}
 			if cfg.GPUWorkers < 0 || cfg.GPUWorkers > 64 {
 				return usageError("local: --gpu-workers %d: want 0 to 64", cfg.GPUWorkers)
 			}
@@ -132,6 +135,7 @@ requests in flight finish (up to 30s), then the emulators stop.`,
 	f.DurationVar(&tick, "tick", stack.DefaultTick, "how often the scheduler emulator POSTs /Tick (e.g. 5s for demos); 0 turns it off")
 	f.IntVar(&cfg.Partitions, "partitions", 1, "P: each tick is a coordinator that creates P partition tasks on the Cloud Tasks emulator's baton-ticks queue, and each decides the decider shards v mod P == p under leases/tick-<v>.json, as a partitioned deployment does; 0 decides in the tick itself under leases/tick.json")
 	f.StringVar(&cfg.Bucket, "bucket", stack.DefaultBucket, "bucket to create in the GCS emulator (BATON_BUCKET)")
+	f.IntVar(&cfg.Queues, "queues", 1, "run queues on the Cloud Tasks emulator, as Terraform's tasks_queue_count: schedules spread over them by a hash of their id")
 	f.IntVar(&cfg.GPUWorkers, "gpu-workers", 2, "local GPU workers (one slot each) that run real commands on the CPU; 0 uses BATON_GPU_POOL instead")
 	f.StringSliceVar(&cfg.GPUCommand, "gpu-command", stack.DefaultGPUCommand, "the local GPU workers' command (argv, comma-separated); the job's payload is its stdin")
 	f.BoolVar(&cfg.Lax, "lax-emulators", false, "turn the emulators' strict mode off, for debugging: writes wait their turn instead of answering 112, handshakes without loadBalanced, unsorted results in insertion order and over-limit documents are accepted (logged at warn)")

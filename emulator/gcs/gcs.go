@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/storage"
@@ -142,6 +143,18 @@ func (s *Server) ObjectWrites(bucket, object string) (applied, refused int64) {
 	s.front.rate.mu.Lock()
 	defer s.front.rate.mu.Unlock()
 	return s.front.rate.writes[key], s.front.rate.refused[key]
+}
+
+// ObjectWriteTimes returns when the emulator applied the last writes to
+// one object (up to 256, oldest first), on its clock. The 429 limiter lets
+// a burst of two through after a quiet second, as Cloud Storage may, so a
+// test that a caller itself keeps one write a second apart reads the
+// spacing here rather than waiting for a refusal.
+func (s *Server) ObjectWriteTimes(bucket, object string) []time.Time {
+	key := rateKey(bucket, object)
+	s.front.rate.mu.Lock()
+	defer s.front.rate.mu.Unlock()
+	return slices.Clone(s.front.rate.times[key])
 }
 
 // FailNextWrites makes the next n writes to one object get 429

@@ -46,7 +46,14 @@ type objectRate struct {
 	writes  map[string]int64 // applied writes per object, for tests
 	refused map[string]int64 // 429s per object, for tests
 	force   map[string]int   // writes still to be refused (FailNextWrites)
+	// times is when the last writes per object were applied, on the
+	// front's clock, at most maxWriteTimes each (ObjectWriteTimes).
+	times map[string][]time.Time
 }
+
+// maxWriteTimes bounds the applied-write times kept per object: enough for
+// a test's window, and a long-running local stack does not grow.
+const maxWriteTimes = 256
 
 type tokenBucket struct {
 	tokens float64
@@ -54,7 +61,7 @@ type tokenBucket struct {
 }
 
 func newObjectRate(now func() time.Time) *objectRate {
-	return &objectRate{now: now, buckets: map[string]*tokenBucket{}, writes: map[string]int64{}, refused: map[string]int64{}, force: map[string]int{}}
+	return &objectRate{now: now, buckets: map[string]*tokenBucket{}, writes: map[string]int64{}, refused: map[string]int64{}, force: map[string]int{}, times: map[string][]time.Time{}}
 }
 
 func rateKey(bucket, object string) string { return bucket + "\x00" + object }
@@ -114,7 +121,13 @@ func (r *objectRate) spend(bucket, object string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.writes[key]++
-	b := r.refill(key, r.now())
+	now := r.now()
+	ts := append(r.times[key], now)
+	if len(ts) > maxWriteTimes {
+		ts = ts[len(ts)-maxWriteTimes:]
+	}
+	r.times[key] = ts
+	b := r.refill(key, now)
 	b.tokens = max(b.tokens-1, 0)
 }
 

@@ -51,23 +51,35 @@ const (
 	DefaultTick     = time.Minute
 	// TickJob is the scheduler job that calls /Tick.
 	TickJob = "baton-tick"
-	// TasksQueue is the Cloud Tasks queue the local Tick hands runs to.
+	// TasksQueue is the Cloud Tasks queue the local Tick hands runs to
+	// (the first, when Config.Queues asks for more).
 	TasksQueue = "projects/local/locations/local/queues/baton-runs"
 	// TickQueue is the Cloud Tasks queue of the local partition tasks,
 	// which call /Tick back (Config.Partitions).
 	TickQueue = "projects/local/locations/local/queues/baton-ticks"
 )
 
-// localQueue is the local queue's configuration: the Terraform defaults'
-// retry shape with shorter backoffs, so that a Run answering 503 is tried
-// again within seconds on a laptop.
-func localQueue() *cloudtaskspb.Queue {
+// TasksQueues is the full names of n run queues as Terraform names them
+// (tasks_queue_count): TasksQueue, then TasksQueue-1, TasksQueue-2, …, in
+// the order the enqueuer hashes over.
+func TasksQueues(n int) []string {
+	out := []string{TasksQueue}
+	for i := 1; i < n; i++ {
+		out = append(out, TasksQueue+"-"+strconv.Itoa(i))
+	}
+	return out
+}
+
+// localQueue is a local queue's configuration: the Terraform defaults'
+// rate limits and retry shape, with shorter backoffs so that a Run
+// answering 503 is tried again within seconds on a laptop.
+func localQueue(name string) *cloudtaskspb.Queue {
 	return &cloudtaskspb.Queue{
-		Name: TasksQueue,
+		Name: name,
 		RetryConfig: &cloudtaskspb.RetryConfig{
 			MaxAttempts: 5, MinBackoff: durationpb.New(time.Second), MaxBackoff: durationpb.New(30 * time.Second), MaxDoublings: 4,
 		},
-		RateLimits: &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: 500, MaxConcurrentDispatches: 200},
+		RateLimits: &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: 250, MaxConcurrentDispatches: 1000},
 	}
 }
 
@@ -140,6 +152,10 @@ type Config struct {
 	// NotifyBackoff is the delay after a failed notification delivery;
 	// zero means the scheduler's default. Tests shorten it.
 	NotifyBackoff time.Duration
+	// Queues is the number of run queues (baton local --queues, Terraform's
+	// tasks_queue_count); 0 means 1. Schedules spread over them as in the
+	// cloud, so the same enqueuer runs locally.
+	Queues int
 }
 
 // Stack is a running local stack.
@@ -164,6 +180,8 @@ type Stack struct {
 	Tasks *tasks.Server
 	// TasksHost is its host:port (CLOUD_TASKS_EMULATOR_HOST).
 	TasksHost string
+	// Queues is the run queues' full names (BATON_TASKS_QUEUE), in order.
+	Queues []string
 	// Logger is the stack's logger.
 	Logger *slog.Logger
 	// PubSub is Google's in-memory Pub/Sub fake (pstest), with the topic
@@ -280,12 +298,13 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	s.TasksHost = s.Tasks.Addr()
 	// Created, or (replayed from the data dir) set to this configuration.
-	if _, err := s.Tasks.EnsureQueue(ctx, localQueue()); err != nil {
-		return nil, fmt.Errorf("stack: create queue: %w", err)
+	s.Queues = TasksQueues(max(cfg.Queues, 1))
+	for _, q := range s.Queues {
+		if _, err := s.Tasks.EnsureQueue(ctx, localQueue(q)); err != nil {
+			return nil, fmt.Errorf("stack: create queue %s: %w", q, err)
+		}
 	}
-	tq := localQueue()
-	tq.Name = TickQueue
-	if _, err := s.Tasks.EnsureQueue(ctx, tq); err != nil {
+	if _, err := s.Tasks.EnsureQueue(ctx, localQueue(TickQueue)); err != nil {
 		return nil, fmt.Errorf("stack: create queue: %w", err)
 	}
 
@@ -347,7 +366,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		// Notifications link to this stack's own console.
 		deps.ConsoleURL = s.URL + console.DefaultPrefix
 	}
-	if s.queue, err = taskqueue.Open(ctx, taskqueue.Config{Queue: TasksQueue, URL: s.URL + "/Run", ServiceAccount: LocalTasksAccount}, s.TasksHost); err != nil {
+	if s.queue, err = taskqueue.Open(ctx, taskqueue.Config{Queues: s.Queues, URL: s.URL + "/Run", ServiceAccount: LocalTasksAccount}, s.TasksHost); err != nil {
 		_ = ln.Close()
 		return nil, fmt.Errorf("stack: %w", err)
 	}
@@ -574,7 +593,7 @@ func (s *Stack) Exports() string {
 		{config.EnvBucket, s.Bucket},
 		{config.EnvMongoURI, s.MongoURI},
 		{config.EnvTasksEmu, s.TasksHost},
-		{config.EnvTasksQueue, TasksQueue},
+		{config.EnvTasksQueue, strings.Join(s.Queues, ",")},
 		{config.EnvToken, s.Token},
 	} {
 		fmt.Fprintf(&b, "export %s=%s\n", kv[0], shellQuote(kv[1]))

@@ -53,6 +53,27 @@ resource "google_cloudfunctions2_function" "fn" {
     min_instance_count             = 0
     max_instance_count             = each.value.max_instances
     all_traffic_on_latest_revision = true
+
+    # Only Run sets these (null elsewhere: the memory's default vCPU and one
+    # request at a time).
+    available_cpu                    = lookup(each.value, "cpu", null)
+    max_instance_request_concurrency = lookup(each.value, "concurrency", null)
+  }
+
+  lifecycle {
+    # A variable's validation cannot see another variable in Terraform 1.5.
+    # Cloud Run serves more than one request at a time only with at least
+    # 1 vCPU (https://cloud.google.com/run/docs/about-concurrency), and
+    # fewer instances than dispatches in flight answer 429s that use up the
+    # tasks' attempts.
+    precondition {
+      condition     = each.key != "Run" || var.run_concurrency == 1 || tonumber(var.run_cpu) >= 1
+      error_message = "run_concurrency above 1 needs run_cpu of at least 1 (Cloud Run's rule for concurrency)."
+    }
+    precondition {
+      condition     = each.key != "Run" || local.run_max_instances >= local.run_instances_needed
+      error_message = "run_max_instances is below tasks_queue_count × tasks_max_concurrent_dispatches / run_concurrency: dispatches beyond Run's capacity would get 429s."
+    }
   }
 
   # The build account's grants and the runtime accounts' grants are in

@@ -40,6 +40,11 @@ locals {
   run_name = "baton-run"
   run_url  = "https://${local.run_name}-${data.google_project.this.number}.${var.region}.run.app"
 
+  # Run's instances: enough for every dispatch in flight on every queue at
+  # run_concurrency each, unless run_max_instances says more.
+  run_instances_needed = ceil(var.tasks_queue_count * var.tasks_max_concurrent_dispatches / var.run_concurrency)
+  run_max_instances    = var.run_max_instances > 0 ? var.run_max_instances : local.run_instances_needed
+
   # MONGODB-OIDC with the runtime service account (ENVIRONMENT:gcp,
   # TOKEN_RESOURCE:FIRESTORE): the driver fetches a token from the metadata
   # server, so there is no password to store, leak or rotate, and access is
@@ -89,7 +94,7 @@ locals {
         BATON_HISTORY_KEEP          = var.history_keep
         BATON_TARGET_ID_TOKEN       = "true"
         BATON_LOG_LEVEL             = var.log_level
-        BATON_TASKS_QUEUE           = google_cloud_tasks_queue.runs.id
+        BATON_TASKS_QUEUE           = local.tasks_queues
         BATON_RUN_URL               = local.run_url
         BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
       }
@@ -107,11 +112,15 @@ locals {
       # for an answer; a function that timed out first would be killed
       # mid-run, with its job lease still held, and the task retried.
       timeout = var.run_timeout_seconds
-      memory  = "512Mi"
-      # One dispatch occupies one instance (a gen2 function below one vCPU
-      # serves one request at a time). More dispatches than instances would
-      # get 429s, each one using up an attempt of the task.
-      max_instances = var.tasks_max_concurrent_dispatches
+      # Run serves run_concurrency requests per instance, which Cloud Run
+      # allows only with at least 1 vCPU (the precondition in functions.tf).
+      # Its instances must hold every dispatch the queues may have in
+      # flight: a dispatch beyond them gets a 429, which uses up an attempt
+      # of the task. docs/deploy.md, "Sizing", explains the defaults.
+      memory        = var.run_memory
+      cpu           = var.run_cpu
+      concurrency   = var.run_concurrency
+      max_instances = local.run_max_instances
       env = {
         # The default notification channel (docs/notifications.md).
         BATON_NOTIFY_WEBHOOK_URL    = var.notify_webhook_url
@@ -131,7 +140,7 @@ locals {
         BATON_HISTORY_KEEP          = var.history_keep
         BATON_TARGET_ID_TOKEN       = "true"
         BATON_LOG_LEVEL             = var.log_level
-        BATON_TASKS_QUEUE           = google_cloud_tasks_queue.runs.id
+        BATON_TASKS_QUEUE           = local.tasks_queues
         BATON_RUN_URL               = local.run_url
         BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
       }
@@ -164,7 +173,7 @@ locals {
         BATON_HISTORY_KEEP          = var.history_keep
         BATON_TARGET_ID_TOKEN       = "true"
         BATON_LOG_LEVEL             = var.log_level
-        BATON_TASKS_QUEUE           = google_cloud_tasks_queue.runs.id
+        BATON_TASKS_QUEUE           = local.tasks_queues
         BATON_RUN_URL               = local.run_url
         BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
         # Seconds-level crons fire only where something ticks every second;

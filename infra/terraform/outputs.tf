@@ -9,8 +9,13 @@ output "run_url" {
 }
 
 output "tasks_queue" {
-  description = "Full ID of the Cloud Tasks queue runs are handed to (BATON_TASKS_QUEUE), for gcloud tasks queues describe/pause/resume."
-  value       = google_cloud_tasks_queue.runs.id
+  description = "Full ID of the first Cloud Tasks queue runs are handed to, for gcloud tasks queues describe/pause/resume; tasks_queues lists them all."
+  value       = google_cloud_tasks_queue.runs[0].id
+}
+
+output "tasks_queues" {
+  description = "Full IDs of every run queue, in the order the enqueuer hashes over (BATON_TASKS_QUEUE)."
+  value       = google_cloud_tasks_queue.runs[*].id
 }
 
 output "daemon_service" {

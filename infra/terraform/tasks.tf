@@ -1,12 +1,23 @@
 # The hand-off from deciding to executing (DESIGN.md flow 1, step 6). Tick
-# and Schedules create one task per decided run, named after the run, on this
-# queue; Run enqueues its retries here too. Every task is an HTTP task to Run
-# carrying an OIDC token of baton-tasks, so what the queue may call is
-# decided by one grant: run.invoker for baton-tasks on Run.
+# and Schedules create one task per decided run, named after the run, on one
+# of these queues; Run enqueues its retries there too. Every task is an HTTP
+# task to Run carrying an OIDC token of baton-tasks, so what the queues may
+# call is decided by one grant: run.invoker for baton-tasks on Run.
+#
+# One queue dispatches at most 500 tasks a second
+# (https://cloud.google.com/tasks/docs/quotas), 30,000 runs a minute. Past
+# that, tasks_queue_count queues share the load: the enqueuer picks a
+# schedule's queue by a stable hash of its id (shared/taskqueue), so all of
+# one schedule's tasks, retries included, stay in one queue. Queue 0 keeps
+# the name tasks_queue_name (a deployment from before count existed keeps
+# its queue: Terraform moves runs to runs[0] by itself); queue i > 0 is
+# named tasks_queue_name-i. docs/deploy.md, "Sizing", has the arithmetic.
 resource "google_cloud_tasks_queue" "runs" {
+  count = var.tasks_queue_count
+
   project  = var.project
   location = var.region
-  name     = var.tasks_queue_name
+  name     = count.index == 0 ? var.tasks_queue_name : "${var.tasks_queue_name}-${count.index}"
   # A deleted queue's name cannot be reused for 7 days, so a protected
   # deployment refuses to delete it by accident.
   deletion_policy = var.deletion_protection ? "PREVENT" : "DELETE"
@@ -57,20 +68,42 @@ resource "google_service_account" "tasks" {
 }
 
 locals {
-  # Who enqueues: exactly the functions that are told the queue.
+  # Who enqueues: exactly the functions that are told the queues.
   tasks_functions = toset([for k, f in local.functions : k if contains(keys(f.env), "BATON_TASKS_QUEUE")])
+  # BATON_TASKS_QUEUE: every run queue's full ID, comma-separated, in index
+  # order. The order is part of the hash's contract (a schedule's queue is
+  # hash mod count, by position), so it must not be sorted by name.
+  tasks_queues = join(",", google_cloud_tasks_queue.runs[*].id)
+  # One grant per enqueuing function and queue, "Fn/i".
+  tasks_enqueuers = { for p in setproduct(sort(tolist(local.tasks_functions)), range(var.tasks_queue_count)) : "${p[0]}/${p[1]}" => { fn = p[0], queue = p[1] } }
 }
 
-# Enqueuing is granted on this queue only, not project-wide, so these
+# Enqueuing is granted on baton's queues only, not project-wide, so these
 # accounts cannot create tasks on other queues of the project.
 resource "google_cloud_tasks_queue_iam_member" "enqueuer" {
-  for_each = local.tasks_functions
+  for_each = local.tasks_enqueuers
 
   project  = var.project
   location = var.region
-  name     = google_cloud_tasks_queue.runs.name
+  name     = google_cloud_tasks_queue.runs[each.value.queue].name
   role     = "roles/cloudtasks.enqueuer"
-  member   = google_service_account.function[each.key].member
+  member   = google_service_account.function[each.value.fn].member
+}
+
+# The grants of a deployment from before tasks_queue_count were keyed by
+# function alone; they are queue 0's, kept in place rather than replaced
+# (a replace would leave the function unable to enqueue for a moment).
+moved {
+  from = google_cloud_tasks_queue_iam_member.enqueuer["Tick"]
+  to   = google_cloud_tasks_queue_iam_member.enqueuer["Tick/0"]
+}
+moved {
+  from = google_cloud_tasks_queue_iam_member.enqueuer["Run"]
+  to   = google_cloud_tasks_queue_iam_member.enqueuer["Run/0"]
+}
+moved {
+  from = google_cloud_tasks_queue_iam_member.enqueuer["Schedules"]
+  to   = google_cloud_tasks_queue_iam_member.enqueuer["Schedules/0"]
 }
 
 # Creating a task with an OIDC token for baton-tasks needs

@@ -412,9 +412,9 @@ variable "tasks_max_retry_duration_seconds" {
 }
 
 variable "tasks_max_dispatches_per_second" {
-  description = "Highest rate at which the queue dispatches tasks to Run (rate_limits.max_dispatches_per_second). Cloud Tasks allows at most 500 per queue."
+  description = "Highest rate at which each run queue dispatches tasks to Run (rate_limits.max_dispatches_per_second). Cloud Tasks allows at most 500 per queue (https://cloud.google.com/tasks/docs/quotas). The default, 250, is 15,000 runs a minute per queue: docs/deploy.md, \"Sizing\"."
   type        = number
-  default     = 50
+  default     = 250
 
   validation {
     condition     = var.tasks_max_dispatches_per_second > 0 && var.tasks_max_dispatches_per_second <= 500
@@ -423,13 +423,68 @@ variable "tasks_max_dispatches_per_second" {
 }
 
 variable "tasks_max_concurrent_dispatches" {
-  description = "Most tasks in flight to Run at once (rate_limits.max_concurrent_dispatches), and so Run's max instances: one run per instance. Cloud Tasks allows at most 5000; the region's Cloud Run instance quota must allow as many."
+  description = "Most tasks each run queue has in flight to Run at once (rate_limits.max_concurrent_dispatches). Run's instances are sized to hold them all (run_max_instances). Cloud Tasks allows at most 5000 (https://cloud.google.com/tasks/docs/quotas). The default, 1000, keeps the rate the limit for runs of up to 4 s at 250 dispatches a second."
   type        = number
-  default     = 10
+  default     = 1000
 
   validation {
     condition     = var.tasks_max_concurrent_dispatches >= 1 && var.tasks_max_concurrent_dispatches <= 5000 && floor(var.tasks_max_concurrent_dispatches) == var.tasks_max_concurrent_dispatches
     error_message = "tasks_max_concurrent_dispatches must be a whole number from 1 to 5000 (Cloud Tasks' limit)."
+  }
+}
+
+variable "tasks_queue_count" {
+  description = "Number of run queues. One queue dispatches at most 500 tasks a second (https://cloud.google.com/tasks/docs/quotas); more queues multiply that. The enqueuer puts a schedule's tasks on queue hash(schedule id) mod count, so changing the count moves schedules between queues: a task created just before the change may be created again on the new queue, which Run's job lease and claim make harmless (docs/deploy.md, \"Sizing\")."
+  type        = number
+  default     = 1
+
+  validation {
+    condition     = var.tasks_queue_count >= 1 && var.tasks_queue_count <= 20 && floor(var.tasks_queue_count) == var.tasks_queue_count
+    error_message = "tasks_queue_count must be a whole number from 1 to 20 (20 queues at 500 dispatches a second is 600,000 runs a minute, far past what one Firestore database's deciders feed)."
+  }
+}
+
+variable "run_cpu" {
+  description = "vCPUs of each Run instance (service_config.available_cpu). Cloud Run serves concurrent requests only with at least 1 vCPU (https://cloud.google.com/run/docs/about-concurrency); a run mostly waits on its target, the database and the bucket, so one vCPU serves run_concurrency of them."
+  type        = string
+  default     = "1"
+
+  validation {
+    condition     = contains(["0.083", "0.167", "0.333", "0.583", "1", "2", "4", "6", "8"], var.run_cpu)
+    error_message = "run_cpu must be one of Cloud Run's CPU settings: 0.083, 0.167, 0.333, 0.583, 1, 2, 4, 6 or 8 (https://cloud.google.com/run/docs/configuring/services/cpu)."
+  }
+}
+
+variable "run_memory" {
+  description = "Memory of each Run instance (service_config.available_memory), shared by run_concurrency runs at once. Cloud Run bounds it by the vCPU count (https://cloud.google.com/run/docs/configuring/services/memory-limits)."
+  type        = string
+  default     = "1Gi"
+
+  validation {
+    condition     = can(regex("^(128|256|512)Mi$|^([1-9]|[12][0-9]|3[0-2])Gi$", var.run_memory))
+    error_message = "run_memory must be 128Mi, 256Mi, 512Mi or 1Gi to 32Gi in whole GiB (Cloud Run's memory limits)."
+  }
+}
+
+variable "run_concurrency" {
+  description = "Requests one Run instance serves at once (service_config.max_instance_request_concurrency). Above 1 needs run_cpu of at least 1. Cloud Run allows up to 1000 (https://cloud.google.com/run/docs/about-concurrency)."
+  type        = number
+  default     = 80
+
+  validation {
+    condition     = var.run_concurrency >= 1 && var.run_concurrency <= 1000 && floor(var.run_concurrency) == var.run_concurrency
+    error_message = "run_concurrency must be a whole number from 1 to 1000 (Cloud Run's limit)."
+  }
+}
+
+variable "run_max_instances" {
+  description = "Most Run instances. 0 (the default) sizes it to hold every dispatch the queues may have in flight: ceil(tasks_queue_count × tasks_max_concurrent_dispatches / run_concurrency). A smaller number is refused (those dispatches would get 429s); the region's Cloud Run instance quota must allow it."
+  type        = number
+  default     = 0
+
+  validation {
+    condition     = var.run_max_instances >= 0 && var.run_max_instances <= 1000 && floor(var.run_max_instances) == var.run_max_instances
+    error_message = "run_max_instances must be a whole number from 0 (sized from the queues) to 1000."
   }
 }
 

@@ -132,7 +132,7 @@ var Vars = []Var{
 	{EnvWorkerCommand, []string{SvcWorker}, `["sh","-c","cat"]`, "The command a GPU worker runs for each job, as a JSON argv list."},
 	{EnvLogLevel, nil, "info", "debug, info, warn or error."},
 	{EnvTargetIDToken, []string{FnTick, FnSchedules, FnRun, CLI}, "false", "`true` makes `http` targets carry a Google-signed OIDC ID token (audience: the target URL), as in the cloud, where Terraform sets it. Locally there are no Google credentials: leave it `false`."},
-	{EnvTasksQueue, []string{FnTick, FnSchedules, FnRun}, "", "Cloud Tasks queue that decided runs are handed to (`projects/P/locations/L/queues/baton-runs`). Each task calls the Run function. Empty executes runs inside the calling process, which only `baton daemon` should do: a Tick that executes waits for its slowest target."},
+	{EnvTasksQueue, []string{FnTick, FnSchedules, FnRun}, "", "Cloud Tasks queue that decided runs are handed to (`projects/P/locations/L/queues/baton-runs`), or several separated by commas: a schedule's tasks go to the queue at FNV-1a(schedule id) mod their number, so the order matters. Each task calls the Run function. Empty executes runs inside the calling process, which only `baton daemon` should do: a Tick that executes waits for its slowest target."},
 	{EnvRunURL, []string{FnTick, FnSchedules, FnRun}, "", "URL of the Run function: every task's HTTP target and the audience of its OIDC token."},
 	{EnvTasksAccount, []string{FnTick, FnSchedules, FnRun}, "", "Service account whose OIDC token each task carries to Run (Terraform's `baton-tasks`). The enqueuer needs `iam.serviceAccounts.actAs` on it."},
 	{EnvTasksEmu, nil, "", "host:port of a Cloud Tasks emulator (set by `baton local`); unset in the cloud."},

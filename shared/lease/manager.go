@@ -59,6 +59,12 @@ type Options struct {
 	// limit (a lax emulator), where a real second per cycle would be all
 	// the test's time and prove nothing about the rate.
 	ObjectWriteGap time.Duration
+	// Flat keeps every lease at PREFIX+NAME+".json", job leases included,
+	// with no hash directory and no legacy retirement (spread.go): the
+	// layout of versions before the spread, for a test that plays an older
+	// process. A deployment never sets it: all of its processes must agree
+	// on where a lease lives.
+	Flat bool
 }
 
 // DefaultSkew is the clock-skew allowance when Options.Skew is zero.
@@ -96,9 +102,12 @@ type Manager struct {
 	lastWrite map[string]time.Time
 	// writeGap is Options.ObjectWriteGap with its default applied.
 	writeGap time.Duration
+	// flat is Options.Flat.
+	flat bool
 }
 
-// NewManager returns a Manager for leases stored as PREFIX+NAME+".json" in b.
+// NewManager returns a Manager for leases stored as PREFIX+NAME+".json" in
+// b, or PREFIX+hh/+NAME+".json" for job leases (spread.go).
 func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 	m := &Manager{
 		bucket:  b,
@@ -115,6 +124,7 @@ func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 
 		lastWrite: map[string]time.Time{},
 		writeGap:  o.ObjectWriteGap,
+		flat:      o.Flat,
 	}
 	if m.writeGap == 0 {
 		m.writeGap = MinObjectWriteGap
@@ -232,16 +242,28 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 		}
 		cond := storage.Conditions{DoesNotExist: true}
 		rec.Epoch = 1
-		if cur.Generation == 0 && m.floor != nil {
+		if cur.Generation == 0 && (m.floor != nil || m.spreads(name)) {
 			if floor < 0 {
-				f, err := m.floor(ctx, name)
-				if err != nil {
-					return nil, fmt.Errorf("lease %q: acquire: epoch floor: %w", name, err)
+				var f int64
+				if m.floor != nil {
+					var err error
+					if f, err = m.floor(ctx, name); err != nil {
+						return nil, fmt.Errorf("lease %q: acquire: epoch floor: %w", name, err)
+					}
+					if f > 0 {
+						m.log.Warn("lease object missing; its epoch starts above the fences the store holds", "lease", name, "floor", f)
+					}
+				}
+				if m.spreads(name) {
+					// Before the first write at the spread name: no older
+					// process may hold, or take, the flat one.
+					legacy, err := m.retireLegacy(ctx, name)
+					if err != nil {
+						return nil, err
+					}
+					f = max(f, legacy)
 				}
 				floor = max(f, 0)
-				if floor > 0 {
-					m.log.Warn("lease object missing; its epoch starts above the fences the store holds", "lease", name, "floor", floor)
-				}
 			}
 			rec.Epoch = floor + 1
 		}
@@ -353,6 +375,14 @@ func (m *Manager) info(name string, st state) *Info {
 // exists in the free state, and a nil one if it does not exist.
 func (m *Manager) Status(ctx context.Context, name string) (*Info, error) {
 	st, err := m.readLease(ctx, name)
+	if errors.Is(err, ErrNotFound) && m.spreads(name) {
+		// Not taken at its spread name yet: during an upgrade an older
+		// process may hold it at the flat one (spread.go), and the sweep
+		// must not think its run's executor dead.
+		if i, lerr := m.legacyStatus(ctx, name); lerr != nil || i != nil {
+			return i, lerr
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -391,36 +421,48 @@ func (m *Manager) infos(ctx context.Context, attrs []*storage.ObjectAttrs, more 
 	if len(attrs) > 0 {
 		last = attrs[len(attrs)-1].Name
 	}
-	markers := map[string]marker{}
+	markers := map[string]marker{} // by object name
 	for _, a := range attrs {
-		if name, ok := strings.CutSuffix(strings.TrimPrefix(a.Name, m.prefix), ".json"+markerSuffix); ok {
+		if _, ok := strings.CutSuffix(a.Name, ".json"+markerSuffix); ok {
 			if k, ok := markerFromMetadata(a.Metadata); ok {
-				markers[name] = k
+				markers[strings.TrimSuffix(a.Name, markerSuffix)] = k
 			}
 		}
 	}
 	out := make([]Info, 0, len(attrs))
 	for _, a := range attrs {
-		name, ok := strings.CutSuffix(strings.TrimPrefix(a.Name, m.prefix), ".json")
+		rel, ok := strings.CutSuffix(strings.TrimPrefix(a.Name, m.prefix), ".json")
 		if !ok {
 			continue
 		}
-		st, err := m.stateFromAttrs(ctx, name, a)
-		if err != nil {
+		name, legacy := m.nameOf(rel)
+		var st state
+		var err error
+		if legacy {
+			// An older version's object of a spread lease: shown while such
+			// a process holds it (an upgrade in flight), not once retired.
+			rec, ok := recordFromMetadata(a.Metadata)
+			if !ok || rec.Holder == TombstoneHolder {
+				continue
+			}
+			st = state{record: rec, Generation: a.Generation, Updated: a.Updated}
+		} else if st, err = m.stateFromAttrs(ctx, name, a); err != nil {
 			m.log.Warn("lease: list: skipping object", "object", a.Name, "err", err)
 			continue
 		}
 		if !st.free() {
-			k, ok := markers[name]
-			if !ok && more && m.markerName(name) > last {
+			k, ok := markers[a.Name]
+			if !ok && more && a.Name+markerSuffix > last {
 				var err error
-				if k, ok, err = m.readMarker(ctx, name); err != nil {
+				if k, ok, err = m.readMarkerObject(ctx, name, a.Name+markerSuffix); err != nil {
 					m.log.Warn("lease: list: release marker unreadable; shown as held", "lease", name, "err", err)
 				}
 			}
 			st.Released = ok && k.matches(st)
 		}
-		out = append(out, *m.info(name, st))
+		i := m.info(name, st)
+		i.Object = a.Name // a legacy object is not where the lease lives now
+		out = append(out, *i)
 	}
 	return out
 }
@@ -429,7 +471,8 @@ func (m *Manager) infos(ctx context.Context, attrs []*storage.ObjectAttrs, more 
 const MaxListPage = 500
 
 // ListPage returns one page of lease objects under the prefix, free ones
-// included, in object-name (so lease-name) order, and the token of the
+// included, in object-name order (job leases sort by their hash directory,
+// spread.go), and the token of the
 // next page ("" on the last). It is built on the bucket list's own page
 // token and maxResults, so a page of n reads at most n objects however
 // deep it is: no skipping. pageSize must be 1..MaxListPage. A pageToken

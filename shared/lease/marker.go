@@ -99,7 +99,13 @@ func markerFromMetadata(md map[string]string) (marker, bool) {
 // readMarker returns the lease's release marker; ok is false when there is
 // none.
 func (m *Manager) readMarker(ctx context.Context, name string) (k marker, ok bool, err error) {
-	attrs, err := m.markerObject(name).Attrs(ctx)
+	return m.readMarkerObject(ctx, name, m.markerName(name))
+}
+
+// readMarkerObject is readMarker of the marker object named object (a
+// legacy object's, spread.go).
+func (m *Manager) readMarkerObject(ctx context.Context, name, object string) (k marker, ok bool, err error) {
+	attrs, err := m.bucket.Object(object).Retryer(storage.WithPolicy(storage.RetryAlways), storage.WithBackoff(m.backoff)).Attrs(ctx)
 	if errors.Is(err, storage.ErrObjectNotExist) {
 		return marker{}, false, nil
 	}

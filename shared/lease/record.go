@@ -87,11 +87,21 @@ func (s state) expiresAt(skew time.Duration) time.Time {
 
 func (s state) free() bool { return s.Holder == "" || s.Released }
 
-// objectName maps a lease name to its object.
-func (m *Manager) objectName(name string) string { return m.prefix + name + ".json" }
+// objectName maps a lease name to its object: PREFIX+NAME+".json", or
+// PREFIX+hh/+NAME+".json" for a spread lease (spread.go).
+func (m *Manager) objectName(name string) string {
+	if m.spreads(name) {
+		return m.prefix + SpreadDir(name) + name + ".json"
+	}
+	return m.prefix + name + ".json"
+}
 
-func (m *Manager) object(name string) *storage.ObjectHandle {
-	return m.bucket.Object(m.objectName(name)).Retryer(
+func (m *Manager) object(name string) *storage.ObjectHandle { return m.handle(m.objectName(name)) }
+
+// handle is object with the lease writes' retry policy: idempotent only
+// (a write under a precondition).
+func (m *Manager) handle(object string) *storage.ObjectHandle {
+	return m.bucket.Object(object).Retryer(
 		storage.WithPolicy(storage.RetryIdempotent),
 		storage.WithBackoff(m.backoff),
 	)
@@ -134,11 +144,17 @@ func (m *Manager) stateFromAttrs(ctx context.Context, name string, attrs *storag
 // write stores rec under the precondition c and returns the new state, with
 // the generation and Updated time from the server's response.
 func (m *Manager) write(ctx context.Context, name string, rec record, c storage.Conditions) (state, error) {
+	return m.writeTo(ctx, m.object(name), name, rec, c)
+}
+
+// writeTo is write to another object than name's own (a legacy object,
+// spread.go).
+func (m *Manager) writeTo(ctx context.Context, obj *storage.ObjectHandle, name string, rec record, c storage.Conditions) (state, error) {
 	body, err := json.Marshal(rec)
 	if err != nil {
 		return state{}, fmt.Errorf("lease %q: encode: %w", name, err)
 	}
-	w := m.object(name).If(c).NewWriter(ctx)
+	w := obj.If(c).NewWriter(ctx)
 	w.ContentType = "application/json"
 	w.CacheControl = "no-store"
 	w.Metadata = rec.metadata()

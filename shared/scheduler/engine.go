@@ -24,7 +24,8 @@ import (
 const TickLease = "tick"
 
 // JobLease is the name of the job lease of a schedule (object
-// leases/job-<id>.json).
+// leases/<hh>/job-<id>.json: lease.SpreadDir spreads job leases over the
+// bucket's index).
 func JobLease(scheduleID string) string { return "job-" + scheduleID }
 
 // Defaults for Config.

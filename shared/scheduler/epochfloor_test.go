@@ -51,7 +51,7 @@ func TestLeaseResetDoesNotStallFencedWrites(t *testing.T) {
 	jobEpoch := runs[len(runs)-1].Epoch
 	// The lease store forgets.
 	for _, name := range []string{scheduler.TickLease, scheduler.JobLease("m")} {
-		if err := client.Bucket(bucket).Object("leases/" + name + ".json").Delete(ctx); err != nil {
+		if err := client.Bucket(bucket).Object(m.ObjectName(name)).Delete(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -18,7 +18,7 @@ import (
 // record for the schedule: nothing ran, in any shard.
 
 // ShardJobLease is the name of shard i's job lease of a sharded schedule
-// (object leases/job-<id>-<i>.json).
+// (object leases/<hh>/job-<id>-<i>.json, lease.SpreadDir).
 func ShardJobLease(scheduleID string, shard int) string {
 	return JobLease(scheduleID) + "-" + strconv.Itoa(shard)
 }

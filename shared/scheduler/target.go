@@ -242,6 +242,15 @@ func guardClient(c *http.Client, allowed []string, lookup func(ctx context.Conte
 		return c
 	}
 	t = t.Clone()
+	if t.MaxIdleConnsPerHost == 0 {
+		// Go keeps 2 idle connections a host by default
+		// (http.DefaultMaxIdleConnsPerHost). A Run instance serves up to
+		// run_concurrency runs at once, often of one target host: with 2,
+		// all but two of their connections close after each run, and the
+		// next runs pay a new TCP and TLS handshake each.
+		t.MaxIdleConnsPerHost = targetIdleConnsPerHost
+		t.MaxIdleConns = max(t.MaxIdleConns, targetIdleConnsPerHost)
+	}
 	dial := t.DialContext
 	if dial == nil && t.Dial != nil { //nolint:staticcheck // honour a caller's legacy Dial
 		legacy := t.Dial //nolint:staticcheck
@@ -290,6 +299,11 @@ func guardClient(c *http.Client, allowed []string, lookup func(ctx context.Conte
 	cp.Transport = t
 	return &cp
 }
+
+// targetIdleConnsPerHost is how many idle connections to one target host
+// the engine keeps: Run's default concurrency (run_concurrency, 80) and
+// then some, so that a full instance's runs of one host reuse theirs.
+const targetIdleConnsPerHost = 128
 
 // cgnat and nat64 are ranges net.IP has no method for.
 var (

@@ -21,6 +21,17 @@
 // nothing twice. CreateTask is retried (bounded, with backoff) on
 // UNAVAILABLE and DEADLINE_EXCEEDED for that reason: the retry is safe.
 //
+// # More than one queue
+//
+// One queue dispatches at most 500 tasks a second
+// (https://cloud.google.com/tasks/docs/quotas). Config.Queues lists several;
+// each schedule's tasks go to the queue QueueIndex picks from its id, so a
+// task name is always created on the same queue and its deduplication
+// holds. Changing the number of queues moves schedules: a task created just
+// before the change can be created again on its new queue. Run's claim and
+// job lease make that second delivery change nothing, as for any
+// redelivery.
+//
 // # Locally
 //
 // Open points the official client at emulator/tasks when

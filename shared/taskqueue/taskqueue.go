@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"net/url"
 	"regexp"
 	"time"
@@ -27,8 +28,15 @@ import (
 // Config says where tasks go and how they authenticate.
 type Config struct {
 	// Queue is the queue's full name, projects/P/locations/L/queues/Q
-	// (BATON_TASKS_QUEUE).
+	// (BATON_TASKS_QUEUE), when there is one queue.
 	Queue string
+	// Queues, when set, replaces Queue with several queues' full names
+	// (BATON_TASKS_QUEUE's comma-separated list): one queue dispatches at
+	// most 500 tasks a second (https://cloud.google.com/tasks/docs/quotas),
+	// and more queues multiply that. A schedule's tasks go to
+	// Queues[QueueIndex(scheduleID, len(Queues))], so the order is part of
+	// the deployment (Terraform lists them by index).
+	Queues []string
 	// URL is the Run function's URL: every task's target, and the audience
 	// of its OIDC token (BATON_RUN_URL).
 	URL string
@@ -50,10 +58,27 @@ var queuePattern = regexp.MustCompile(`^projects/[^/]+/locations/[^/]+/queues/[A
 // ErrConfig is wrapped by every configuration error.
 var ErrConfig = errcode.New(errcode.InvalidArgument, "taskqueue: bad configuration")
 
+// queues is Queues, or Queue alone.
+func (cfg Config) queues() []string {
+	if len(cfg.Queues) > 0 {
+		return cfg.Queues
+	}
+	return []string{cfg.Queue}
+}
+
 // Check validates cfg, naming the variable at fault.
 func (cfg Config) Check() error {
-	if !queuePattern.MatchString(cfg.Queue) {
-		return fmt.Errorf("%w: BATON_TASKS_QUEUE %q: want projects/PROJECT/locations/LOCATION/queues/QUEUE", ErrConfig, cfg.Queue)
+	seen := map[string]bool{}
+	for _, q := range cfg.queues() {
+		if !queuePattern.MatchString(q) {
+			return fmt.Errorf("%w: BATON_TASKS_QUEUE %q: want projects/PROJECT/locations/LOCATION/queues/QUEUE, or several of them separated by commas", ErrConfig, q)
+		}
+		// A queue listed twice would take two shares of the hash and
+		// double its own rate for no reason: a typo.
+		if seen[q] {
+			return fmt.Errorf("%w: BATON_TASKS_QUEUE lists %q twice", ErrConfig, q)
+		}
+		seen[q] = true
 	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -65,12 +90,36 @@ func (cfg Config) Check() error {
 	return nil
 }
 
-// Queue creates Run tasks on one Cloud Tasks queue. It implements
-// scheduler.Dispatcher and is safe for concurrent use.
+// Queue creates Run tasks on Cloud Tasks: on one queue, or spread over
+// several by schedule (Config.Queues). It implements scheduler.Dispatcher
+// and is safe for concurrent use.
 type Queue struct {
 	client *cloudtasks.Client
 	cfg    Config
+	queues []string
 	owned  bool // Close closes the client
+}
+
+// QueueIndex is the queue, of n, that schedule scheduleID's tasks go to:
+// FNV-1a of the id, mod n. Every task of one schedule (its decided runs,
+// the chunks of a catch-up batch, its retries, the sweep's recoveries)
+// lands in one queue, so what one queue guarantees to a schedule today
+// holds with many: a task name is deduplicated within its queue only, and
+// the chunks chained with After wait on each other in one queue's order.
+// The hash is fixed: a different one would move every schedule at an
+// upgrade, as changing n does (docs/deploy.md, "Sizing").
+func QueueIndex(scheduleID string, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(scheduleID)) // a hash's Write never fails
+	return int(h.Sum32() % uint32(n))
+}
+
+// QueueFor is the full name of the queue schedule scheduleID's tasks go to.
+func (q *Queue) QueueFor(scheduleID string) string {
+	return q.queues[QueueIndex(scheduleID, len(q.queues))]
 }
 
 var _ scheduler.Dispatcher = (*Queue)(nil)
@@ -83,7 +132,7 @@ func New(client *cloudtasks.Client, cfg Config) (*Queue, error) {
 	if cfg.DispatchDeadline == 0 {
 		cfg.DispatchDeadline = schedule.MaxDispatchDeadline
 	}
-	return &Queue{client: client, cfg: cfg}, nil
+	return &Queue{client: client, cfg: cfg, queues: cfg.queues()}, nil
 }
 
 // Open builds the client too: against the emulator at emulatorHost
@@ -142,7 +191,9 @@ func (q *Queue) Dispatch(ctx context.Context, t scheduler.Task) error {
 	if err != nil {
 		return fmt.Errorf("taskqueue: dispatch %s: encode: %w", t.Name, err)
 	}
-	return q.create(ctx, t.Name, body, t.At)
+	// A schedule's tasks stay in one queue (QueueFor), so that its
+	// dedup, chained chunks and retries meet there.
+	return q.create(ctx, q.QueueFor(t.ScheduleID), t.Name, body, t.At)
 }
 
 var _ scheduler.PartitionDispatcher = (*Queue)(nil)
@@ -159,11 +210,14 @@ func (q *Queue) DispatchPartition(ctx context.Context, t scheduler.PartitionTask
 	if err != nil {
 		return fmt.Errorf("taskqueue: dispatch partition %s: encode: %w", t.Name, err)
 	}
-	return q.create(ctx, t.Name, body, time.Time{})
+	// A duplicated tick's partition task must meet the first in one
+	// queue to be deduplicated: the queue is a function of the name.
+	return q.create(ctx, q.QueueFor(t.Name), t.Name, body, time.Time{})
 }
 
-// create creates one task named name that POSTs body to the queue's URL.
-func (q *Queue) create(ctx context.Context, name string, body []byte, at time.Time) error {
+// create creates one task named name on queue that POSTs body to the
+// queue's URL.
+func (q *Queue) create(ctx context.Context, queue, name string, body []byte, at time.Time) error {
 	req := &cloudtaskspb.HttpRequest{
 		Url:        q.cfg.URL,
 		HttpMethod: cloudtaskspb.HttpMethod_POST,
@@ -178,7 +232,7 @@ func (q *Queue) create(ctx context.Context, name string, body []byte, at time.Ti
 		req.Headers["Authorization"] = "Bearer " + q.cfg.Token
 	}
 	task := &cloudtaskspb.Task{
-		Name:             q.cfg.Queue + "/tasks/" + name,
+		Name:             queue + "/tasks/" + name,
 		DispatchDeadline: durationpb.New(q.cfg.DispatchDeadline),
 		MessageType:      &cloudtaskspb.Task_HttpRequest{HttpRequest: req},
 	}
@@ -187,7 +241,7 @@ func (q *Queue) create(ctx context.Context, name string, body []byte, at time.Ti
 	}
 	ctx, cancel := context.WithTimeout(ctx, dispatchTimeout)
 	defer cancel()
-	_, err := q.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: q.cfg.Queue, Task: task},
+	_, err := q.client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: task},
 		gax.WithRetry(func() gax.Retryer {
 			return gax.OnCodes(retryable, gax.Backoff{Initial: 100 * time.Millisecond, Max: 2 * time.Second, Multiplier: 2})
 		}))

@@ -147,19 +147,42 @@ run "plan" {
     error_message = "BATON_TASKS_QUEUE must be the queue's full ID on Tick, Schedules and Run"
   }
   assert {
-    condition     = google_cloud_tasks_queue.runs.name == "baton-runs" && google_cloud_tasks_queue.runs.retry_config[0].max_attempts == 5 && google_cloud_tasks_queue.runs.retry_config[0].min_backoff == "10s" && google_cloud_tasks_queue.runs.retry_config[0].max_backoff == "300s" && google_cloud_tasks_queue.runs.retry_config[0].max_doublings == 4
-    error_message = "queue baton-runs with 5 attempts, 10s..300s backoff, 4 doublings by default"
+    condition     = length(google_cloud_tasks_queue.runs) == 1 && google_cloud_tasks_queue.runs[0].name == "baton-runs" && google_cloud_tasks_queue.runs[0].retry_config[0].max_attempts == 5 && google_cloud_tasks_queue.runs[0].retry_config[0].min_backoff == "10s" && google_cloud_tasks_queue.runs[0].retry_config[0].max_backoff == "300s" && google_cloud_tasks_queue.runs[0].retry_config[0].max_doublings == 4
+    error_message = "one queue, baton-runs, with 5 attempts, 10s..300s backoff, 4 doublings by default"
   }
   assert {
     condition     = google_cloudfunctions2_function.fn["Run"].service_config[0].timeout_seconds >= 1800 && google_cloudfunctions2_function.fn["Run"].service_config[0].ingress_settings == "ALLOW_INTERNAL_ONLY"
     error_message = "Run must outlive Cloud Tasks' 30-minute dispatch deadline and be internal only"
   }
+  # The default execution plane (docs/deploy.md, "Sizing"): 1 vCPU and 80
+  # requests per Run instance, one queue at 250 dispatches a second with
+  # 1000 in flight, and ceil(1000 / 80) = 13 instances to hold them.
   assert {
-    condition     = google_cloudfunctions2_function.fn["Run"].service_config[0].max_instance_count == google_cloud_tasks_queue.runs.rate_limits[0].max_concurrent_dispatches
-    error_message = "Run's max instances must follow the queue's max concurrent dispatches"
+    condition = (google_cloudfunctions2_function.fn["Run"].service_config[0].available_cpu == "1" &&
+      google_cloudfunctions2_function.fn["Run"].service_config[0].available_memory == "1Gi" &&
+      google_cloudfunctions2_function.fn["Run"].service_config[0].max_instance_request_concurrency == 80 &&
+      google_cloudfunctions2_function.fn["Run"].service_config[0].max_instance_count == 13 &&
+      google_cloud_tasks_queue.runs[0].rate_limits[0].max_dispatches_per_second == 250 &&
+    google_cloud_tasks_queue.runs[0].rate_limits[0].max_concurrent_dispatches == 1000)
+    error_message = "the default Run is 1 vCPU, 1Gi, 80 requests an instance, 13 instances, behind one queue of 250/s and 1000 in flight"
   }
   assert {
-    condition     = keys(google_cloud_tasks_queue_iam_member.enqueuer) == ["Run", "Schedules", "Tick"] && keys(google_service_account_iam_member.tasks_actas) == ["Run", "Schedules", "Tick"]
+    condition     = google_cloudfunctions2_function.fn["Run"].service_config[0].max_instance_count * google_cloudfunctions2_function.fn["Run"].service_config[0].max_instance_request_concurrency >= sum([for q in google_cloud_tasks_queue.runs : q.rate_limits[0].max_concurrent_dispatches])
+    error_message = "Run's instances × concurrency must hold every dispatch the queues may have in flight"
+  }
+  # docs/deploy.md's arithmetic, at its per-run latency of 0.7 s: runs a
+  # minute = min(queues × rate, queues × in flight / latency, instances ×
+  # concurrency / latency) × 60 must reach 10,000.
+  assert {
+    condition = 60 * min(
+      sum([for q in google_cloud_tasks_queue.runs : q.rate_limits[0].max_dispatches_per_second]),
+      sum([for q in google_cloud_tasks_queue.runs : q.rate_limits[0].max_concurrent_dispatches]) / 0.7,
+      google_cloudfunctions2_function.fn["Run"].service_config[0].max_instance_count * google_cloudfunctions2_function.fn["Run"].service_config[0].max_instance_request_concurrency / 0.7,
+    ) >= 10000
+    error_message = "the default execution plane must drain at least 10,000 runs a minute by docs/deploy.md's arithmetic"
+  }
+  assert {
+    condition     = keys(google_cloud_tasks_queue_iam_member.enqueuer) == ["Run/0", "Schedules/0", "Tick/0"] && keys(google_service_account_iam_member.tasks_actas) == ["Run", "Schedules", "Tick"]
     error_message = "exactly Tick, Schedules and Run enqueue and act as baton-tasks"
   }
   assert {
@@ -339,7 +362,7 @@ run "backoff_inverted_refused" {
     tasks_min_backoff_seconds = 600
     tasks_max_backoff_seconds = 60
   }
-  expect_failures = [google_cloud_tasks_queue.runs]
+  expect_failures = [google_cloud_tasks_queue.runs[0]]
 }
 
 run "bad_daemon_image_refused" {
@@ -703,4 +726,85 @@ run "gpu_type_default_name_refused" {
     gpu_worker_types = { default = { accelerator = "nvidia-l4", slots = 1 } }
   }
   expect_failures = [var.gpu_worker_types]
+}
+
+# Past one queue's 500 dispatches a second: three queues, named after
+# tasks_queue_name, every enqueuer granted on each, the functions told all
+# three in index order, and Run sized for all of their dispatches.
+run "three_queues" {
+  command = plan
+  variables {
+    tasks_queue_count               = 3
+    tasks_max_dispatches_per_second = 500
+    tasks_max_concurrent_dispatches = 2000
+    run_concurrency                 = 250
+  }
+  assert {
+    condition     = [for q in google_cloud_tasks_queue.runs : q.name] == ["baton-runs", "baton-runs-1", "baton-runs-2"]
+    error_message = "queue 0 keeps tasks_queue_name and queue i is tasks_queue_name-i"
+  }
+  assert {
+    condition     = length(google_cloud_tasks_queue_iam_member.enqueuer) == 9 && google_cloud_tasks_queue_iam_member.enqueuer["Tick/2"].name == "baton-runs-2"
+    error_message = "each of Tick, Schedules and Run enqueues on each queue"
+  }
+  assert {
+    condition     = alltrue([for k in ["Tick", "Schedules", "Run"] : length(split(",", google_cloudfunctions2_function.fn[k].service_config[0].environment_variables["BATON_TASKS_QUEUE"])) == 3])
+    error_message = "BATON_TASKS_QUEUE must list the three queues"
+  }
+  assert {
+    condition     = google_cloudfunctions2_function.fn["Run"].service_config[0].max_instance_count == 24
+    error_message = "Run must have ceil(3 × 2000 / 250) = 24 instances"
+  }
+}
+
+run "run_max_instances_set" {
+  command = plan
+  variables {
+    run_max_instances = 40
+  }
+  assert {
+    condition     = google_cloudfunctions2_function.fn["Run"].service_config[0].max_instance_count == 40
+    error_message = "run_max_instances, when set, is Run's max instances"
+  }
+}
+
+run "run_max_instances_too_few_refused" {
+  command = plan
+  variables {
+    run_max_instances = 5
+  }
+  expect_failures = [google_cloudfunctions2_function.fn["Run"]]
+}
+
+run "concurrency_below_one_vcpu_refused" {
+  command = plan
+  variables {
+    run_cpu = "0.583"
+  }
+  expect_failures = [google_cloudfunctions2_function.fn["Run"]]
+}
+
+run "one_request_below_one_vcpu" {
+  command = plan
+  variables {
+    run_cpu         = "0.333"
+    run_memory      = "512Mi"
+    run_concurrency = 1
+  }
+  assert {
+    condition     = google_cloudfunctions2_function.fn["Run"].service_config[0].max_instance_count == 1000
+    error_message = "one request an instance needs an instance per dispatch in flight"
+  }
+}
+
+run "bad_run_settings_refused" {
+  command = plan
+  variables {
+    run_cpu           = "3"
+    run_memory        = "1.5Gi"
+    run_concurrency   = 1001
+    run_max_instances = -1
+    tasks_queue_count = 0
+  }
+  expect_failures = [var.run_cpu, var.run_memory, var.run_concurrency, var.run_max_instances, var.tasks_queue_count]
 }
