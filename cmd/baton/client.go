@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/baton-cron/baton/client"
 	"github.com/baton-cron/baton/shared/catalog"
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/httpapi"
@@ -41,6 +42,12 @@ func schedulesClientFromEnv() (*apiClient, error) {
 		return nil, usageError("%s=%q is not an http(s) URL", from, base)
 	}
 	return &apiClient{base: strings.TrimRight(base, "/"), token: config.Get(config.EnvToken), http: &http.Client{Timeout: 60 * time.Second}}, nil
+}
+
+// sdk is the client package's Client on the same function, token and
+// HTTP client: the commands move to it one by one.
+func (c *apiClient) sdk() (*client.Client, error) {
+	return client.New(c.base, client.WithToken(c.token), client.WithHTTPClient(c.http), client.WithUserAgent("baton-cli"))
 }
 
 // apiError is an error answer from the API, in the shared shape.
