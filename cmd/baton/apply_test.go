@@ -225,3 +225,40 @@ func TestApplyRefusesBadDocuments(t *testing.T) {
 		}
 	}
 }
+
+// TestExportThenApplyChangesNothing: what baton export writes, baton
+// apply takes back as it is: no changes, nothing written, exit 0; the
+// owner label comes back as metadata.owner.
+func TestExportThenApplyChangesNothing(t *testing.T) {
+	b := setupCLI(t)
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", holidaysYAML+"---\n"+nightlyYAML)
+	if _, err := b.apply(t, nil, "-f", dir); exitCode(err) != applyChanged {
+		t.Fatalf("seed apply: %v", err)
+	}
+	b.ok(t, "schedules", "create", "--id", "by-hand", "--cron", "*/5 * * * *", "--tz", "America/New_York", "--target-url", "https://api.example.com/x",
+		"--header", "X-Team: data", "--retry-attempts", "3", "--label", "team=web")
+	b.ok(t, "schedules", "pause", "by-hand")
+
+	root := &cobra.Command{Use: "baton", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(newExportCmd(b.client))
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"export"})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	if !strings.Contains(out.String(), "kind: Schedule\nmetadata:\n  owner: team-a\nid: nightly\n") {
+		t.Errorf("export does not start nightly with kind, metadata.owner, id:\n%s", out.String())
+	}
+	t.Logf("export:\n%s", out.String())
+	exported := writeFile(t, t.TempDir(), "all.yaml", out.String())
+	w0 := b.st.Meter().Writes()
+	got, err := b.apply(t, nil, "-f", exported)
+	if exitCode(err) != applyNoChanges || !strings.Contains(got, "Plan: 0 to create, 0 to update, 3 unchanged, 0 to delete.") {
+		t.Errorf("apply of the export: exit %d (%v)\n%s\nexport:\n%s", exitCode(err), err, got, out.String())
+	}
+	if n := b.st.Meter().Writes() - w0; n != 0 {
+		t.Errorf("apply of the export wrote %d documents", n)
+	}
+}
