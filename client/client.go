@@ -197,6 +197,27 @@ func IfMatch(version int64) WriteOption {
 // ETag formats a version as the API's entity tag.
 func ETag(version int64) string { return `"` + strconv.FormatInt(version, 10) + `"` }
 
+// Do sends one request to any route of the function the client calls,
+// for the routes the typed methods do not cover yet (the GPU function's,
+// with a client on its URL) and for callers that print the answer as it
+// came: body is sent as JSON ([]byte and json.RawMessage as they are),
+// header is added to the request (If-Match, Accept), and a 2xx answer is
+// decoded into out: a *json.RawMessage or *[]byte gets the bytes as they
+// are. It retries as the typed methods do, and returns the answer's
+// header (also with an error, when an answer came).
+func (c *Client) Do(ctx context.Context, method, path string, query url.Values, header http.Header, body, out any) (http.Header, error) {
+	r := request{method: method, path: path, query: query, body: body, out: out}
+	if len(header) > 0 {
+		r.opts = append(r.opts, func(req *http.Request) {
+			for k, vs := range header {
+				req.Header[http.CanonicalHeaderKey(k)] = vs
+			}
+		})
+	}
+	_, h, err := c.do(ctx, r)
+	return h, err
+}
+
 // request is one call.
 type request struct {
 	method, path string
@@ -228,7 +249,9 @@ func (c *Client) do(ctx context.Context, r request) (int, http.Header, error) {
 	for attempt := 0; ; attempt++ {
 		status, header, data, err := c.once(ctx, r, op, body)
 		if err == nil {
-			if r.out != nil && len(data) > 0 {
+			if raw, ok := r.out.(*[]byte); ok {
+				*raw = data
+			} else if r.out != nil && len(data) > 0 {
 				if err := json.Unmarshal(data, r.out); err != nil {
 					return status, header, fmt.Errorf("client: %s: decode answer: %w", op, err)
 				}
@@ -342,3 +365,49 @@ func (o PageOptions) query() url.Values {
 }
 
 func pathID(prefix, id string) string { return prefix + url.PathEscape(id) }
+
+// Stream GETs path and copies a 2xx answer's body to w as it arrives,
+// without decoding it and without the HTTP client's overall timeout (a
+// job's log may take a while; the connection's own timeouts still apply):
+// the GPU function's logs. An error answer is an *Error. It is not
+// retried: a retry after part of the body was copied would copy it twice.
+func (c *Client) Stream(ctx context.Context, path string, query url.Values, w io.Writer) (http.Header, error) {
+	op := http.MethodGet + " " + path
+	u := c.base + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s: %w", op, err)
+	}
+	req.Header.Set("User-Agent", c.userAgent)
+	if c.token != nil {
+		tok, err := c.token(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("client: %s: get a token: %w", op, err)
+		}
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+	}
+	hc := *c.http
+	hc.Timeout = 0
+	res, err := hc.Do(req)
+	if err != nil {
+		return nil, &Error{Op: op, Err: fmt.Errorf("cannot reach %s: %w", c.base, err)}
+	}
+	defer res.Body.Close()
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		data, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+		if err != nil {
+			return res.Header, &Error{Op: op, Err: fmt.Errorf("read answer: %w", err)}
+		}
+		e := httpapi.ParseError(res.StatusCode, data)
+		return res.Header, &Error{Op: op, Status: res.StatusCode, Code: e.Code, Message: e.Message, Field: e.Field}
+	}
+	if _, err := io.Copy(w, res.Body); err != nil {
+		return res.Header, &Error{Op: op, Err: fmt.Errorf("read answer: %w", err)}
+	}
+	return res.Header, nil
+}
