@@ -3,6 +3,9 @@ package tests
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,5 +140,24 @@ func TestApplyAgainstLocal(t *testing.T) {
 	out, code = baton("schedules", "list", "-l", "team=data,"+schedule.OwnerLabel+"=team-a")
 	if code != 0 || !strings.Contains(out, "a1") || strings.Contains(out, "by-hand") {
 		t.Errorf("schedules list -l: exit %d\n%s", code, out)
+	}
+
+	// The console's schedules page filters by label the same way, and
+	// shows a refused selector as the API's error.
+	page := func(q string) string {
+		t.Helper()
+		res, err := http.Get(s.URL + "/console/?labelSelector=" + url.QueryEscape(q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return string(b)
+	}
+	if html := page("team=data"); !strings.Contains(html, ">a1</a>") || strings.Contains(html, ">by-hand</a>") || !strings.Contains(html, "<code>team=data</code>") {
+		t.Errorf("console with labelSelector=team=data:\n%s", html)
+	}
+	if html := page("team"); !strings.Contains(html, "labelSelector") || !strings.Contains(html, "want key=value") {
+		t.Errorf("console with a bad selector does not say why:\n%s", html)
 	}
 }
