@@ -104,3 +104,25 @@ func ExampleError() {
 	// Output:
 	// invalid_argument labels["bad key"]
 }
+
+// Walk a schedule's history of changes, newest first.
+func ExampleClient_ListVersions() {
+	ctx := context.Background()
+	c, _ := client.New(baseURL, client.WithToken(token))
+	sc, err := c.CreateScheduleJSON(ctx, []byte(`{"id":"versions","cron":"@daily","target":{"type":"builtin","builtin":{"name":"noop"}}}`))
+	if err != nil {
+		panic(err)
+	}
+	if _, err := c.PatchSchedule(ctx, sc.ID, map[string]any{"cron": "@hourly"}, client.IfMatch(sc.Version)); err != nil {
+		panic(err)
+	}
+	for v, err := range c.ListVersions(ctx, sc.ID, client.PageOptions{PageSize: 1}) {
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(v.Version, v.Op)
+	}
+	// Output:
+	// 2 update
+	// 1 create
+}

@@ -338,3 +338,32 @@ func (c *Client) ListCalendars(ctx context.Context, o ListOptions) iter.Seq2[sch
 		return p.Calendars, p.NextPageToken, nil
 	}, o.PageToken)
 }
+
+// VersionPage is one page of a schedule's change records, newest first.
+type VersionPage struct {
+	Versions      []schedule.VersionRecord `json:"versions"`
+	NextPageToken string                   `json:"nextPageToken,omitempty"`
+}
+
+// ListVersionsPage reads one page of a schedule's history of changes
+// (GET /schedules/{id}/versions), newest first; a deleted schedule's too.
+func (c *Client) ListVersionsPage(ctx context.Context, id string, o PageOptions) (*VersionPage, error) {
+	var out VersionPage
+	if _, _, err := c.do(ctx, request{method: http.MethodGet, path: pathID("/schedules/", id) + "/versions", query: o.query(), out: &out}); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListVersions iterates over a schedule's change records, newest first.
+func (c *Client) ListVersions(ctx context.Context, id string, o PageOptions) iter.Seq2[schedule.VersionRecord, error] {
+	return each(func(token string) ([]schedule.VersionRecord, string, error) {
+		q := o
+		q.PageToken = token
+		p, err := c.ListVersionsPage(ctx, id, q)
+		if err != nil {
+			return nil, "", err
+		}
+		return p.Versions, p.NextPageToken, nil
+	}, o.PageToken)
+}

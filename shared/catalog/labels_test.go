@@ -160,13 +160,25 @@ func TestLabelsPatchAndCalendars(t *testing.T) {
 	if diff := cmp.Diff(schedule.Labels{"team": "data", "env": "prod"}, b.stored(t, "p").Labels); diff != "" {
 		t.Errorf("labels after patch (-want,+got):\n%s", diff)
 	}
+	if res := b.do(t, http.MethodPatch, "/schedules/p", `{"labels":null}`); res.Status != http.StatusOK {
+		t.Fatalf("patch labels null: %d %s", res.Status, res.Body)
+	}
+	if got := b.stored(t, "p").Labels; len(got) != 0 {
+		t.Errorf("labels after {\"labels\": null}: %v, want none", got)
+	}
+	res := b.do(t, http.MethodGet, "/schedules?labelSelector=team%3Ddata", "")
+	var sp catalog.SchedulePage
+	res.json(t, &sp)
+	if len(sp.Schedules) != 0 {
+		t.Errorf("a schedule whose labels were removed is still selected: %s", res.Body)
+	}
 	for _, id := range []string{"hol-de", "hol-us"} {
 		team := strings.TrimPrefix(id, "hol-")
 		if res := b.do(t, http.MethodPut, "/calendars/"+id, mustJSON(map[string]any{"labels": map[string]string{"region": team}, "weekdays": []string{"sun"}})); res.Status != http.StatusCreated {
 			t.Fatalf("put %s: %d %s", id, res.Status, res.Body)
 		}
 	}
-	res := b.do(t, http.MethodGet, "/calendars?labelSelector=region%3Dus", "")
+	res = b.do(t, http.MethodGet, "/calendars?labelSelector=region%3Dus", "")
 	var page catalog.CalendarPage
 	res.json(t, &page)
 	if len(page.Calendars) != 1 || page.Calendars[0].ID != "hol-us" {
