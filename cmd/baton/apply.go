@@ -55,10 +55,11 @@ var ignoredFields = []string{"id", "nextRunAt", "misfire", "version", "createdAt
 
 func newApplyCmd(newClient clientFunc) *cobra.Command {
 	var (
-		files  []string
-		owner  string
-		prune  bool
-		dryRun bool
+		files    []string
+		owner    string
+		prune    bool
+		dryRun   bool
+		selector string
 	)
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR [-f …]",
@@ -94,6 +95,13 @@ changes applied (with --dry-run: changes planned), 1 an error.`,
 					return &exitError{code: applyError, err: fmt.Errorf("apply: --owner %q: %s", owner, why)}
 				}
 			}
+			sel, err := schedule.ParseLabelSelector("--selector", selector)
+			if err != nil {
+				return &exitError{code: applyError, err: fmt.Errorf("apply: %w", err)}
+			}
+			if len(sel) > 0 && !prune {
+				return &exitError{code: applyError, err: fmt.Errorf("apply: --selector narrows --prune; without --prune it would select nothing")}
+			}
 			docs, err := loadApplyDocs(files, owner)
 			if err != nil {
 				return &exitError{code: applyError, err: err}
@@ -107,7 +115,7 @@ changes applied (with --dry-run: changes planned), 1 an error.`,
 				return &exitError{code: applyError, err: err}
 			}
 			ctx := cmd.Context()
-			steps, err := makePlan(ctx, c, docs, owner, prune)
+			steps, err := makePlan(ctx, c, docs, owner, prune, sel)
 			if err != nil {
 				return &exitError{code: applyError, err: err}
 			}
@@ -132,12 +140,13 @@ changes applied (with --dry-run: changes planned), 1 an error.`,
 	cmd.Flags().StringVar(&owner, "owner", "", "label what is applied "+schedule.OwnerLabel+"=NAME (and scope --prune to it)")
 	cmd.Flags().BoolVar(&prune, "prune", false, "delete the schedules and calendars of --owner that the files no longer hold")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and write nothing")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "with --prune: only prune objects that also have these labels, key=value[,key=value…]")
 	return cmd
 }
 
 // makePlan reads what is stored for every document (and, with prune, every
 // object of owner) and decides each step. It writes nothing.
-func makePlan(ctx context.Context, c *client.Client, docs []*applyDoc, owner string, prune bool) ([]planStep, error) {
+func makePlan(ctx context.Context, c *client.Client, docs []*applyDoc, owner string, prune bool, extra schedule.LabelSelector) ([]planStep, error) {
 	var steps []planStep
 	want := map[string]bool{}
 	for _, d := range docs {
@@ -196,7 +205,9 @@ func makePlan(ctx context.Context, c *client.Client, docs []*applyDoc, owner str
 	if !prune {
 		return steps, nil
 	}
-	sel := schedule.OwnerLabel + "=" + owner
+	// --prune's candidates: the owner's objects, narrowed by --selector.
+	scope := append(schedule.LabelSelector{schedule.OwnerLabel + "=" + owner}, extra...)
+	sel := scope.String()
 	for sc, err := range c.ListSchedules(ctx, client.ListOptions{LabelSelector: sel, PageOptions: client.PageOptions{PageSize: 500}}) {
 		if err != nil {
 			return nil, fmt.Errorf("apply: list the schedules of %s: %w", sel, err)
@@ -204,7 +215,7 @@ func makePlan(ctx context.Context, c *client.Client, docs []*applyDoc, owner str
 		// The server selected on the label; check it again, so that a
 		// server that ignored the selector cannot make prune delete
 		// another owner's schedule.
-		if sc.Labels[schedule.OwnerLabel] == owner && !want[kindSchedule+"/"+sc.ID] {
+		if scope.Matches(sc.Labels) && !want[kindSchedule+"/"+sc.ID] {
 			steps = append(steps, planStep{action: actDelete, kind: kindSchedule, id: sc.ID, version: sc.Version})
 		}
 	}
@@ -212,7 +223,7 @@ func makePlan(ctx context.Context, c *client.Client, docs []*applyDoc, owner str
 		if err != nil {
 			return nil, fmt.Errorf("apply: list the calendars of %s: %w", sel, err)
 		}
-		if cal.Labels[schedule.OwnerLabel] == owner && !want[kindCalendar+"/"+cal.ID] {
+		if scope.Matches(cal.Labels) && !want[kindCalendar+"/"+cal.ID] {
 			steps = append(steps, planStep{action: actDelete, kind: kindCalendar, id: cal.ID, version: cal.Version})
 		}
 	}

@@ -180,8 +180,19 @@ func TestApplyPruneScope(t *testing.T) {
 	if _, err := b.apply(t, nil, "-f", dir, "--prune"); exitCode(err) != applyError || !strings.Contains(err.Error(), "--prune needs --owner") {
 		t.Errorf("--prune without --owner: %v", err)
 	}
-	out, err := b.apply(t, nil, "-f", dir, "--owner", "team-a", "--prune")
-	if exitCode(err) != applyChanged || !strings.Contains(out, "- schedule a-gone (delete)") || !strings.Contains(out, "Plan: 1 to create, 0 to update, 0 unchanged, 1 to delete.") {
+	b.ok(t, "schedules", "create", "--id", "a-web", "--cron", "@daily", "--builtin", "noop", "--label", schedule.OwnerLabel+"=team-a", "--label", "team=web")
+	// -l narrows the prune: a-web (team=web) is out of scope and stays.
+	out, err := b.apply(t, nil, "-f", dir, "--owner", "team-a", "--prune", "-l", "team!=web")
+	if exitCode(err) != applyError || !strings.Contains(err.Error(), "only equality terms") {
+		t.Errorf("-l with !=: %v", err)
+	}
+	out, err = b.apply(t, nil, "-f", dir, "--owner", "team-a", "--prune", "-l", "team=data")
+	if exitCode(err) != applyChanged || strings.Contains(out, "(delete)") {
+		t.Errorf("prune -l team=data: exit %d (%v), want no delete\n%s", exitCode(err), err, out)
+	}
+	b.ok(t, "schedules", "delete", "a-web")
+	out, err = b.apply(t, nil, "-f", dir, "--owner", "team-a", "--prune")
+	if exitCode(err) != applyChanged || !strings.Contains(out, "- schedule a-gone (delete)") || !strings.Contains(out, "Plan: 0 to create, 0 to update, 1 unchanged, 1 to delete.") {
 		t.Errorf("prune: exit %d (%v)\n%s", exitCode(err), err, out)
 	}
 	if n := b.count(t); n != 3 { // hourly, b-kept, by-hand
