@@ -121,6 +121,17 @@ func TestApplyPlanDryRunIdempotent(t *testing.T) {
 	if v := b.stored(t, "nightly").Version; v != 1 {
 		t.Errorf("nightly was written too: version %d", v)
 	}
+
+	// A calendar is replaced whole, under If-Match, and its diff shown.
+	writeFile(t, dir, "a.yaml", strings.Replace(holidaysYAML, "[sat, sun]", "[sun]", 1)+"---\n"+nightlyYAML)
+	out, err = b.apply(t, nil, "-f", dir, "--owner", "team-a")
+	if exitCode(err) != applyChanged || !strings.Contains(out, "~ calendar holidays (update)\n    weekdays: [\"sat\",\"sun\"] → [\"sun\"]\n") {
+		t.Errorf("edited calendar: exit %d (%v)\n%s", exitCode(err), err, out)
+	}
+	cal, err := b.st.Calendars().GetCalendar(context.Background(), "holidays")
+	if err != nil || cal.Version != 2 || len(cal.Weekdays) != 1 || cal.Labels[schedule.OwnerLabel] != "team-a" {
+		t.Errorf("holidays after the edit: %+v, %v", cal, err)
+	}
 }
 
 // TestApplyStopsOnConcurrentEdit: a schedule changed between the plan's
