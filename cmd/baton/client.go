@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -14,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/baton-cron/baton/client"
 	"github.com/baton-cron/baton/shared/catalog"
 	"github.com/baton-cron/baton/shared/config"
-	"github.com/baton-cron/baton/shared/httpapi"
 )
 
 // apiClient talks to one baton function over HTTP with the bearer token.
@@ -43,6 +41,12 @@ func schedulesClientFromEnv() (*apiClient, error) {
 	return &apiClient{base: strings.TrimRight(base, "/"), token: config.Get(config.EnvToken), http: &http.Client{Timeout: 60 * time.Second}}, nil
 }
 
+// sdk is the client package's Client on the same function, token and
+// HTTP client: the commands move to it one by one.
+func (c *apiClient) sdk() (*client.Client, error) {
+	return client.New(c.base, client.WithToken(c.token), client.WithHTTPClient(c.http), client.WithUserAgent("baton-cli"))
+}
+
 // apiError is an error answer from the API, in the shared shape.
 type apiError struct {
 	Status               int
@@ -62,64 +66,37 @@ func (e *apiError) Error() string {
 	return msg + e.Message
 }
 
-// do sends one request. body, when non-nil, is sent as JSON (a []byte is
-// sent as is). A 2xx answer is decoded into out (when non-nil); anything
-// else becomes an *apiError.
+// do sends one request through the client package (client.Client.Do),
+// the one HTTP client of the API. body, when non-nil, is sent as JSON (a
+// []byte is sent as is). A 2xx answer is decoded into out (when non-nil);
+// an error answer becomes an *apiError, which names the flag of the
+// field at fault.
 func (c *apiClient) do(ctx context.Context, method, path string, q url.Values, header http.Header, body any, out any) (http.Header, error) {
-	u := c.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	var rd io.Reader
-	if body != nil {
-		b, ok := body.([]byte)
-		if !ok {
-			var err error
-			if b, err = json.Marshal(body); err != nil {
-				return nil, fmt.Errorf("%s %s: encode body: %w", method, path, err)
-			}
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	sdk, err := c.sdk()
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, usageError("%v", err)
 	}
-	for k, vs := range header {
-		req.Header[k] = vs
+	h, err := sdk.Do(ctx, method, path, q, header, body, out)
+	var ce *client.Error
+	switch {
+	case err == nil:
+		return h, nil
+	case errors.As(err, &ce) && ce.Status != 0:
+		return nil, &apiError{Status: ce.Status, Code: ce.Code, Message: ce.Message, Field: ce.Field}
+	case errors.As(err, &ce):
+		return nil, unreachable(c.base, config.EnvSchedulesURL, ce)
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	res, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach %s (is `baton local` running? check %s / %s): %w", c.base, config.EnvURL, config.EnvSchedulesURL, err)
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, 32<<20))
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: read answer: %w", method, path, err)
-	}
-	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return nil, decodeAPIError(res.StatusCode, data)
-	}
-	if out != nil && len(data) > 0 {
-		if raw, ok := out.(*json.RawMessage); ok {
-			*raw = append((*raw)[:0], data...)
-		} else if err := json.Unmarshal(data, out); err != nil {
-			return nil, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
-		}
-	}
-	return res.Header, nil
+	return nil, err
 }
 
-func decodeAPIError(status int, data []byte) error {
-	e := httpapi.ParseError(status, data)
-	return &apiError{Status: status, Code: e.Code, Message: e.Message, Field: e.Field}
+// unreachable says that no answer came from base, and which variables
+// point the CLI there (env is the function's own URL variable).
+func unreachable(base, env string, ce *client.Error) error {
+	cause := ce.Err
+	if u := errors.Unwrap(cause); u != nil {
+		cause = u // the client's own "cannot reach" is said here
+	}
+	return fmt.Errorf("cannot reach %s (is `baton local` running? check %s / %s): %w", base, config.EnvURL, env, cause)
 }
 
 // checkPageSize validates --page-size on a list command before any

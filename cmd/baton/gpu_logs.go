@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/baton-cron/baton/client"
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/gpu"
 )
@@ -124,37 +125,24 @@ func waitTerminal(ctx context.Context, c *apiClient, id string) error {
 }
 
 // stream GETs path and copies a 2xx answer's body to w as it arrives (no
-// JSON, no limit beyond the server's); anything else is an *apiError. It
-// has no overall timeout, unlike do: a large object may take a while, and
-// the connection's own timeouts still apply.
+// JSON, no limit beyond the server's), through the client package's
+// Stream; anything else is an *apiError. It has no overall timeout,
+// unlike do: a large object may take a while, and the connection's own
+// timeouts still apply.
 func (c *apiClient) stream(ctx context.Context, path string, q url.Values, w io.Writer) (http.Header, error) {
-	u := c.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	sdk, err := c.sdk()
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", path, err)
+		return nil, usageError("%v", err)
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	h, err := sdk.Stream(ctx, path, q, w)
+	var ce *client.Error
+	switch {
+	case err == nil:
+		return h, nil
+	case errors.As(err, &ce) && ce.Status != 0:
+		return nil, &apiError{Status: ce.Status, Code: ce.Code, Message: ce.Message, Field: ce.Field}
+	case errors.As(err, &ce):
+		return nil, unreachable(c.base, config.EnvGPUURL, ce)
 	}
-	hc := *c.http
-	hc.Timeout = 0
-	res, err := hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach %s (is `baton local` running? check %s / %s): %w", c.base, config.EnvURL, config.EnvGPUURL, err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode < 200 || res.StatusCode > 299 {
-		data, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-		if err != nil {
-			return nil, fmt.Errorf("GET %s: read answer: %w", path, err)
-		}
-		return nil, decodeAPIError(res.StatusCode, data)
-	}
-	if _, err := io.Copy(w, res.Body); err != nil {
-		return nil, fmt.Errorf("GET %s: read answer: %w", path, err)
-	}
-	return res.Header, nil
+	return nil, err
 }

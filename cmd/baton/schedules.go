@@ -45,7 +45,7 @@ var fieldFlags = map[string]string{
 	"target.gpu.tenant": "--gpu-tenant", "target.gpu.gpuType": "--gpu-type", "target.gpu.preemptible": "--gpu-preemptible",
 	"overlap": "--overlap", "catchup": "--catchup", "maxCatchup": "--max-catchup", "catchupWindow": "--catchup-window",
 	"retry.maxAttempts": "--retry-attempts", "retry.backoff": "--retry-backoff", "leaseTTL": "--lease-ttl",
-	"enabled": "--enabled", "excludeCalendars": "--exclude-calendar", "onlyCalendars": "--only-calendar", "If-Match": "--if-match", "pageSize": "--page-size", "pageToken": "--page-token",
+	"enabled": "--enabled", "labels": "--label", "excludeCalendars": "--exclude-calendar", "onlyCalendars": "--only-calendar", "If-Match": "--if-match", "pageSize": "--page-size", "pageToken": "--page-token",
 }
 
 // newSchedulesCmd builds `baton schedules …`. It is a constructor so tests
@@ -104,6 +104,7 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 		pageSize int
 		token    string
 		all      bool
+		selector string
 		out      *outputFormat
 		watch    *watchFlags
 	)
@@ -115,6 +116,14 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 			if err := checkPageSize(cmd, pageSize); err != nil {
 				return err
 			}
+			sel, err := schedule.ParseLabelSelector("--selector", selector)
+			if err != nil {
+				return usageError("schedules list: %v", err)
+			}
+			var q url.Values
+			if len(sel) > 0 {
+				q = url.Values{"labelSelector": {sel.String()}}
+			}
 			c, err := client()
 			if err != nil {
 				return err
@@ -122,7 +131,7 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 			if watch.on {
 				return runWatch(cmd.Context(), cmd, watch, out, watchSpec[schedule.Schedule]{
 					fetch: func(ctx context.Context) ([]schedule.Schedule, error) {
-						list, _, err := fetchPages(ctx, c, "/schedules", nil, pageSize, "", false,
+						list, _, err := fetchPages(ctx, c, "/schedules", q, pageSize, "", false,
 							func(p *catalog.SchedulePage) ([]schedule.Schedule, string) { return p.Schedules, p.NextPageToken })
 						return list, apiFailureOrNil("schedules list", err)
 					},
@@ -134,7 +143,7 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 					header: scheduleListHeader, row: scheduleListRow,
 				})
 			}
-			list, next, err := fetchPages(cmd.Context(), c, "/schedules", nil, pageSize, token, all,
+			list, next, err := fetchPages(cmd.Context(), c, "/schedules", q, pageSize, token, all,
 				func(p *catalog.SchedulePage) ([]schedule.Schedule, string) { return p.Schedules, p.NextPageToken })
 			if err != nil {
 				return apiFailure("schedules list", err)
@@ -151,7 +160,11 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 				return err
 			}
 			if next != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "more: baton schedules list --page-token %s (or --all)\n", next)
+				more := ""
+				if len(sel) > 0 {
+					more = " -l " + sel.String()
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "more: baton schedules list%s --page-token %s (or --all)\n", more, next)
 			}
 			return nil
 		},
@@ -160,6 +173,7 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 	cmd.Flags().IntVar(&pageSize, "page-size", 0, fmt.Sprintf("schedules per page, 1 to %d (default %d)", catalog.MaxPageSize, catalog.DefaultPageSize))
 	cmd.Flags().StringVar(&token, "page-token", "", "continue from the nextPageToken of an earlier page")
 	cmd.Flags().BoolVar(&all, "all", false, "follow page tokens to the end")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only schedules with these labels: key=value[,key=value…] (all must match)")
 	out = addOutput(cmd, `{"schedules":[…],"nextPageToken":…}`)
 	watch = addWatch(cmd, pagedWatch("the first ids in order"))
 	return cmd
@@ -310,6 +324,7 @@ type scheduleFlags struct {
 	headers                          []string
 	builtin                          string
 	args                             []string
+	labels                           []string
 	gpu                              bool
 	gpuPayload, gpuTimeout           string
 	gpuTenant, gpuType               string
@@ -343,6 +358,7 @@ func (f *scheduleFlags) register(fs *pflag.FlagSet, forUpdate bool) {
 	fs.StringVar(&f.timeout, "timeout", "", "http target: timeout such as 30s")
 	fs.StringVar(&f.builtin, "builtin", "", "builtin target: noop, sleep or fail")
 	fs.StringArrayVar(&f.args, "arg", nil, "builtin target: an argument key=value, such as duration=5s (repeatable; an empty value removes it on update)")
+	fs.StringArrayVar(&f.labels, "label", nil, "a label key=value (repeatable); on update, key- removes it, as kubectl label does")
 	fs.BoolVar(&f.gpu, "gpu", false, "gpu target: hand runs to the GPU pool")
 	fs.StringVar(&f.gpuPayload, "gpu-payload", "", "gpu target: the job's payload")
 	fs.IntVar(&f.gpuPriority, "gpu-priority", 0, "gpu target: priority (higher first)")
@@ -482,6 +498,17 @@ func (f *scheduleFlags) patch(stdin io.Reader) (map[string]any, error) {
 		} else {
 			set(v, "target", "builtin", "args", k)
 		}
+	}
+	for _, l := range f.labels {
+		if k, ok := strings.CutSuffix(l, "-"); ok && f.forUpdate && !strings.Contains(l, "=") {
+			set(nil, "labels", k)
+			continue
+		}
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return nil, usageError("--label %q: want key=value (or key- on update, to remove it)", l)
+		}
+		set(v, "labels", k)
 	}
 	str("gpu-payload", f.gpuPayload, "target", "gpu", "payload")
 	num("gpu-priority", f.gpuPriority, "target", "gpu", "priority")

@@ -27,9 +27,9 @@ locals {
   #   a collection."
   #   https://firebase.google.com/docs/firestore/enterprise/behavior-differences#indexes
   #
-  # 19 of these name `_id`, always as the last field: the whole key of the
+  # 21 of these name `_id`, always as the last field: the whole key of the
   # schedule and calendar lists, the keyset order or its tie-breaker in the
-  # other 17. The resource
+  # other 19. The resource
   # below declares it as var.index_id_field, by default `__name__`, the field
   # path the admin API documents for the document name, from which Firestore
   # computes `_id` (Query Explain: `$__id__1: _id($__key__)`):
@@ -63,6 +63,8 @@ locals {
     { collection = "schedules", fields = [{ path = "vshard", order = "ASCENDING" }, { path = "enabled", order = "ASCENDING" }, { path = "nextRunAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # catalog.List: the schedule list, keyset on _id alone.
     { collection = "schedules", fields = [{ path = "_id", order = "ASCENDING" }] },
+    # catalog.List with labelSelector: labels is an array of "key=value" pairs, keyset on _id.
+    { collection = "schedules", fields = [{ path = "labels", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # scheduler: the daemon's edit poll, keyset on (updatedAt, _id).
     { collection = "schedules", fields = [{ path = "updatedAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # scheduler: run history of a schedule, newest first.
@@ -90,6 +92,8 @@ locals {
     { collection = "runs", fields = [{ path = "notifyAt", order = "ASCENDING" }] },
     # catalog: the calendar list, keyset on _id alone (as the schedule list).
     { collection = "calendars", fields = [{ path = "_id", order = "ASCENDING" }] },
+    # catalog.ListCalendars with labelSelector, as the schedules'.
+    { collection = "calendars", fields = [{ path = "labels", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # retention: the local sweep's delete of expired runs and change records (the TTL policies below do it in the cloud).
     { collection = "runs", fields = [{ path = "expireAt", order = "ASCENDING" }] },
     { collection = "schedule_versions", fields = [{ path = "expireAt", order = "ASCENDING" }] },

@@ -1,15 +1,14 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 
-	"github.com/baton-cron/baton/shared/httpapi"
+	"github.com/baton-cron/baton/client"
 )
 
 // apiClient calls one baton function, as the CLI's client does.
@@ -53,50 +52,29 @@ func (c *apiClient) do(ctx context.Context, method, path string, q url.Values, b
 	return nil
 }
 
-// raw sends one request and returns a 2xx answer's body and content type.
+// raw sends one request through the client package (client.Client.Do),
+// the one HTTP client of the API, and returns a 2xx answer's body and
+// content type. path is one the console built (ids path-escaped) on the
+// configured function URL, never a URL from a request.
 func (c *apiClient) raw(ctx context.Context, method, path string, q url.Values, body any, accept string) ([]byte, string, error) {
-	u := c.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
+	opts := []client.Option{client.WithToken(c.token), client.WithUserAgent("baton-console")}
+	if c.http != nil {
+		opts = append(opts, client.WithHTTPClient(c.http))
 	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, "", fmt.Errorf("%s %s: encode body: %w", method, path, err)
-		}
-		rd = bytes.NewReader(b)
-	}
-	// u is the configured function URL plus a path the console built
-	// (ids path-escaped), never a URL from a request.
-	req, err := http.NewRequestWithContext(ctx, method, u, rd) //nolint:gosec // see above
-
+	sdk, err := client.New(c.base, opts...)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, "", &APIError{Message: err.Error()}
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	var data []byte
+	h, err := sdk.Do(ctx, method, path, q, http.Header{"Accept": {accept}}, body, &data)
+	var ce *client.Error
+	switch {
+	case err == nil:
+		return data, h.Get("Content-Type"), nil
+	case errors.As(err, &ce) && ce.Status != 0:
+		return nil, "", &APIError{Status: ce.Status, Code: ce.Code, Message: ce.Message, Field: ce.Field}
+	case errors.As(err, &ce):
+		return nil, "", &APIError{Message: ce.Err.Error()}
 	}
-	req.Header.Set("Accept", accept)
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	res, err := c.http.Do(req) //nolint:gosec // the configured function URL, as above
-	if err != nil {
-		return nil, "", &APIError{Message: fmt.Sprintf("cannot reach %s: %v", c.base, err)}
-	}
-	defer res.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(res.Body, 8<<20))
-	if err != nil {
-		return nil, "", &APIError{Message: fmt.Sprintf("%s %s: read answer: %v", method, path, err)}
-	}
-	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return nil, "", decodeError(res.StatusCode, data)
-	}
-	return data, res.Header.Get("Content-Type"), nil
-}
-
-func decodeError(status int, data []byte) *APIError {
-	e := httpapi.ParseError(status, data)
-	return &APIError{Status: status, Code: e.Code, Message: e.Message, Field: e.Field}
+	return nil, "", &APIError{Message: err.Error()}
 }

@@ -74,12 +74,19 @@ func (s *server) schedules(w http.ResponseWriter, r *http.Request) {
 	if tok := r.URL.Query().Get("pageToken"); tok != "" {
 		q.Set("pageToken", tok)
 	}
+	// The label filter is passed to the API as it is: the API checks it
+	// and names labelSelector when it refuses it.
+	sel := strings.TrimSpace(r.URL.Query().Get("labelSelector"))
+	if sel != "" {
+		q.Set("labelSelector", sel)
+	}
 	var page catalog.SchedulePage
 	data := struct {
-		Rows []scheduleRow
-		Next string
-		Err  error
-	}{}
+		Rows     []scheduleRow
+		Next     string
+		Err      error
+		Selector string
+	}{Selector: sel}
 	if err := s.sched.do(ctx, http.MethodGet, "/schedules", q, nil, &page); err != nil {
 		data.Err = err
 		s.render(w, r, statusOf(err), "schedules", "Schedules", "schedules", data)
@@ -106,7 +113,11 @@ func (s *server) schedules(w http.ResponseWriter, r *http.Request) {
 	}
 	wg.Wait()
 	if page.NextPageToken != "" {
-		data.Next = s.link("/", url.Values{"pageToken": {page.NextPageToken}})
+		next := url.Values{"pageToken": {page.NextPageToken}}
+		if sel != "" {
+			next.Set("labelSelector", sel)
+		}
+		data.Next = s.link("/", next)
 	}
 	s.render(w, r, http.StatusOK, "schedules", "Schedules", "schedules", data)
 }

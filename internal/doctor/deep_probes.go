@@ -131,6 +131,7 @@ func probeSet() []probe {
 		{"Catalog.Create", "insert schedules (deterministic _id), read back by _id on error", func(ctx context.Context, p *probeState) error {
 			p.sc = schedule.Schedule{
 				ID: probeSchedule, Cron: "* * * * *", TimeZone: "UTC",
+				Labels:  schedule.Labels{schedule.OwnerLabel: "doctor", "probe": "yes"},
 				Target:  schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "noop"}},
 				Overlap: schedule.OverlapBufferOne, Catchup: schedule.CatchupLatest,
 				Enabled: true, NextRunAt: p.now.Add(-time.Minute), Version: 1, CreatedAt: p.now, UpdatedAt: p.now,
@@ -160,6 +161,26 @@ func probeSet() []probe {
 			page, _, err := p.b.Catalog().ListSchedules(ctx, 10, "")
 			if err == nil && len(page) != 1 {
 				return wrong("%d schedules, want 1", len(page))
+			}
+			return err
+		}},
+		{"Catalog.ListSchedules (labels)", "find schedules {labels: \"k=v\"} sort {_id: 1} limit (labelSelector, the labels index)", func(ctx context.Context, p *probeState) error {
+			page, _, err := p.b.Catalog().ListSchedules(ctx, 10, "", schedule.OwnerLabel+"=doctor")
+			if err == nil && len(page) != 1 {
+				return wrong("%d schedules, want 1", len(page))
+			}
+			return err
+		}},
+		{"Catalog.ListSchedules (two labels)", "find schedules {labels: {$all: [\"k=v\", …]}} sort {_id: 1} limit (a selector of several terms)", func(ctx context.Context, p *probeState) error {
+			page, _, err := p.b.Catalog().ListSchedules(ctx, 10, "", schedule.OwnerLabel+"=doctor", "probe=yes")
+			if err == nil && len(page) != 1 {
+				return wrong("%d schedules, want 1", len(page))
+			}
+			if err == nil {
+				page, _, err = p.b.Catalog().ListSchedules(ctx, 10, "", schedule.OwnerLabel+"=doctor", "probe=no")
+				if err == nil && len(page) != 0 {
+					return wrong("%d schedules for probe=no, want 0", len(page))
+				}
 			}
 			return err
 		}},

@@ -101,7 +101,7 @@ func (s *Service) ListCalendars(ctx context.Context, o ListOptions) (*CalendarPa
 	if err != nil {
 		return nil, err
 	}
-	page, next, err := s.cals.ListCalendars(ctx, n, o.PageToken)
+	page, next, err := s.cals.ListCalendars(ctx, n, o.PageToken, o.Selector...)
 	if err != nil {
 		return nil, pageError("list calendars", err)
 	}
@@ -169,7 +169,7 @@ func (s *Service) checkCalendars(ctx context.Context, cur, next *schedule.Schedu
 
 // calendarRoutes serves /calendars and /calendars/{id}:
 //
-//	GET    /calendars?pageSize=&pageToken=  list, in id order
+//	GET    /calendars?pageSize=&pageToken=&labelSelector=  list, in id order
 //	PUT    /calendars/{id}                  create (201) or replace (200); If-Match honoured
 //	GET    /calendars/{id}                  read (ETag: "version")
 //	DELETE /calendars/{id}                  delete (204); If-Match honoured
@@ -178,7 +178,7 @@ func (h *handler) calendarRoutes(w http.ResponseWriter, r *http.Request, rest []
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			return notAllowed(w, r, http.MethodGet)
 		}
-		o, err := listOptions(r)
+		o, err := labelledListOptions(r)
 		if err != nil {
 			return err
 		}

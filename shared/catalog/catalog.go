@@ -96,6 +96,9 @@ type ListOptions struct {
 	PageSize int
 	// PageToken is the NextPageToken of the previous page, or empty.
 	PageToken string
+	// Selector, on the schedule and calendar lists, keeps the ones whose
+	// labels match every term (labelSelector); empty keeps all.
+	Selector schedule.LabelSelector
 }
 
 // SchedulePage is one page of schedules, in id order.
@@ -237,7 +240,7 @@ func (s *Service) List(ctx context.Context, o ListOptions) (*SchedulePage, error
 	if err != nil {
 		return nil, err
 	}
-	page, next, err := s.store.ListSchedules(ctx, n, o.PageToken)
+	page, next, err := s.store.ListSchedules(ctx, n, o.PageToken, o.Selector...)
 	if err != nil {
 		return nil, pageError("list", err)
 	}

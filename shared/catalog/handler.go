@@ -29,7 +29,7 @@ type handler struct {
 // NewHandler serves svc as the Schedules REST API:
 //
 //	POST   /schedules                    create (201, Location)
-//	GET    /schedules?pageSize=&pageToken=  list
+//	GET    /schedules?pageSize=&pageToken=&labelSelector=  list
 //	GET    /schedules/{id}               read (ETag: "version")
 //	PATCH  /schedules/{id}               merge-patch update (If-Match: version → 412)
 //	DELETE /schedules/{id}               delete (204; If-Match honoured)
@@ -105,7 +105,7 @@ func notAllowed(w http.ResponseWriter, r *http.Request, allow ...string) error {
 func (h *handler) collection(w http.ResponseWriter, r *http.Request) error {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		o, err := listOptions(r)
+		o, err := labelledListOptions(r)
 		if err != nil {
 			return err
 		}
@@ -412,6 +412,21 @@ func listOptions(r *http.Request) (ListOptions, error) {
 		}
 		o.PageSize = n
 	}
+	return o, nil
+}
+
+// labelledListOptions reads the list options of a list that filters by
+// labels: labelSelector is comma-separated key=value terms, ANDed.
+func labelledListOptions(r *http.Request) (ListOptions, error) {
+	o, err := listOptions(r)
+	if err != nil {
+		return o, err
+	}
+	sel, err := schedule.ParseLabelSelector("labelSelector", r.URL.Query().Get("labelSelector"))
+	if err != nil {
+		return o, err
+	}
+	o.Selector = sel
 	return o, nil
 }
 

@@ -37,6 +37,8 @@ const DateLayout = "2006-01-02"
 type Calendar struct {
 	ID          string `bson:"_id" json:"id"`
 	Description string `bson:"description,omitempty" json:"description,omitempty"`
+	// Labels, when set, are key/value labels (labels.go), as a schedule's.
+	Labels Labels `bson:"labels,omitempty" json:"labels,omitempty"`
 	// TimeZone is the IANA zone the days are read in; empty means UTC.
 	TimeZone string `bson:"timeZone" json:"timeZone"`
 	// Dates are single days, "2026-12-25".
@@ -154,6 +156,9 @@ func (c *Calendar) Validate() error {
 	}
 	if len(c.Description) > MaxDescription {
 		return fieldErr("description", "is %d bytes; at most %d", len(c.Description), MaxDescription)
+	}
+	if err := c.Labels.Validate(); err != nil {
+		return err
 	}
 	if _, err := LoadLocation(c.TimeZone); err != nil {
 		return err

@@ -190,6 +190,10 @@ func (d *Duration) UnmarshalBSONValue(t byte, b []byte) error {
 type Schedule struct {
 	ID          string `bson:"_id" json:"id"`
 	Description string `bson:"description,omitempty" json:"description,omitempty"`
+	// Labels, when set, are key/value labels (labels.go) that lists
+	// select on (labelSelector) and `baton apply` marks its owner with
+	// (OwnerLabel).
+	Labels Labels `bson:"labels,omitempty" json:"labels,omitempty"`
 	// Cron is a 5-field unix-cron expression, with an optional leading
 	// seconds field, or a descriptor (@hourly, @every 90s, …).
 	Cron string `bson:"cron" json:"cron"`

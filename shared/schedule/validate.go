@@ -232,6 +232,9 @@ func (s *Schedule) validate(o ValidateOptions) error {
 	if len(s.Description) > MaxDescription {
 		return fieldErr("description", "is %d bytes; at most %d", len(s.Description), MaxDescription)
 	}
+	if err := s.Labels.Validate(); err != nil {
+		return err
+	}
 	if len(s.PauseReason) > MaxDescription {
 		return fieldErr("pauseReason", "is %d bytes; at most %d", len(s.PauseReason), MaxDescription)
 	}

@@ -44,7 +44,8 @@ type Calendars interface {
 	// ListCalendars reads one page of calendars in id order, as
 	// Catalog.ListSchedules pages schedules (keyset cursor; a page of n
 	// reads n documents). It writes nothing.
-	ListCalendars(ctx context.Context, limit int, token string) (page []schedule.Calendar, next string, err error)
+	// sel filters by labels as Catalog.ListSchedules' does.
+	ListCalendars(ctx context.Context, limit int, token string, sel ...string) (page []schedule.Calendar, next string, err error)
 
 	// DeleteCalendar removes calendar id.
 	//

@@ -104,8 +104,8 @@ func (v calendars) GetCalendars(ctx context.Context, ids []string) (map[string]*
 }
 
 // ListCalendars implements store.Calendars.
-func (v calendars) ListCalendars(ctx context.Context, limit int, token string) ([]schedule.Calendar, string, error) {
-	q := PageQuery{Limit: limit, Token: token, IDType: bson.TypeString}
+func (v calendars) ListCalendars(ctx context.Context, limit int, token string, sel ...string) ([]schedule.Calendar, string, error) {
+	q := PageQuery{Limit: limit, Token: token, IDType: bson.TypeString, Filter: labelFilter(sel)}
 	out := []schedule.Calendar{}
 	p, err := v.coll().Page(ctx, q, &out)
 	if err != nil {

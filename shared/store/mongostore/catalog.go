@@ -69,9 +69,9 @@ func (v catalog) Get(ctx context.Context, id string) (schedule.Schedule, error) 
 }
 
 // ListSchedules implements store.Catalog.
-func (v catalog) ListSchedules(ctx context.Context, limit int, token string) ([]schedule.Schedule, string, error) {
+func (v catalog) ListSchedules(ctx context.Context, limit int, token string, sel ...string) ([]schedule.Schedule, string, error) {
 	// Every id is a string: a token carrying anything else was not ours.
-	q := PageQuery{Limit: limit, Token: token, IDType: bson.TypeString}
+	q := PageQuery{Limit: limit, Token: token, IDType: bson.TypeString, Filter: labelFilter(sel)}
 	out := []schedule.Schedule{}
 	p, err := v.schedules().Page(ctx, q, &out)
 	if err != nil {
@@ -221,4 +221,18 @@ func (v catalog) Delete(ctx context.Context, id string, version int64) error {
 		filter = append(filter, bson.E{Key: "version", Value: version})
 	}
 	return v.schedules().DeleteOne(ctx, filter)
+}
+
+// labelFilter matches the documents whose stored label pairs
+// (schedule.Labels) hold every term of sel; nil for none. The filter is
+// part of the page query, so a token is bound to its selector, and the
+// "labels" index (labels, _id) serves it in the keyset's order.
+func labelFilter(sel []string) bson.D {
+	if len(sel) == 0 {
+		return nil
+	}
+	if len(sel) == 1 {
+		return bson.D{{Key: "labels", Value: sel[0]}}
+	}
+	return bson.D{{Key: "labels", Value: bson.D{{Key: "$all", Value: sel}}}}
 }

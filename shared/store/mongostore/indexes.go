@@ -41,6 +41,10 @@ var SchedulerIndexes = []Index{
 	// scan billed for every schedule. Here and locally, creating it is a
 	// no-op over the built-in _id index.
 	{Collection: schedule.SchedulesCollection, Name: "list", Keys: bson.D{{Key: "_id", Value: 1}}},
+	// The schedule list by label (catalog.List with labelSelector):
+	// labels is an array of "key=value" pairs (schedule.Labels), so one
+	// multikey index serves equality on any label, keyset on _id.
+	{Collection: schedule.SchedulesCollection, Name: "labels", Keys: bson.D{{Key: "labels", Value: 1}, {Key: "_id", Value: 1}}},
 	// The daemon's edit poll: keyset on (updatedAt, _id).
 	{Collection: schedule.SchedulesCollection, Name: "updated", Keys: bson.D{{Key: "updatedAt", Value: 1}, {Key: "_id", Value: 1}}},
 	// Run history and the latest-run lookups, newest first; also the order
@@ -87,6 +91,8 @@ var SchedulerIndexes = []Index{
 	// Firestore as the schedule list's. The tick reads calendars by _id
 	// ($in), which needs no index of its own.
 	{Collection: schedule.CalendarsCollection, Name: "list", Keys: bson.D{{Key: "_id", Value: 1}}},
+	// The calendar list by label, as the schedules' "labels".
+	{Collection: schedule.CalendarsCollection, Name: "labels", Keys: bson.D{{Key: "labels", Value: 1}, {Key: "_id", Value: 1}}},
 	// Retention: the local sweep's delete of expired runs and change
 	// records, oldest first (Firestore's TTL policy does it in the cloud).
 	// Only finished runs carry expireAt.
