@@ -53,8 +53,8 @@ func (v catalog) Get(ctx context.Context, id string) (schedule.Schedule, error) 
 	return schedules(v).Get(ctx, id)
 }
 
-func (v catalog) ListSchedules(ctx context.Context, limit int, token string) ([]schedule.Schedule, string, error) {
-	got, next, err := v.s.page(ctx, pageQuery{coll: schedColl, binding: "all", limit: limit, token: token})
+func (v catalog) ListSchedules(ctx context.Context, limit int, token string, sel ...string) ([]schedule.Schedule, string, error) {
+	got, next, err := v.s.page(ctx, pageQuery{coll: schedColl, binding: labelBinding(sel), match: hasLabels(sel), limit: limit, token: token})
 	if err != nil {
 		return nil, "", err
 	}
@@ -227,4 +227,38 @@ func (v catalog) PruneVersions(ctx context.Context, scheduleID, belowID string, 
 
 func (v catalog) DeleteExpiredVersions(ctx context.Context, now time.Time, limit int) (int, error) {
 	return v.s.deleteBatch(ctx, versionsColl, func(m bson.M) bool { return timeLTE(m, "expireAt", now) }, byTime("expireAt"), limit)
+}
+
+// labelBinding binds a page token to its label selector, as mongostore
+// binds it to its filter: a token of one selector is refused by another.
+func labelBinding(sel []string) string {
+	if len(sel) == 0 {
+		return "all"
+	}
+	return "labels=" + strings.Join(sel, ",")
+}
+
+// hasLabels matches the documents whose labels array (the stored
+// "key=value" form) holds every term of sel, as mongostore's
+// {labels: term} or {labels: {$all: sel}}; nil for no selector.
+func hasLabels(sel []string) func(bson.M) bool {
+	if len(sel) == 0 {
+		return nil
+	}
+	return func(m bson.M) bool {
+		arr, ok := m["labels"].(bson.A)
+		if !ok {
+			return false
+		}
+		have := make(map[string]bool, len(arr))
+		for _, x := range arr {
+			have[strOf(x)] = true
+		}
+		for _, t := range sel {
+			if !have[t] {
+				return false
+			}
+		}
+		return true
+	}
 }
