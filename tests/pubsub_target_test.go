@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -98,6 +99,16 @@ func TestPubSubTarget(t *testing.T) {
 	const topic = "projects/local/topics/nightly-export"
 	if code := api(t, s.URL, s.Token, "POST", "/Schedules/schedules", pubsubSchedule("ps-export", topic, ""), nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
+	}
+	// The console's schedule page shows the topic and the ordering key.
+	res, err := http.Get(s.URL + "/console/schedules/ps-export")
+	if err != nil {
+		t.Fatalf("console: %v", err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if want := "pubsub: <code>" + topic + "</code> (ordering key <code>nightly</code>) team=data"; res.StatusCode != http.StatusOK || !strings.Contains(string(page), want) {
+		t.Errorf("console schedule page: HTTP %d, lacks %q", res.StatusCode, want)
 	}
 	c, err := pubsub.NewClient(ctx, "local", option.WithEndpoint(s.PubSubHost), option.WithoutAuthentication(),
 		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
