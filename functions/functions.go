@@ -52,6 +52,14 @@ type Deps struct {
 	// AllowedTargets is the host allowlist for http targets
 	// (BATON_ALLOWED_TARGETS).
 	AllowedTargets []string
+	// AllowedTopics is the topic allowlist for pubsub targets
+	// (BATON_ALLOWED_TOPICS).
+	AllowedTopics []string
+	// EnsureTopic, when set, is called with the topic of every pubsub
+	// target the Schedules API writes. baton local creates the topic in
+	// its Pub/Sub fake, so a subscriber can attach before the first run;
+	// in the cloud, topics are Terraform's and this is nil.
+	EnsureTopic func(ctx context.Context, topic string) error
 	// GPUPool is the raw pool configuration, `URL=slots,...` (BATON_GPU_POOL).
 	GPUPool string
 	// GPUWeights and GPUQuotas are the tenants' weights and slot caps,
@@ -198,6 +206,7 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 		Bucket: config.Get(config.EnvBucket),
 
 		AllowedTargets: config.List(config.EnvAllowedTargets),
+		AllowedTopics:  config.List(config.EnvAllowedTopics),
 		GPUPool:        config.Get(config.EnvGPUPool),
 		GPUWeights:     config.Get(config.EnvGPUWeights),
 		GPUQuotas:      config.Get(config.EnvGPUQuotas),
@@ -206,6 +215,9 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 	// refuse to start instead, naming the entry.
 	if err := schedule.CheckAllowlist(d.AllowedTargets); err != nil {
 		return nil, fmt.Errorf("functions: %s: %w", config.EnvAllowedTargets, err)
+	}
+	if err := schedule.CheckTopicAllowlist(d.AllowedTopics); err != nil {
+		return nil, fmt.Errorf("functions: %s: %w", config.EnvAllowedTopics, err)
 	}
 	var err error
 	d.Publisher = notify.NewPubSub()

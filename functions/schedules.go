@@ -28,10 +28,11 @@ func newSchedules(d *Deps) (http.Handler, error) {
 		return nil, err
 	}
 	opts := catalog.Options{
-		Validate: schedule.ValidateOptions{AllowedHosts: d.AllowedTargets, Builtins: scheduler.Builtins(), RefuseSubMinute: !d.SubMinute},
+		Validate: schedule.ValidateOptions{AllowedHosts: d.AllowedTargets, AllowedTopics: d.AllowedTopics, Builtins: scheduler.Builtins(), RefuseSubMinute: !d.SubMinute},
 		Clock:    d.Clock,
 		// The retention of change records (history.keep's default).
 		HistoryKeep: d.HistoryKeep,
+		EnsureTopic: d.EnsureTopic,
 	}
 	// Knowing the pool, a schedule's gpuType is refused at write time (a
 	// 400 naming target.gpu.gpuType) rather than at its first run. Without

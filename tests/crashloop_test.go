@@ -123,7 +123,7 @@ func TestCrashLoop(t *testing.T) {
 		t.Fatalf("go build ./cmd/baton: %v\n%s", err, out)
 	}
 	dataDir := filepath.Join(work, "data")
-	addrs := []string{"--addr", freeAddr(t), "--mongo-addr", freeAddr(t), "--gcs-addr", freeAddr(t), "--tasks-addr", freeAddr(t)}
+	addrs := []string{"--addr", freeAddr(t), "--mongo-addr", freeAddr(t), "--gcs-addr", freeAddr(t), "--tasks-addr", freeAddr(t), "--pubsub-addr", freeAddr(t)}
 	logPath := filepath.Join(work, "baton.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {

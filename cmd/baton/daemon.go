@@ -116,7 +116,7 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 			eng, err := scheduler.New(scheduler.Config{
 				HistoryKeep: keep,
 				Store:       st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log, EpochFloor: scheduler.EpochFloor(st), Metrics: met}),
-				TickLeaseTTL: ttl, AllowedTargets: allowed, Logger: log,
+				TickLeaseTTL: ttl, AllowedTargets: allowed, AllowedTopics: config.List(config.EnvAllowedTopics), Logger: log,
 				IDToken: config.Get(config.EnvTargetIDToken) == "true",
 				GPU:     gpuPool,
 				Metrics: met,

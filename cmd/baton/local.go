@@ -130,6 +130,7 @@ requests in flight finish (up to 30s), then the emulators stop.`,
 	f.StringVar(&cfg.MongoAddr, "mongo-addr", "127.0.0.1:27018", "listen address of the MongoDB API emulator (BATON_MONGO_URI); port 0 picks a free one")
 	f.StringVar(&cfg.GCSAddr, "gcs-addr", "127.0.0.1:4443", "listen address of the GCS emulator (STORAGE_EMULATOR_HOST); port 0 picks a free one")
 	f.StringVar(&cfg.TasksAddr, "tasks-addr", "127.0.0.1:8123", "listen address of the Cloud Tasks emulator (CLOUD_TASKS_EMULATOR_HOST), which delivers runs to /Run; port 0 picks a free one")
+	f.StringVar(&cfg.PubSubAddr, "pubsub-addr", "127.0.0.1:8085", "listen address of the Pub/Sub fake (PUBSUB_EMULATOR_HOST), where pubsub targets and notification channels publish and subscribers pull; port 0 picks a free one")
 	f.StringVar(&cfg.DataDir, "data-dir", ".baton", "directory for the database (DATA_DIR/mongo), the bucket's objects (DATA_DIR/gcs: leases, job outputs) and the Cloud Tasks queue (DATA_DIR/tasks), kept across restarts, and the env file; empty keeps nothing")
 	f.BoolVar(&cfg.Fresh, "fresh", false, "wipe DATA_DIR/mongo, DATA_DIR/gcs and DATA_DIR/tasks before starting")
 	f.DurationVar(&tick, "tick", stack.DefaultTick, "how often the scheduler emulator POSTs /Tick (e.g. 5s for demos); 0 turns it off")

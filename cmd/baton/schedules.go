@@ -335,6 +335,9 @@ type scheduleFlags struct {
 	retryBackoff, leaseTTL           string
 	enabled                          bool
 	excludeCals, onlyCals            []string
+	pubsubTopic, pubsubData          string
+	pubsubAttrs                      []string
+	orderingKey                      string
 	out                              *outputFormat
 	ifMatch                          string
 	flags                            *pflag.FlagSet
@@ -367,6 +370,10 @@ func (f *scheduleFlags) register(fs *pflag.FlagSet, forUpdate bool) {
 	fs.StringVar(&f.gpuTenant, "gpu-tenant", "", `gpu target: whose job each run's job is, for fair share and quotas (default "default")`)
 	fs.StringVar(&f.gpuType, "gpu-type", "", "gpu target: run only on a slot of this GPU type (a BATON_GPU_POOL entry's @type); default any slot")
 	fs.BoolVar(&f.gpuPreemptible, "gpu-preemptible", false, "gpu target: let a more urgent job stop and requeue each run's job (--gpu-preemptible=false turns it off on update)")
+	fs.StringVar(&f.pubsubTopic, "pubsub-topic", "", "pubsub target: publish each run to this topic, projects/P/topics/T (on BATON_ALLOWED_TOPICS)")
+	fs.StringVar(&f.pubsubData, "pubsub-data", "", "pubsub target: the message's data")
+	fs.StringArrayVar(&f.pubsubAttrs, "pubsub-attr", nil, "pubsub target: a message attribute key=value (repeatable; an empty value removes it on update)")
+	fs.StringVar(&f.orderingKey, "ordering-key", "", "pubsub target: the message's ordering key")
 	fs.StringVar(&f.overlap, "overlap", "", "overlap policy: skip, buffer_one (default) or allow")
 	fs.StringVar(&f.catchup, "catchup", "", "catch-up policy: latest (default), all or none")
 	fs.IntVar(&f.maxCatchup, "max-catchup", 0, "catch-up all: at most this many missed runs (default 10)")
@@ -456,12 +463,15 @@ func (f *scheduleFlags) patch(stdin io.Reader) (map[string]any, error) {
 	if changed("gpu") && f.gpu || changed("gpu-payload") && !changed("gpu") {
 		kinds = append(kinds, schedule.TargetGPU)
 	}
+	if changed("pubsub-topic") {
+		kinds = append(kinds, schedule.TargetPubSub)
+	}
 	if len(kinds) > 1 {
-		return nil, usageError("choose one target: --target-url (http), --builtin or --gpu, not %s", strings.Join(kinds, " and "))
+		return nil, usageError("choose one target: --target-url (http), --builtin, --gpu or --pubsub-topic, not %s", strings.Join(kinds, " and "))
 	}
 	if len(kinds) == 1 {
 		set(kinds[0], "target", "type")
-		for _, other := range []string{schedule.TargetHTTP, schedule.TargetBuiltin, schedule.TargetGPU} {
+		for _, other := range []string{schedule.TargetHTTP, schedule.TargetBuiltin, schedule.TargetGPU, schedule.TargetPubSub} {
 			if other != kinds[0] {
 				set(nil, "target", other)
 			}
@@ -518,6 +528,20 @@ func (f *scheduleFlags) patch(stdin io.Reader) (map[string]any, error) {
 	str("gpu-type", f.gpuType, "target", "gpu", "gpuType")
 	if changed("gpu-preemptible") {
 		set(f.gpuPreemptible, "target", "gpu", "preemptible")
+	}
+	str("pubsub-topic", f.pubsubTopic, "target", "pubsub", "topic")
+	str("pubsub-data", f.pubsubData, "target", "pubsub", "data")
+	str("ordering-key", f.orderingKey, "target", "pubsub", "orderingKey")
+	for _, a := range f.pubsubAttrs {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || k == "" {
+			return nil, usageError("--pubsub-attr %q: want key=value", a)
+		}
+		if v == "" {
+			set(nil, "target", "pubsub", "attributes", k)
+		} else {
+			set(v, "target", "pubsub", "attributes", k)
+		}
 	}
 	return doc, nil
 }

@@ -44,7 +44,7 @@ func setupCLI(t *testing.T) *cliBundle {
 	}
 	t.Cleanup(eng.Wait) // background runs finish before the store closes
 	svc := catalog.New(st, catalog.Options{
-		Validate:   schedule.ValidateOptions{AllowedHosts: []string{"api.example.com"}, Builtins: scheduler.Builtins()},
+		Validate:   schedule.ValidateOptions{AllowedHosts: []string{"api.example.com"}, AllowedTopics: []string{"projects/local/topics/*"}, Builtins: scheduler.Builtins()},
 		Triggerer:  eng,
 		Backfiller: eng,
 	})
@@ -326,5 +326,27 @@ func TestSchedulesCLIGPUTenant(t *testing.T) {
 	want.Preemptible = false
 	if diff := cmp.Diff(&want, b.stored(t, "train").Target.GPU); diff != "" {
 		t.Errorf("stored gpu target after update --gpu-preemptible=false (-want,+got):\n%s", diff)
+	}
+}
+
+// TestSchedulesCLIPubSub: --pubsub-topic makes a pubsub target with its
+// data, attributes and ordering key; update changes one attribute and
+// removes another, and a second target kind is refused.
+func TestSchedulesCLIPubSub(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	b.ok(t, "schedules", "create", "--id", "export", "--cron", "@daily", "--pubsub-topic", "projects/local/topics/exports",
+		"--pubsub-data", "go", "--pubsub-attr", "team=data", "--pubsub-attr", "env=prod", "--ordering-key", "k1")
+	want := schedule.PubSubTarget{Topic: "projects/local/topics/exports", Data: "go", Attributes: map[string]string{"team": "data", "env": "prod"}, OrderingKey: "k1"}
+	if diff := cmp.Diff(&want, b.stored(t, "export").Target.PubSub); diff != "" {
+		t.Errorf("stored pubsub target after create (-want,+got):\n%s", diff)
+	}
+	b.ok(t, "schedules", "update", "export", "--pubsub-attr", "team=ml", "--pubsub-attr", "env=")
+	want.Attributes = map[string]string{"team": "ml"}
+	if diff := cmp.Diff(&want, b.stored(t, "export").Target.PubSub); diff != "" {
+		t.Errorf("stored pubsub target after update (-want,+got):\n%s", diff)
+	}
+	if _, stderr, err := b.run(t, "", "schedules", "create", "--id", "x", "--cron", "@daily", "--builtin", "noop", "--pubsub-topic", "projects/local/topics/exports"); err == nil || !strings.Contains(err.Error()+stderr, "choose one target") {
+		t.Errorf("two targets: err %v stderr %q; want choose one target", err, stderr)
 	}
 }

@@ -20,7 +20,9 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/baton-cron/baton/shared/notify"
 
@@ -102,6 +104,12 @@ type Config struct {
 	// MongoAddr, GCSAddr and TasksAddr are the emulators' listen
 	// addresses; "" means a free port on 127.0.0.1.
 	MongoAddr, GCSAddr, TasksAddr string
+	// PubSubAddr is the listen address of the Pub/Sub fake
+	// (PUBSUB_EMULATOR_HOST); empty picks a free port.
+	PubSubAddr string
+	// PubSubReactors are pstest's fault hooks (an error for a Publish, for
+	// example), for tests of what a refused or unanswered publish does.
+	PubSubReactors []pstest.ServerReactorOption
 	// DataDir keeps the database under DataDir/mongo, the bucket's
 	// objects (leases, job outputs) under DataDir/gcs and the Cloud Tasks
 	// queue under DataDir/tasks across restarts. ""
@@ -178,6 +186,8 @@ type Stack struct {
 	// Tasks is the Cloud Tasks emulator that delivers runs to /Run; tests
 	// read its attempts.
 	Tasks *tasks.Server
+	// PubSubHost is the Pub/Sub fake's host:port (PUBSUB_EMULATOR_HOST).
+	PubSubHost string
 	// TasksHost is its host:port (CLOUD_TASKS_EMULATOR_HOST).
 	TasksHost string
 	// Queues is the run queues' full names (BATON_TASKS_QUEUE), in order.
@@ -334,11 +344,24 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if deps.Notify, err = functions.NotifyFromEnv(deps.AllowedTargets); err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
-	// Pub/Sub channels publish to Google's own in-memory fake.
-	s.PubSub = pstest.NewServer()
-	if _, err := s.PubSub.GServer.CreateTopic(ctx, &pubsubpb.Topic{Name: NotifyTopic}); err != nil {
-		return nil, fmt.Errorf("stack: pubsub fake: create %s: %w", NotifyTopic, err)
+	// Pub/Sub channels and pubsub targets publish to Google's own
+	// in-memory fake.
+	if s.PubSub, err = startPubSub(cfg.PubSubAddr, cfg.PubSubReactors); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
 	}
+	s.PubSubHost = s.PubSub.Addr
+	if err := s.ensureTopic(ctx, NotifyTopic); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	// Every topic of project "local" may be a pubsub target's, and the
+	// Schedules API creates the topic a schedule names, so that a
+	// subscriber can attach before the first run.
+	topics := config.List(config.EnvAllowedTopics)
+	if err := schedule.CheckTopicAllowlist(topics); err != nil {
+		return nil, fmt.Errorf("stack: %s: %w", config.EnvAllowedTopics, err)
+	}
+	deps.AllowedTopics = append([]string{LocalTopics}, topics...)
+	deps.EnsureTopic = s.ensureTopic
 	s.publisher = notify.NewPubSub(option.WithEndpoint(s.PubSub.Addr), option.WithoutAuthentication(),
 		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
 	deps.Publisher = s.publisher
@@ -594,6 +617,7 @@ func (s *Stack) Exports() string {
 		{config.EnvMongoURI, s.MongoURI},
 		{config.EnvTasksEmu, s.TasksHost},
 		{config.EnvTasksQueue, strings.Join(s.Queues, ",")},
+		{config.EnvPubSubEmu, s.PubSubHost},
 		{config.EnvToken, s.Token},
 	} {
 		fmt.Fprintf(&b, "export %s=%s\n", kv[0], shellQuote(kv[1]))
@@ -637,4 +661,35 @@ func withDatabase(uri, db string) string {
 		out += "?" + query
 	}
 	return out
+}
+
+// LocalTopics is the allowlist entry the stack adds to
+// BATON_ALLOWED_TOPICS: every topic of the local project.
+const LocalTopics = "projects/local/topics/*"
+
+// startPubSub starts the Pub/Sub fake on addr ("" for a free port).
+// pstest panics when it cannot listen; that becomes an error naming the
+// address, as for the other emulators.
+func startPubSub(addr string, reactors []pstest.ServerReactorOption) (srv *pstest.Server, err error) {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			srv, err = nil, fmt.Errorf("pubsub fake: listen on %s: %v", addr, r)
+		}
+	}()
+	return pstest.NewServerWithAddress(addr, reactors...), nil
+}
+
+// ensureTopic creates topic in the Pub/Sub fake unless it exists.
+func (s *Stack) ensureTopic(ctx context.Context, topic string) error {
+	_, err := s.PubSub.GServer.CreateTopic(ctx, &pubsubpb.Topic{Name: topic})
+	if status.Code(err) == codes.AlreadyExists {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pubsub fake: create %s: %w", topic, err)
+	}
+	return nil
 }

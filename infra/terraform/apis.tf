@@ -14,7 +14,7 @@ locals {
     "iam.googleapis.com",
     "logging.googleapis.com",
     "monitoring.googleapis.com",     # metrics, alert policies, the dashboard (monitoring.tf)
-    "pubsub.googleapis.com",         # the optional notify_topic grant (monitoring.tf)
+    "pubsub.googleapis.com",         # the optional notify_topic and pubsub_target_topics grants (monitoring.tf)
     "billingbudgets.googleapis.com", # the optional GPU budget (monitoring.tf)
     "run.googleapis.com",            # gen2 functions and the GPU worker
     "storage.googleapis.com",

@@ -351,6 +351,7 @@ resource "terraform_data" "iam_ready" {
     [for g in google_project_iam_member.function_metrics : g.id],
     google_project_iam_member.daemon_metrics[*].id,
     [for g in google_pubsub_topic_iam_member.notify_publisher : g.id],
+    [for g in google_pubsub_topic_iam_member.target_publisher : g.id],
     google_storage_bucket_iam_member.daemon_bucket[*].id,
   )
 

@@ -86,6 +86,7 @@ locals {
         BATON_DATABASE              = var.database_name
         BATON_BUCKET                = google_storage_bucket.baton.name
         BATON_ALLOWED_TARGETS       = join(",", var.allowed_targets)
+        BATON_ALLOWED_TOPICS        = join(",", var.pubsub_target_topics)
         BATON_GPU_POOL              = local.gpu_pool
         BATON_GPU_WEIGHTS           = local.gpu_weights
         BATON_GPU_QUOTAS            = local.gpu_quotas
@@ -133,6 +134,7 @@ locals {
         BATON_DATABASE              = var.database_name
         BATON_BUCKET                = google_storage_bucket.baton.name
         BATON_ALLOWED_TARGETS       = join(",", var.allowed_targets)
+        BATON_ALLOWED_TOPICS        = join(",", var.pubsub_target_topics)
         BATON_GPU_POOL              = local.gpu_pool
         BATON_GPU_WEIGHTS           = local.gpu_weights
         BATON_GPU_QUOTAS            = local.gpu_quotas
@@ -164,6 +166,7 @@ locals {
         BATON_DATABASE        = var.database_name
         BATON_BUCKET          = google_storage_bucket.baton.name
         BATON_ALLOWED_TARGETS = join(",", var.allowed_targets)
+        BATON_ALLOWED_TOPICS  = join(",", var.pubsub_target_topics)
         # Trigger-now decides a run through the same engine as Tick and
         # hands it to Run the same way.
         BATON_GPU_POOL              = local.gpu_pool

@@ -316,6 +316,31 @@ locals {
   )
 }
 
+# pubsub targets (pubsub_target_topics): the accounts that execute runs may
+# publish to each listed topic, and only to those. Same accounts as
+# notifications: Run executes handed-off runs; Tick and Schedules decide
+# and may execute inline (trigger-now without a queue, the daemon).
+locals {
+  target_publishers = merge(
+    { for k in ["Tick", "Run", "Schedules"] : k => google_service_account.function[k].member },
+    local.daemon_count > 0 ? { daemon = google_service_account.daemon[0].member } : {},
+  )
+  target_topic_grants = {
+    for pair in setproduct(var.pubsub_target_topics, keys(local.target_publishers)) :
+    "${pair[0]} ${pair[1]}" => { topic = pair[0], member = local.target_publishers[pair[1]] }
+  }
+}
+
+resource "google_pubsub_topic_iam_member" "target_publisher" {
+  for_each = local.target_topic_grants
+
+  project    = split("/", each.value.topic)[1]
+  topic      = each.value.topic
+  role       = "roles/pubsub.publisher"
+  member     = each.value.member
+  depends_on = [terraform_data.apis_ready]
+}
+
 resource "google_pubsub_topic_iam_member" "notify_publisher" {
   for_each = local.notify_publishers
 

@@ -751,6 +751,17 @@ variable "console_url" {
   }
 }
 
+variable "pubsub_target_topics" {
+  description = "Pub/Sub topics that schedules' pubsub targets may publish to (BATON_ALLOWED_TOPICS), each projects/PROJECT/topics/TOPIC. The topics are the operator's; Terraform grants Tick, Run and Schedules (and the daemon) roles/pubsub.publisher on each listed topic and on nothing else. A pubsub target naming another topic is refused with 400. Empty means no pubsub target can be written."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for t in var.pubsub_target_topics : can(regex("^projects/[a-z0-9][a-z0-9.:-]{0,62}/topics/[A-Za-z][A-Za-z0-9._~+%-]{2,254}$", t)) && !startswith(lower(split("/", t)[3]), "goog")]) && length(distinct(var.pubsub_target_topics)) == length(var.pubsub_target_topics)
+    error_message = "pubsub_target_topics: each entry must be a topic name, projects/PROJECT/topics/TOPIC (a topic id not starting with goog), listed once; a wildcard is not a grant Terraform can make."
+  }
+}
+
 variable "notify_topic" {
   description = "Default Pub/Sub notification channel (BATON_NOTIFY_TOPIC), projects/PROJECT/topics/TOPIC, for every schedule without a notify block: the events of notify_on are published there. The topic is the operator's; Terraform grants Tick, Run and Schedules (and the daemon) roles/pubsub.publisher on it. Empty means none."
   type        = string

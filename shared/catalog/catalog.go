@@ -53,6 +53,12 @@ type Options struct {
 	// VersionsKept bounds the change records kept per schedule; 0 means
 	// DefaultVersionsKept.
 	VersionsKept int
+	// EnsureTopic, when set, is called with a pubsub target's topic before
+	// the schedule is written; an error refuses the write. baton local
+	// creates the topic in its Pub/Sub fake, so that a subscriber can
+	// attach before the first run. In the cloud topics are Terraform's,
+	// and it is nil.
+	EnsureTopic func(ctx context.Context, topic string) error
 }
 
 // Service is the schedule catalog over a store. It is safe for concurrent
@@ -127,9 +133,14 @@ func (s *Service) now() time.Time { return s.opts.Clock.Now().UTC().Truncate(tim
 
 // prepare validates sc completely and recomputes its next fire time after
 // now. It is the one gate every write passes.
-func (s *Service) prepare(sc *schedule.Schedule, now time.Time) error {
+func (s *Service) prepare(ctx context.Context, sc *schedule.Schedule, now time.Time) error {
 	if err := sc.Normalize(s.opts.Validate); err != nil {
 		return inputError("", err)
+	}
+	if p := sc.Target.PubSub; p != nil && s.opts.EnsureTopic != nil {
+		if err := s.opts.EnsureTopic(ctx, p.Topic); err != nil {
+			return fmt.Errorf("catalog: create topic %s: %w", p.Topic, err)
+		}
 	}
 	next, err := sc.NextFireOf(now)
 	if err != nil {
@@ -176,7 +187,7 @@ func (s *Service) Create(ctx context.Context, sc *schedule.Schedule) (*schedule.
 		out.ID = s.opts.NewID()
 	}
 	now := s.now()
-	if err := s.prepare(&out, now); err != nil {
+	if err := s.prepare(ctx, &out, now); err != nil {
 		return nil, err
 	}
 	if err := s.checkCalendars(ctx, nil, &out); err != nil {
@@ -387,7 +398,7 @@ func (s *Service) update(ctx context.Context, id string, patch map[string]any, i
 		if ifMatch != 0 && cur.Version != ifMatch {
 			return nil, fmt.Errorf("catalog: update %s: stored version %d, If-Match %d: %w", id, cur.Version, ifMatch, ErrVersionMismatch)
 		}
-		next, err := s.apply(cur, patch)
+		next, err := s.apply(ctx, cur, patch)
 		if err != nil {
 			return nil, err
 		}
@@ -425,7 +436,7 @@ func (s *Service) update(ctx context.Context, id string, patch map[string]any, i
 
 // apply merges patch onto cur through JSON, so a patch is decoded exactly
 // like a create body (strictly), then validates the result.
-func (s *Service) apply(cur *schedule.Schedule, patch map[string]any) (*schedule.Schedule, error) {
+func (s *Service) apply(ctx context.Context, cur *schedule.Schedule, patch map[string]any) (*schedule.Schedule, error) {
 	doc, err := toMap(cur)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: update %s: %w", cur.ID, err)
@@ -451,7 +462,7 @@ func (s *Service) apply(cur *schedule.Schedule, patch map[string]any) (*schedule
 	// The merge went through cur's JSON, which shows a stored webhook
 	// secret as its placeholder: keep the secret itself.
 	schedule.KeepSecret(next, cur)
-	if err := s.prepare(next, now); err != nil {
+	if err := s.prepare(ctx, next, now); err != nil {
 		return nil, err
 	}
 	next.Version, next.CreatedAt, next.UpdatedAt = cur.Version+1, cur.CreatedAt, now

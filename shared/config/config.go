@@ -42,8 +42,10 @@ const (
 	EnvDatabase       = "BATON_DATABASE"
 	EnvBucket         = "BATON_BUCKET"
 	EnvStorageEmu     = "STORAGE_EMULATOR_HOST"
+	EnvPubSubEmu      = "PUBSUB_EMULATOR_HOST"
 	EnvToken          = "BATON_TOKEN"
 	EnvAllowedTargets = "BATON_ALLOWED_TARGETS"
+	EnvAllowedTopics  = "BATON_ALLOWED_TOPICS"
 	EnvGPUPool        = "BATON_GPU_POOL"
 	// EnvGPUWeights and EnvGPUQuotas are the GPU tenants' weights for
 	// fair share and caps on running slots ("a=3,b=1").
@@ -116,8 +118,10 @@ var Vars = []Var{
 	// alone); GPUCallback never touches the bucket, so it is not given it.
 	{EnvBucket, []string{FnTick, FnSchedules, FnGPU, FnRun, SvcWorker, CLI}, "", "Cloud Storage bucket for leases (`leases/`, the functions) and job output (`outputs/`, written by the GPU worker, read by the GPU function's logs route)."},
 	{EnvStorageEmu, nil, "", "host:port of a GCS emulator (set by `baton local`); unset in the cloud."},
+	{EnvPubSubEmu, nil, "", "host:port of a Pub/Sub emulator, read by Google's Pub/Sub client: `baton local` prints its fake's, for subscribers to pull from; unset in the cloud."},
 	{EnvToken, append(functions, SvcWorker, CLI), "", "Bearer token required by the API when set (local use). In the cloud, IAM invoker checks authenticate callers."},
 	{EnvAllowedTargets, []string{FnTick, FnSchedules, FnRun}, "", "Comma-separated host allowlist for `http` targets (`host`, `host:port`, `*.example.com`). Empty refuses every http target. `baton local` allows loopback and these hosts beside it."},
+	{EnvAllowedTopics, []string{FnTick, FnSchedules, FnRun}, "", "Comma-separated allowlist of Pub/Sub topics that `pubsub` targets may publish to (`projects/P/topics/T`, or `projects/P/topics/*` for every topic of P). Empty refuses every pubsub target. Terraform sets it from `pubsub_target_topics`, beside the publisher grant on exactly those topics. `baton local` allows `projects/local/topics/*` and these beside it."},
 	{EnvGPUPool, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU worker pool: comma-separated `URL=slots` entries, each optionally typed `URL=slots@nvidia-l4` (a job's `gpuType` must match one)."},
 	{EnvGPUWeights, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU tenants' weights for fair share of the slots, `tenant=N,...` (`a=3,b=1`); a tenant not named weighs 1."},
 	{EnvGPUQuotas, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU tenants' caps on concurrently running slots, `tenant=N,...` (`batch=2`); a tenant not named has no cap."},

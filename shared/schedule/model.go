@@ -75,6 +75,7 @@ const (
 	TargetHTTP    = "http"
 	TargetGPU     = "gpu"
 	TargetBuiltin = "builtin"
+	TargetPubSub  = "pubsub"
 )
 
 // Source says why a run exists. It is stored and sent as its string
@@ -296,6 +297,7 @@ type Target struct {
 	HTTP    *HTTPTarget    `bson:"http,omitempty" json:"http,omitempty"`
 	GPU     *GPUTarget     `bson:"gpu,omitempty" json:"gpu,omitempty"`
 	Builtin *BuiltinTarget `bson:"builtin,omitempty" json:"builtin,omitempty"`
+	PubSub  *PubSubTarget  `bson:"pubsub,omitempty" json:"pubsub,omitempty"`
 }
 
 // HTTPTarget calls a URL. Its host must be on BATON_ALLOWED_TARGETS.

@@ -56,10 +56,15 @@ type PubSubTopic struct {
 // -_.~+%.
 var topicName = regexp.MustCompile(`^projects/[a-z0-9][a-z0-9.:-]{0,62}/topics/[A-Za-z][A-Za-z0-9._~+%-]{2,254}$`)
 
-// CheckTopic validates a Pub/Sub topic name for the field named.
+// CheckTopic validates a Pub/Sub topic name for the field named. Pub/Sub
+// also refuses a topic id that starts with "goog"
+// (https://cloud.google.com/pubsub/docs/pubsub-basics#resource_names).
 func CheckTopic(field, topic string) error {
 	if !topicName.MatchString(topic) {
 		return fieldErr(field, "%q is not a Pub/Sub topic name; want projects/PROJECT/topics/TOPIC", topic)
+	}
+	if _, id, _ := strings.Cut(topic, "/topics/"); strings.HasPrefix(strings.ToLower(id), "goog") {
+		return fieldErr(field, "topic id %q starts with \"goog\", which Pub/Sub reserves", id)
 	}
 	return nil
 }

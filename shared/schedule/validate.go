@@ -51,6 +51,11 @@ type ValidateOptions struct {
 	// check, for a process that does not know the pool. An empty non-nil
 	// slice is a pool with no typed worker, where no gpuType can run.
 	GPUTypes []string
+	// AllowedTopics are the BATON_ALLOWED_TOPICS entries that a pubsub
+	// target's topic must match: "projects/P/topics/T" or
+	// "projects/P/topics/*". Empty refuses every pubsub target. See
+	// IsAllowedTopic.
+	AllowedTopics []string
 }
 
 // gpuTenantPattern is a GPU tenant's name: short, and free of the "=" and
@@ -378,18 +383,18 @@ func durationIn(field string, d Duration, lo, hi time.Duration) error {
 }
 
 func (t *Target) validate(o ValidateOptions) error {
-	set := map[string]bool{TargetHTTP: t.HTTP != nil, TargetGPU: t.GPU != nil, TargetBuiltin: t.Builtin != nil}
+	set := map[string]bool{TargetHTTP: t.HTTP != nil, TargetGPU: t.GPU != nil, TargetBuiltin: t.Builtin != nil, TargetPubSub: t.PubSub != nil}
 	switch t.Type {
 	case "":
-		return fieldErr("target.type", "is required; want http, gpu or builtin")
-	case TargetHTTP, TargetGPU, TargetBuiltin:
+		return fieldErr("target.type", "is required; want http, gpu, builtin or pubsub")
+	case TargetHTTP, TargetGPU, TargetBuiltin, TargetPubSub:
 	default:
-		return fieldErr("target.type", "unknown target type %q; want http, gpu or builtin", t.Type)
+		return fieldErr("target.type", "unknown target type %q; want http, gpu, builtin or pubsub", t.Type)
 	}
 	if !set[t.Type] {
 		return fieldErr("target."+t.Type, "is required when target.type is %q", t.Type)
 	}
-	for _, other := range []string{TargetHTTP, TargetGPU, TargetBuiltin} {
+	for _, other := range []string{TargetHTTP, TargetGPU, TargetBuiltin, TargetPubSub} {
 		if other != t.Type && set[other] {
 			return fieldErr("target."+other, "must be absent when target.type is %q", t.Type)
 		}
@@ -399,6 +404,8 @@ func (t *Target) validate(o ValidateOptions) error {
 		return t.HTTP.validate(o.AllowedHosts)
 	case TargetGPU:
 		return t.GPU.validate(o.GPUTypes)
+	case TargetPubSub:
+		return t.PubSub.validate(o.AllowedTopics)
 	default:
 		return t.Builtin.validate(o.Builtins)
 	}

@@ -48,5 +48,11 @@ func longestRun(s *schedule.Schedule) time.Duration {
 		}
 		return schedule.DefaultHTTPTimeout
 	}
+	if s.Target.Type == schedule.TargetPubSub && s.Target.PubSub != nil {
+		if d := s.Target.PubSub.Timeout.D(); d > 0 {
+			return d
+		}
+		return schedule.DefaultPubSubTimeout
+	}
 	return nonHTTPRunEstimate
 }

@@ -69,6 +69,9 @@ type Config struct {
 	// AllowedTargets is the http target host allowlist
 	// (BATON_ALLOWED_TARGETS), checked again at execution time.
 	AllowedTargets []string
+	// AllowedTopics is the pubsub target topic allowlist
+	// (BATON_ALLOWED_TOPICS), checked again at execution time.
+	AllowedTopics []string
 	// HTTPClient calls http targets; nil means a client without a global
 	// timeout (each target has its own).
 	HTTPClient *http.Client

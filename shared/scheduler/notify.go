@@ -299,7 +299,7 @@ func (e *Engine) publish(ctx context.Context, topic string, r *runDoc) error {
 		"schedule":       r.ScheduleID,
 		"run":            r.ID,
 	}
-	if err := e.cfg.Publisher.Publish(ctx, topic, body, attrs); err != nil {
+	if _, err := e.cfg.Publisher.Publish(ctx, topic, notify.Message{Data: body, Attributes: attrs, Timeout: e.cfg.NotifyTimeout}); err != nil {
 		return fmt.Errorf("notify pubsub %s: %w", topic, err)
 	}
 	return nil

@@ -65,6 +65,11 @@ func (e *Engine) callTarget(ctx context.Context, s *schedule.Schedule, r *schedu
 			return "", errors.New("http target without an http block")
 		}
 		return e.callHTTP(ctx, r, t.HTTP)
+	case schedule.TargetPubSub:
+		if t.PubSub == nil {
+			return "", errors.New("pubsub target without a pubsub block")
+		}
+		return e.callPubSub(ctx, r, t.PubSub)
 	default:
 		return "", fmt.Errorf("unknown target type %q", t.Type)
 	}

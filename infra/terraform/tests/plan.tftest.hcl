@@ -569,6 +569,44 @@ run "notify_topic" {
   }
 }
 
+# pubsub targets: each listed topic is granted to the three functions that
+# execute runs, in the topic's own project, and the functions are told the
+# list; nothing is granted by default.
+run "pubsub_target_topics" {
+  command = plan
+  variables {
+    pubsub_target_topics = ["projects/data-proj/topics/nightly-export", "projects/ops-project/topics/cache-warm"]
+  }
+  assert {
+    condition     = length(google_pubsub_topic_iam_member.target_publisher) == 6 && alltrue([for g in google_pubsub_topic_iam_member.target_publisher : g.role == "roles/pubsub.publisher" && g.project == split("/", g.topic)[1]])
+    error_message = "pubsub_target_topics must grant roles/pubsub.publisher on each topic (2) to Tick, Run and Schedules (3), each in the topic's project"
+  }
+  assert {
+    condition     = toset([for g in google_pubsub_topic_iam_member.target_publisher : g.topic]) == toset(["projects/data-proj/topics/nightly-export", "projects/ops-project/topics/cache-warm"])
+    error_message = "pubsub_target_topics must grant on exactly the listed topics"
+  }
+  assert {
+    condition     = local.functions.Run.env.BATON_ALLOWED_TOPICS == "projects/data-proj/topics/nightly-export,projects/ops-project/topics/cache-warm" && local.functions.Schedules.env.BATON_ALLOWED_TOPICS == local.functions.Run.env.BATON_ALLOWED_TOPICS && local.functions.Tick.env.BATON_ALLOWED_TOPICS == local.functions.Run.env.BATON_ALLOWED_TOPICS
+    error_message = "Tick, Run and Schedules must be told the allowed topics"
+  }
+}
+
+run "pubsub_target_topics_default_grants_nothing" {
+  command = plan
+  assert {
+    condition     = length(google_pubsub_topic_iam_member.target_publisher) == 0 && local.functions.Run.env.BATON_ALLOWED_TOPICS == ""
+    error_message = "without pubsub_target_topics nothing may be granted and no topic allowed"
+  }
+}
+
+run "bad_pubsub_target_topic_refused" {
+  command = plan
+  variables {
+    pubsub_target_topics = ["projects/p1-project/topics/goog-x"]
+  }
+  expect_failures = [var.pubsub_target_topics]
+}
+
 run "bad_notify_topic_refused" {
   command = plan
   variables {
