@@ -51,7 +51,7 @@ const (
 	// host:port (baton local).
 	EnvAllowedJobs = "BATON_ALLOWED_JOBS"
 	EnvRunEmu      = "CLOUD_RUN_EMULATOR_HOST"
-	EnvGPUPool        = "BATON_GPU_POOL"
+	EnvGPUPool     = "BATON_GPU_POOL"
 	// EnvGPUWeights and EnvGPUQuotas are the GPU tenants' weights for
 	// fair share and caps on running slots ("a=3,b=1").
 	EnvGPUWeights   = "BATON_GPU_WEIGHTS"
