@@ -62,6 +62,9 @@ type Deps struct {
 	// RunJobs is the Run Admin API client of cloudRunJob targets; nil
 	// fails their runs (scheduler.ErrNoRunJobs).
 	RunJobs scheduler.RunJobs
+	// RunJobPoll is how often the sweep reads a running execution; 0
+	// means scheduler.DefaultRunJobPoll.
+	RunJobPoll time.Duration
 	// EnsureTopic, when set, is called with the topic of every pubsub
 	// target the Schedules API writes. baton local creates the topic in
 	// its Pub/Sub fake, so a subscriber can attach before the first run;

@@ -98,6 +98,9 @@ type Config struct {
 	// address, "" for a free port.
 	RunJobs     map[string]string
 	RunJobsAddr string
+	// RunJobPoll is how often the sweep reads a running execution (tests
+	// shorten it); 0 is the engine's default.
+	RunJobPoll time.Duration
 	// PubSubReactors are pstest's fault hooks (an error for a Publish, for
 	// example), for tests of what a refused or unanswered publish does.
 	PubSubReactors []pstest.ServerReactorOption
@@ -358,7 +361,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if s.runClient, err = cloudrun.New(ctx, s.RunJobs.ClientOptions()...); err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
-	deps.RunJobs = s.runClient
+	deps.RunJobs, deps.RunJobPoll = s.runClient, cfg.RunJobPoll
 	// Metrics on a registry of this stack's own, served at /metrics.
 	local, err := metrics.NewLocal(metrics.Options{})
 	if err != nil {
