@@ -175,6 +175,30 @@ func TestCloudRunJobLostAnswer(t *testing.T) {
 	}
 }
 
+// TestCloudRunJobSweepFindsLostExecution: RunJob lands but its answer is
+// lost, and the executor's lookup fails too, so the executor leaves the
+// run starting. Once its job lease is gone, the sweep finds the execution
+// by the run id in its env and records it rather than starting another;
+// the run then ends from that execution.
+func TestCloudRunJobSweepFindsLostExecution(t *testing.T) {
+	t.Parallel()
+	s := runJobStack(t, map[string]string{"once": `true`})
+	body := runJobSchedule("crj-sweep", "once", nil)
+	body["leaseTTL"] = "3s"
+	if code := api(t, s.URL, s.Token, "POST", "/Schedules/schedules", body, nil); code != http.StatusCreated {
+		t.Fatalf("create: %d", code)
+	}
+	s.RunJobs.DropRunJobAnswers(1)
+	s.RunJobs.FailListExecutions(1)
+	r := triggeredRun(t, s, "crj-sweep")
+	if r.Status != schedule.RunSucceeded || r.Execution == "" {
+		t.Errorf("run %+v; want succeeded with the execution the sweep found", r)
+	}
+	if n := s.RunJobs.Started(); n != 1 {
+		t.Errorf("%d executions started; want 1", n)
+	}
+}
+
 // TestCloudRunJobOverlap: a skip schedule whose execution is still running
 // skips the next fire, naming the execution: the run holds no job lease,
 // and the overlap policy sees the running execution all the same.

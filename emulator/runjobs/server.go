@@ -87,6 +87,7 @@ type Server struct {
 	ops   map[string]string // operation name → execution name
 	seq   int
 	drop  int // RunJob answers still to drop
+	fail  int // ListExecutions calls still to fail
 	// started counts the executions RunJob created, for tests.
 	started int
 }
@@ -155,6 +156,14 @@ func ClientOptions(addr string) []option.ClientOption {
 func (s *Server) DropRunJobAnswers(n int) {
 	s.mu.Lock()
 	s.drop = n
+	s.mu.Unlock()
+}
+
+// FailListExecutions makes the next n ListExecutions calls answer
+// Unavailable: for tests of a start whose lookup fails.
+func (s *Server) FailListExecutions(n int) {
+	s.mu.Lock()
+	s.fail = n
 	s.mu.Unlock()
 }
 
@@ -424,6 +433,10 @@ func (e *executions) ListExecutions(_ context.Context, req *runpb.ListExecutions
 	s := e.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.fail > 0 {
+		s.fail--
+		return nil, status.Error(codes.Unavailable, "runjobs: ListExecutions failed (fault injection)")
+	}
 	if _, ok := s.jobs[req.GetParent()]; !ok {
 		return nil, notFound("JOB", req.GetParent())
 	}
