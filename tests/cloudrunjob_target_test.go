@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -196,6 +197,52 @@ func TestCloudRunJobSweepFindsLostExecution(t *testing.T) {
 	}
 	if n := s.RunJobs.Started(); n != 1 {
 		t.Errorf("%d executions started; want 1", n)
+	}
+}
+
+// TestCloudRunJobDeletedScheduleCancels: a schedule deleted while its
+// run's execution runs: the sweep cancels the execution (its tasks stop
+// though their gate never opens) and ends the run failed, not retried.
+func TestCloudRunJobDeletedScheduleCancels(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := runJobStack(t, map[string]string{"stuck": gate(dir + "/never")})
+	body := runJobSchedule("crj-del", "stuck", nil)
+	body["retry"] = map[string]any{"maxAttempts": 3, "backoff": "1s"}
+	if code := api(t, s.URL, s.Token, "POST", "/Schedules/schedules", body, nil); code != http.StatusCreated {
+		t.Fatalf("create: %d", code)
+	}
+	if code := api(t, s.URL, s.Token, "POST", "/Schedules/schedules/crj-del:trigger", nil, nil); code >= 300 {
+		t.Fatalf("trigger: %d", code)
+	}
+	r := waitRuns(t, s, "crj-del", "run running with its execution", func(rs []schedule.Run) bool {
+		return len(rs) == 1 && rs[0].Execution != ""
+	})[0]
+	if code := api(t, s.URL, s.Token, "DELETE", "/Schedules/schedules/crj-del", nil, nil); code >= 300 {
+		t.Fatalf("delete: %d", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.RunJobs.Wait(ctx, r.Execution); err != nil {
+		t.Fatalf("execution of the deleted schedule's run not ended: %v", err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var got schedule.Run
+		api(t, s.URL, s.Token, "GET", "/Schedules/runs/"+url.PathEscape(r.ID), nil, &got)
+		if got.Status == schedule.RunFailed {
+			if !strings.Contains(got.Error, "cancelled") {
+				t.Errorf("run %+v; want failed saying its execution was cancelled", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s not ended: %+v", r.ID, got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := s.RunJobs.Started(); n != 1 {
+		t.Errorf("%d executions started; want 1 (no retry)", n)
 	}
 }
 
