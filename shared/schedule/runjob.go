@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -201,4 +202,16 @@ func (j *CloudRunJobTarget) validate(allowed []string) error {
 		return nil
 	}
 	return durationIn(f+".timeout", j.Timeout, MinRunJobTimeout, MaxRunJobTimeout)
+}
+
+// ExecutionURL is the Google Cloud console's page of the run's Cloud Run
+// execution (its tasks, their logs), or "" when the run has none or it is
+// the local emulator's (project "local"), which has no such page.
+func (r *Run) ExecutionURL() string {
+	project, region, _, ok := ParseJobName(r.RunJob)
+	_, exec, found := strings.Cut(r.Execution, "/executions/")
+	if !ok || !found || project == "local" {
+		return ""
+	}
+	return "https://console.cloud.google.com/run/jobs/executions/details/" + region + "/" + url.PathEscape(exec) + "/tasks?project=" + url.QueryEscape(project)
 }
