@@ -65,6 +65,7 @@ Logs go to stderr (--log-format: text on a terminal, else JSON). SIGINT or SIGTE
 requests in flight finish (up to 30s), then the emulators stop.`,
 		Example: `  baton local
   baton local --tick 5s --fresh
+  baton local --run-job export='sleep 40; exit 3'
   baton local --addr 127.0.0.1:0 --mongo-addr 127.0.0.1:0 --gcs-addr 127.0.0.1:0 --tasks-addr 127.0.0.1:0 --data-dir /tmp/b`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
