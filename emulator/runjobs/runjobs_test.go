@@ -224,3 +224,25 @@ func TestDroppedRunJobAnswer(t *testing.T) {
 		t.Errorf("executions = %v with RUN %v; want the dropped one (RUN 2) first, then %s", names, runs, first)
 	}
 }
+
+// TestGetJob: a job given at start is served with Cloud Run's defaults (one
+// task, a 10-minute task timeout); another is NOT_FOUND, and the calls
+// that manage jobs are not served.
+func TestGetJob(t *testing.T) {
+	t.Parallel()
+	c := start(t, map[string]string{"ok": `true`})
+	ctx := t.Context()
+	j, err := c.jobs.GetJob(ctx, &runpb.GetJobRequest{Name: runjobs.JobName("ok")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.GetTemplate().GetTaskCount() != 1 || j.GetTemplate().GetTemplate().GetTimeout().AsDuration() != runjobs.DefaultTaskTimeout {
+		t.Errorf("job = %v; want 1 task, timeout %s", j.GetTemplate(), runjobs.DefaultTaskTimeout)
+	}
+	if _, err := c.jobs.GetJob(ctx, &runpb.GetJobRequest{Name: runjobs.JobName("nope")}); status.Code(err) != codes.NotFound {
+		t.Errorf("unknown job: %v; want NotFound", err)
+	}
+	if _, err := c.jobs.DeleteJob(ctx, &runpb.DeleteJobRequest{Name: runjobs.JobName("ok")}); status.Code(err) != codes.Unimplemented {
+		t.Errorf("DeleteJob: %v; want Unimplemented", err)
+	}
+}
