@@ -33,7 +33,7 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 	m := lease.NewManager(d.Storage.Bucket(d.Bucket), LeasePrefix, lease.Options{Skew: d.ClockSkew, Logger: d.Logger, EpochFloor: scheduler.EpochFloor(d.Store), Metrics: d.Metrics})
 	cfg := scheduler.Config{
 		Store: d.Store, Leases: m, Clock: d.Clock, TickLeaseTTL: d.TickLeaseTTL,
-		AllowedTargets: d.AllowedTargets, AllowedTopics: d.AllowedTopics, HTTPClient: d.HTTPClient, Logger: d.Logger,
+		AllowedTargets: d.AllowedTargets, AllowedTopics: d.AllowedTopics, AllowedJobs: d.AllowedJobs, RunJobs: d.RunJobs, RunJobPoll: d.RunJobPoll, HTTPClient: d.HTTPClient, Logger: d.Logger,
 		IDToken: config.Get(config.EnvTargetIDToken) == "true",
 		Tasks:   d.Tasks,
 		// Partitioned deciding (BATON_DECIDE_CONCURRENCY,

@@ -14,8 +14,10 @@ import (
 
 	"cloud.google.com/go/storage"
 	ff "github.com/GoogleCloudPlatform/functions-framework-go/functions"
+	"google.golang.org/api/option"
 
 	"github.com/baton-cron/baton/shared/clock"
+	"github.com/baton-cron/baton/shared/cloudrun"
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/errcode"
 	"github.com/baton-cron/baton/shared/httpapi"
@@ -55,6 +57,15 @@ type Deps struct {
 	// AllowedTopics is the topic allowlist for pubsub targets
 	// (BATON_ALLOWED_TOPICS).
 	AllowedTopics []string
+	// AllowedJobs is the job allowlist for cloudRunJob targets
+	// (BATON_ALLOWED_JOBS).
+	AllowedJobs []string
+	// RunJobs is the Run Admin API client of cloudRunJob targets; nil
+	// fails their runs (scheduler.ErrNoRunJobs).
+	RunJobs scheduler.RunJobs
+	// RunJobPoll is how often the sweep reads a running execution; 0
+	// means scheduler.DefaultRunJobPoll.
+	RunJobPoll time.Duration
 	// EnsureTopic, when set, is called with the topic of every pubsub
 	// target the Schedules API writes. baton local creates the topic in
 	// its Pub/Sub fake, so a subscriber can attach before the first run;
@@ -207,6 +218,7 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 
 		AllowedTargets: config.List(config.EnvAllowedTargets),
 		AllowedTopics:  config.List(config.EnvAllowedTopics),
+		AllowedJobs:    config.List(config.EnvAllowedJobs),
 		GPUPool:        config.Get(config.EnvGPUPool),
 		GPUWeights:     config.Get(config.EnvGPUWeights),
 		GPUQuotas:      config.Get(config.EnvGPUQuotas),
@@ -218,6 +230,9 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 	}
 	if err := schedule.CheckTopicAllowlist(d.AllowedTopics); err != nil {
 		return nil, fmt.Errorf("functions: %s: %w", config.EnvAllowedTopics, err)
+	}
+	if err := schedule.CheckJobAllowlist(d.AllowedJobs); err != nil {
+		return nil, fmt.Errorf("functions: %s: %w", config.EnvAllowedJobs, err)
 	}
 	var err error
 	d.Publisher = notify.NewPubSub()
@@ -267,6 +282,19 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 		d.closers = append(d.closers, tq.Close)
 	} else {
 		d.Logger.Warn(config.EnvTasksQueue + " is not set: Tick executes runs itself and waits for the slowest target; set it to hand runs to the Run function")
+	}
+	if len(d.AllowedJobs) > 0 || config.Get(config.EnvRunEmu) != "" {
+		var opts []option.ClientOption
+		if addr := config.Get(config.EnvRunEmu); addr != "" {
+			opts = cloudrun.EmulatorOptions(addr)
+		}
+		rc, err := cloudrun.New(ctx, opts...)
+		if err != nil {
+			d.close(ctx)
+			return nil, fmt.Errorf("functions: %w", err)
+		}
+		d.RunJobs = rc
+		d.closers = append(d.closers, rc.Close)
 	}
 	if d.Bucket != "" {
 		c, err := storage.NewClient(ctx)

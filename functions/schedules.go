@@ -28,7 +28,7 @@ func newSchedules(d *Deps) (http.Handler, error) {
 		return nil, err
 	}
 	opts := catalog.Options{
-		Validate: schedule.ValidateOptions{AllowedHosts: d.AllowedTargets, AllowedTopics: d.AllowedTopics, Builtins: scheduler.Builtins(), RefuseSubMinute: !d.SubMinute},
+		Validate: schedule.ValidateOptions{AllowedHosts: d.AllowedTargets, AllowedTopics: d.AllowedTopics, AllowedJobs: d.AllowedJobs, Builtins: scheduler.Builtins(), RefuseSubMinute: !d.SubMinute},
 		Clock:    d.Clock,
 		// The retention of change records (history.keep's default).
 		HistoryKeep: d.HistoryKeep,

@@ -11,8 +11,10 @@ import (
 
 	"cloud.google.com/go/storage"
 	"github.com/spf13/cobra"
+	"google.golang.org/api/option"
 
 	"github.com/baton-cron/baton/functions"
+	"github.com/baton-cron/baton/shared/cloudrun"
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/lease"
@@ -113,7 +115,27 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 			if err != nil {
 				return usageError("daemon: %s: %v", config.EnvHistoryKeep, err)
 			}
+			// cloudRunJob targets: the allowlist, and a Run Admin API
+			// client when any job is allowed (or an emulator is named).
+			jobs := config.List(config.EnvAllowedJobs)
+			if err := schedule.CheckJobAllowlist(jobs); err != nil {
+				return usageError("daemon: %s: %v", config.EnvAllowedJobs, err)
+			}
+			var runJobs scheduler.RunJobs
+			if emu := config.Get(config.EnvRunEmu); len(jobs) > 0 || emu != "" {
+				var opts []option.ClientOption
+				if emu != "" {
+					opts = cloudrun.EmulatorOptions(emu)
+				}
+				rc, err := cloudrun.New(cmd.Context(), opts...)
+				if err != nil {
+					return fmt.Errorf("daemon: %w", err)
+				}
+				defer func() { _ = rc.Close() }()
+				runJobs = rc
+			}
 			eng, err := scheduler.New(scheduler.Config{
+				AllowedJobs: jobs, RunJobs: runJobs,
 				HistoryKeep: keep,
 				Store:       st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log, EpochFloor: scheduler.EpochFloor(st), Metrics: met}),
 				TickLeaseTTL: ttl, AllowedTargets: allowed, AllowedTopics: config.List(config.EnvAllowedTopics), Logger: log,

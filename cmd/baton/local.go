@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/baton-cron/baton/emulator/runjobs"
 	"github.com/baton-cron/baton/emulator/stack"
 	"github.com/baton-cron/baton/functions"
 	"github.com/baton-cron/baton/shared/config"
@@ -36,6 +37,7 @@ func init() { rootCmd.AddCommand(localCmd) }
 func newLocalCmd() *cobra.Command {
 	var (
 		cfg      stack.Config
+		runJobs  []string
 		tick     time.Duration
 		verbose  bool
 		logLevel string
@@ -53,7 +55,9 @@ to /Run with the real headers, and
 --gpu-workers local GPU workers that run --gpu-command on the CPU.
 
 http targets may call loopback (127.0.0.1, localhost, ::1) and, beside it,
-the hosts on BATON_ALLOWED_TARGETS, as in the cloud.
+the hosts on BATON_ALLOWED_TARGETS, as in the cloud. A Run Admin API v2
+emulator runs the Cloud Run jobs given with --run-job NAME=COMMAND (region
+local) for cloudRunJob targets, each task a local process.
 
 It prints export lines on stdout (and writes them to DATA_DIR/env), so another
 shell can run:  . .baton/env
@@ -61,6 +65,7 @@ Logs go to stderr (--log-format: text on a terminal, else JSON). SIGINT or SIGTE
 requests in flight finish (up to 30s), then the emulators stop.`,
 		Example: `  baton local
   baton local --tick 5s --fresh
+  baton local --run-job export='sleep 40; exit 3'
   baton local --addr 127.0.0.1:0 --mongo-addr 127.0.0.1:0 --gcs-addr 127.0.0.1:0 --tasks-addr 127.0.0.1:0 --data-dir /tmp/b`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -81,6 +86,14 @@ requests in flight finish (up to 30s), then the emulators stop.`,
 			}
 			if cfg.Partitions < 0 || cfg.Partitions > schedule.DeciderShards() {
 				return usageError("local: --partitions %d: want 0 to %d (the decider shards)", cfg.Partitions, schedule.DeciderShards())
+			}
+			cfg.RunJobs = map[string]string{}
+			for _, j := range runJobs {
+				name, command, ok := strings.Cut(j, "=")
+				if _, _, _, valid := schedule.ParseJobName(runjobs.JobName(name)); !ok || !valid || command == "" {
+					return usageError("local: --run-job %q: want NAME=COMMAND, NAME a Cloud Run job id (lowercase letters, digits, hyphens)", j)
+				}
+				cfg.RunJobs[name] = command
 			}
 			cfg.Tick = tick
 			if tick == 0 {
@@ -131,6 +144,8 @@ requests in flight finish (up to 30s), then the emulators stop.`,
 	f.StringVar(&cfg.GCSAddr, "gcs-addr", "127.0.0.1:4443", "listen address of the GCS emulator (STORAGE_EMULATOR_HOST); port 0 picks a free one")
 	f.StringVar(&cfg.TasksAddr, "tasks-addr", "127.0.0.1:8123", "listen address of the Cloud Tasks emulator (CLOUD_TASKS_EMULATOR_HOST), which delivers runs to /Run; port 0 picks a free one")
 	f.StringVar(&cfg.PubSubAddr, "pubsub-addr", "127.0.0.1:8085", "listen address of the Pub/Sub fake (PUBSUB_EMULATOR_HOST), where pubsub targets and notification channels publish and subscribers pull; port 0 picks a free one")
+	f.StringVar(&cfg.RunJobsAddr, "run-jobs-addr", "127.0.0.1:8095", "listen address of the Run Admin API v2 emulator (CLOUD_RUN_EMULATOR_HOST), where cloudRunJob targets start executions; port 0 picks a free one")
+	f.StringArrayVar(&runJobs, "run-job", nil, "a Cloud Run job of the emulator, NAME=COMMAND (repeatable): projects/local/locations/local/jobs/NAME runs COMMAND with sh -c for each task, the execution's args after it and its env overrides and CLOUD_RUN_TASK_INDEX/CLOUD_RUN_TASK_COUNT set")
 	f.StringVar(&cfg.DataDir, "data-dir", ".baton", "directory for the database (DATA_DIR/mongo), the bucket's objects (DATA_DIR/gcs: leases, job outputs) and the Cloud Tasks queue (DATA_DIR/tasks), kept across restarts, and the env file; empty keeps nothing")
 	f.BoolVar(&cfg.Fresh, "fresh", false, "wipe DATA_DIR/mongo, DATA_DIR/gcs and DATA_DIR/tasks before starting")
 	f.DurationVar(&tick, "tick", stack.DefaultTick, "how often the scheduler emulator POSTs /Tick (e.g. 5s for demos); 0 turns it off")

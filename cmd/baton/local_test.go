@@ -52,7 +52,7 @@ func TestLocalCommand(t *testing.T) {
 	dir := t.TempDir()
 	stdout, stderr := newLockedBuffer(), newLockedBuffer()
 	cmd := newLocalCmd()
-	cmd.SetArgs([]string{"--addr", "127.0.0.1:0", "--mongo-addr", "127.0.0.1:0", "--gcs-addr", "127.0.0.1:0", "--tasks-addr", "127.0.0.1:0", "--pubsub-addr", "127.0.0.1:0",
+	cmd.SetArgs([]string{"--addr", "127.0.0.1:0", "--mongo-addr", "127.0.0.1:0", "--gcs-addr", "127.0.0.1:0", "--tasks-addr", "127.0.0.1:0", "--pubsub-addr", "127.0.0.1:0", "--run-jobs-addr", "127.0.0.1:0",
 		"--data-dir", dir, "--tick", "0", "--bucket", "test-bucket"})
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)

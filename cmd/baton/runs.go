@@ -266,6 +266,7 @@ func writeRunCard(w io.Writer, r schedule.Run) error {
 		line("Lease", fmt.Sprintf("%s (epoch %d)", r.Holder, r.Epoch))
 	}
 	line("GPU job", r.GPUJob)
+	line("Cloud Run execution", r.Execution)
 	if r.ExitCode != nil {
 		line("Exit code", strconv.Itoa(*r.ExitCode))
 	}

@@ -311,6 +311,8 @@ func targetSummary(t schedule.Target) string {
 		return s
 	case t.GPU != nil:
 		return fmt.Sprintf("gpu (priority %d)", t.GPU.Priority)
+	case t.CloudRunJob != nil:
+		return "cloudRunJob " + t.CloudRunJob.Job
 	}
 	return t.Type
 }
@@ -338,6 +340,9 @@ type scheduleFlags struct {
 	pubsubTopic, pubsubData          string
 	pubsubAttrs                      []string
 	orderingKey                      string
+	runJob, runRegion, runTimeout    string
+	runArgs, runEnv                  []string
+	runTasks                         int
 	out                              *outputFormat
 	ifMatch                          string
 	flags                            *pflag.FlagSet
@@ -374,6 +379,12 @@ func (f *scheduleFlags) register(fs *pflag.FlagSet, forUpdate bool) {
 	fs.StringVar(&f.pubsubData, "pubsub-data", "", "pubsub target: the message's data")
 	fs.StringArrayVar(&f.pubsubAttrs, "pubsub-attr", nil, "pubsub target: a message attribute key=value (repeatable; an empty value removes it on update)")
 	fs.StringVar(&f.orderingKey, "ordering-key", "", "pubsub target: the message's ordering key")
+	fs.StringVar(&f.runJob, "cloudrun-job", "", "cloudRunJob target: run an execution of this Cloud Run job per run, projects/P/locations/R/jobs/J (on BATON_ALLOWED_JOBS)")
+	fs.StringVar(&f.runRegion, "cloudrun-region", "", "cloudRunJob target: the job's region (checked against the job name)")
+	fs.StringArrayVar(&f.runArgs, "cloudrun-arg", nil, "cloudRunJob target: an argument of the execution, replacing the job's (repeatable, in order; on update the list replaces the stored one)")
+	fs.StringArrayVar(&f.runEnv, "cloudrun-env", nil, "cloudRunJob target: an env override NAME=VALUE (repeatable; an empty value removes it on update)")
+	fs.IntVar(&f.runTasks, "cloudrun-tasks", 0, "cloudRunJob target: the execution's task count (default: the job's)")
+	fs.StringVar(&f.runTimeout, "cloudrun-task-timeout", "", "cloudRunJob target: each task's timeout, at most 168h (default: the job's)")
 	fs.StringVar(&f.overlap, "overlap", "", "overlap policy: skip, buffer_one (default) or allow")
 	fs.StringVar(&f.catchup, "catchup", "", "catch-up policy: latest (default), all or none")
 	fs.IntVar(&f.maxCatchup, "max-catchup", 0, "catch-up all: at most this many missed runs (default 10)")
@@ -466,12 +477,15 @@ func (f *scheduleFlags) patch(stdin io.Reader) (map[string]any, error) {
 	if changed("pubsub-topic") {
 		kinds = append(kinds, schedule.TargetPubSub)
 	}
+	if changed("cloudrun-job") {
+		kinds = append(kinds, schedule.TargetCloudRunJob)
+	}
 	if len(kinds) > 1 {
-		return nil, usageError("choose one target: --target-url (http), --builtin, --gpu or --pubsub-topic, not %s", strings.Join(kinds, " and "))
+		return nil, usageError("choose one target: --target-url (http), --builtin, --gpu, --pubsub-topic or --cloudrun-job, not %s", strings.Join(kinds, " and "))
 	}
 	if len(kinds) == 1 {
 		set(kinds[0], "target", "type")
-		for _, other := range []string{schedule.TargetHTTP, schedule.TargetBuiltin, schedule.TargetGPU, schedule.TargetPubSub} {
+		for _, other := range []string{schedule.TargetHTTP, schedule.TargetBuiltin, schedule.TargetGPU, schedule.TargetPubSub, schedule.TargetCloudRunJob} {
 			if other != kinds[0] {
 				set(nil, "target", other)
 			}
@@ -541,6 +555,24 @@ func (f *scheduleFlags) patch(stdin io.Reader) (map[string]any, error) {
 			set(nil, "target", "pubsub", "attributes", k)
 		} else {
 			set(v, "target", "pubsub", "attributes", k)
+		}
+	}
+	str("cloudrun-job", f.runJob, "target", "cloudRunJob", "job")
+	str("cloudrun-region", f.runRegion, "target", "cloudRunJob", "region")
+	str("cloudrun-task-timeout", f.runTimeout, "target", "cloudRunJob", "timeout")
+	num("cloudrun-tasks", f.runTasks, "target", "cloudRunJob", "taskCount")
+	if changed("cloudrun-arg") {
+		set(f.runArgs, "target", "cloudRunJob", "args")
+	}
+	for _, e := range f.runEnv {
+		k, v, ok := strings.Cut(e, "=")
+		if !ok || k == "" {
+			return nil, usageError("--cloudrun-env %q: want NAME=VALUE", e)
+		}
+		if v == "" {
+			set(nil, "target", "cloudRunJob", "env", k)
+		} else {
+			set(v, "target", "cloudRunJob", "env", k)
 		}
 	}
 	return doc, nil

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
@@ -44,7 +45,7 @@ func setupCLI(t *testing.T) *cliBundle {
 	}
 	t.Cleanup(eng.Wait) // background runs finish before the store closes
 	svc := catalog.New(st, catalog.Options{
-		Validate:   schedule.ValidateOptions{AllowedHosts: []string{"api.example.com"}, AllowedTopics: []string{"projects/local/topics/*"}, Builtins: scheduler.Builtins()},
+		Validate:   schedule.ValidateOptions{AllowedHosts: []string{"api.example.com"}, AllowedTopics: []string{"projects/local/topics/*"}, AllowedJobs: []string{"projects/local/locations/local/jobs/*"}, Builtins: scheduler.Builtins()},
 		Triggerer:  eng,
 		Backfiller: eng,
 	})
@@ -348,5 +349,26 @@ func TestSchedulesCLIPubSub(t *testing.T) {
 	}
 	if _, stderr, err := b.run(t, "", "schedules", "create", "--id", "x", "--cron", "@daily", "--builtin", "noop", "--pubsub-topic", "projects/local/topics/exports"); err == nil || !strings.Contains(err.Error()+stderr, "choose one target") {
 		t.Errorf("two targets: err %v stderr %q; want choose one target", err, stderr)
+	}
+}
+
+// TestSchedulesCLICloudRunJob: --cloudrun-job makes a cloudRunJob target
+// with its args, env, task count and timeout; update changes one env
+// variable and removes another.
+func TestSchedulesCLICloudRunJob(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	const job = "projects/local/locations/local/jobs/export"
+	b.ok(t, "schedules", "create", "--id", "crj", "--cron", "@daily", "--cloudrun-job", job, "--cloudrun-region", "local",
+		"--cloudrun-arg", "--day", "--cloudrun-arg", "today", "--cloudrun-env", "TEAM=data", "--cloudrun-env", "MODE=full",
+		"--cloudrun-tasks", "4", "--cloudrun-task-timeout", "3h")
+	want := schedule.CloudRunJobTarget{Job: job, Region: "local", Args: []string{"--day", "today"}, Env: map[string]string{"TEAM": "data", "MODE": "full"}, TaskCount: 4, Timeout: schedule.Duration(3 * time.Hour)}
+	if diff := cmp.Diff(&want, b.stored(t, "crj").Target.CloudRunJob); diff != "" {
+		t.Errorf("stored cloudRunJob target after create (-want,+got):\n%s", diff)
+	}
+	b.ok(t, "schedules", "update", "crj", "--cloudrun-env", "TEAM=ml", "--cloudrun-env", "MODE=")
+	want.Env = map[string]string{"TEAM": "ml"}
+	if diff := cmp.Diff(&want, b.stored(t, "crj").Target.CloudRunJob); diff != "" {
+		t.Errorf("stored cloudRunJob target after update (-want,+got):\n%s", diff)
 	}
 }

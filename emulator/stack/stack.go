@@ -24,6 +24,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/baton-cron/baton/emulator/runjobs"
+	"github.com/baton-cron/baton/shared/cloudrun"
 	"github.com/baton-cron/baton/shared/notify"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
@@ -107,6 +109,15 @@ type Config struct {
 	// PubSubAddr is the listen address of the Pub/Sub fake
 	// (PUBSUB_EMULATOR_HOST); empty picks a free port.
 	PubSubAddr string
+	// RunJobs are the Cloud Run jobs of the Run Admin API emulator
+	// (region local), a job id to the shell command each task runs
+	// (baton local --run-job NAME=COMMAND); RunJobsAddr is its listen
+	// address, "" for a free port.
+	RunJobs     map[string]string
+	RunJobsAddr string
+	// RunJobPoll is how often the sweep reads a running execution (tests
+	// shorten it); 0 is the engine's default.
+	RunJobPoll time.Duration
 	// PubSubReactors are pstest's fault hooks (an error for a Publish, for
 	// example), for tests of what a refused or unanswered publish does.
 	PubSubReactors []pstest.ServerReactorOption
@@ -188,6 +199,11 @@ type Stack struct {
 	Tasks *tasks.Server
 	// PubSubHost is the Pub/Sub fake's host:port (PUBSUB_EMULATOR_HOST).
 	PubSubHost string
+	// RunJobs is the Run Admin API v2 emulator where cloudRunJob targets
+	// start executions; RunJobsHost its host:port
+	// (CLOUD_RUN_EMULATOR_HOST).
+	RunJobs     *runjobs.Server
+	RunJobsHost string
 	// TasksHost is its host:port (CLOUD_TASKS_EMULATOR_HOST).
 	TasksHost string
 	// Queues is the run queues' full names (BATON_TASKS_QUEUE), in order.
@@ -200,6 +216,7 @@ type Stack struct {
 	PubSub *pstest.Server
 
 	publisher *notify.PubSub
+	runClient *cloudrun.Client
 	mongo     *mongo.Server
 	gcs       *gcs.Server
 	store     *mongostore.Store
@@ -365,6 +382,21 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	s.publisher = notify.NewPubSub(option.WithEndpoint(s.PubSub.Addr), option.WithoutAuthentication(),
 		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
 	deps.Publisher = s.publisher
+	// cloudRunJob targets start executions on the Run Admin API
+	// emulator, whose jobs are all of project and region "local".
+	if s.RunJobs, err = runjobs.Start(ctx, runjobs.Options{Addr: cfg.RunJobsAddr, Jobs: cfg.RunJobs, Logger: gcsLog}); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	s.RunJobsHost = s.RunJobs.Addr()
+	jobs := config.List(config.EnvAllowedJobs)
+	if err := schedule.CheckJobAllowlist(jobs); err != nil {
+		return nil, fmt.Errorf("stack: %s: %w", config.EnvAllowedJobs, err)
+	}
+	deps.AllowedJobs = append([]string{LocalJobs}, jobs...)
+	if s.runClient, err = cloudrun.New(ctx, s.RunJobs.ClientOptions()...); err != nil {
+		return nil, fmt.Errorf("stack: %w", err)
+	}
+	deps.RunJobs, deps.RunJobPoll = s.runClient, cfg.RunJobPoll
 	// Metrics on a registry of this stack's own, served at /metrics.
 	local, err := metrics.NewLocal(metrics.Options{})
 	if err != nil {
@@ -528,6 +560,14 @@ func (s *Stack) Close(ctx context.Context) error {
 		if s.PubSub != nil {
 			_ = s.PubSub.Close()
 		}
+		if s.runClient != nil {
+			_ = s.runClient.Close()
+		}
+		if s.RunJobs != nil {
+			// Its tasks are killed: an execution does not outlive the
+			// emulator (docs/emulators-runjobs.md).
+			_ = s.RunJobs.Close()
+		}
 	}()
 	if s.Scheduler != nil {
 		if err := s.Scheduler.Shutdown(ctx); err != nil {
@@ -618,6 +658,7 @@ func (s *Stack) Exports() string {
 		{config.EnvTasksEmu, s.TasksHost},
 		{config.EnvTasksQueue, strings.Join(s.Queues, ",")},
 		{config.EnvPubSubEmu, s.PubSubHost},
+		{config.EnvRunEmu, s.RunJobsHost},
 		{config.EnvToken, s.Token},
 	} {
 		fmt.Fprintf(&b, "export %s=%s\n", kv[0], shellQuote(kv[1]))
@@ -662,6 +703,10 @@ func withDatabase(uri, db string) string {
 	}
 	return out
 }
+
+// LocalJobs is the allowlist entry the stack adds to BATON_ALLOWED_JOBS:
+// every job of the Run Admin API emulator.
+const LocalJobs = "projects/local/locations/local/jobs/*"
 
 // LocalTopics is the allowlist entry the stack adds to
 // BATON_ALLOWED_TOPICS: every topic of the local project.

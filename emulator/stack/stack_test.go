@@ -173,7 +173,7 @@ func TestExports(t *testing.T) {
 		"BATON_URL": s.URL, "STORAGE_EMULATOR_HOST": s.StorageHost, "BATON_BUCKET": "b-1",
 		"BATON_MONGO_URI": s.MongoURI, "BATON_TOKEN": "t0k",
 		"CLOUD_TASKS_EMULATOR_HOST": s.TasksHost, "BATON_TASKS_QUEUE": stack.TasksQueue,
-		"PUBSUB_EMULATOR_HOST": s.PubSubHost,
+		"PUBSUB_EMULATOR_HOST": s.PubSubHost, "CLOUD_RUN_EMULATOR_HOST": s.RunJobsHost,
 	}
 	for k, v := range want {
 		if got[k] != v || v == "" {

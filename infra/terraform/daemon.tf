@@ -25,6 +25,7 @@ locals {
     BATON_BUCKET          = google_storage_bucket.baton.name
     BATON_ALLOWED_TARGETS = join(",", var.allowed_targets)
     BATON_ALLOWED_TOPICS  = join(",", var.pubsub_target_topics)
+    BATON_ALLOWED_JOBS    = join(",", var.cloud_run_target_jobs)
     BATON_GPU_POOL        = local.gpu_pool
     BATON_GPU_WEIGHTS     = local.gpu_weights
     BATON_GPU_QUOTAS      = local.gpu_quotas

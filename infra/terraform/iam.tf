@@ -352,6 +352,7 @@ resource "terraform_data" "iam_ready" {
     google_project_iam_member.daemon_metrics[*].id,
     [for g in google_pubsub_topic_iam_member.notify_publisher : g.id],
     [for g in google_pubsub_topic_iam_member.target_publisher : g.id],
+    [for g in google_cloud_run_v2_job_iam_member.target_executor : g.id],
     google_storage_bucket_iam_member.daemon_bucket[*].id,
   )
 

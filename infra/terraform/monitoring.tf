@@ -341,6 +341,32 @@ resource "google_pubsub_topic_iam_member" "target_publisher" {
   depends_on = [terraform_data.apis_ready]
 }
 
+# cloudRunJob targets (cloud_run_target_jobs): the accounts that execute
+# runs may run each listed job with overrides, cancel its executions and
+# read them, and nothing else. roles/run.jobsExecutorWithOverrides is the
+# narrowest predefined role with run.jobs.runWithOverrides and
+# run.executions.cancel; reading executions (run.executions.get, .list) is
+# roles/run.viewer's, granted on the job alone
+# (https://cloud.google.com/iam/docs/roles-permissions/run).
+locals {
+  run_job_roles = ["roles/run.jobsExecutorWithOverrides", "roles/run.viewer"]
+  run_job_grants = {
+    for t in setproduct(var.cloud_run_target_jobs, keys(local.target_publishers), local.run_job_roles) :
+    "${t[0]} ${t[1]} ${t[2]}" => { job = t[0], member = local.target_publishers[t[1]], role = t[2] }
+  }
+}
+
+resource "google_cloud_run_v2_job_iam_member" "target_executor" {
+  for_each = local.run_job_grants
+
+  project    = split("/", each.value.job)[1]
+  location   = split("/", each.value.job)[3]
+  name       = split("/", each.value.job)[5]
+  role       = each.value.role
+  member     = each.value.member
+  depends_on = [terraform_data.apis_ready]
+}
+
 resource "google_pubsub_topic_iam_member" "notify_publisher" {
   for_each = local.notify_publishers
 

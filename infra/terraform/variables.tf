@@ -762,6 +762,17 @@ variable "pubsub_target_topics" {
   }
 }
 
+variable "cloud_run_target_jobs" {
+  description = "Cloud Run jobs that schedules' cloudRunJob targets may execute (BATON_ALLOWED_JOBS), each projects/PROJECT/locations/REGION/jobs/JOB. The jobs are the operator's; Terraform grants Tick, Run and Schedules (and the daemon) roles/run.jobsExecutorWithOverrides (run with overrides, cancel) and roles/run.viewer (read executions) on each listed job and on nothing else. A cloudRunJob target naming another job is refused with 400. Empty means no cloudRunJob target can be written."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for j in var.cloud_run_target_jobs : can(regex("^projects/[a-z0-9][a-z0-9.:-]{0,62}/locations/[a-z0-9-]+/jobs/[a-z]([a-z0-9-]{0,61}[a-z0-9])?$", j))]) && length(distinct(var.cloud_run_target_jobs)) == length(var.cloud_run_target_jobs)
+    error_message = "cloud_run_target_jobs: each entry must be a job name, projects/PROJECT/locations/REGION/jobs/JOB (JOB a lowercase RFC 1035 label), listed once; a wildcard is not a grant Terraform can make."
+  }
+}
+
 variable "notify_topic" {
   description = "Default Pub/Sub notification channel (BATON_NOTIFY_TOPIC), projects/PROJECT/topics/TOPIC, for every schedule without a notify block: the events of notify_on are published there. The topic is the operator's; Terraform grants Tick, Run and Schedules (and the daemon) roles/pubsub.publisher on it. Empty means none."
   type        = string

@@ -17,6 +17,7 @@ var sameShape = map[string]string{
 	"GPU.Get":               "Catalog.Get",
 	"Schedules.Get":         "Catalog.Get",
 	"Runs.Get":              "Catalog.Get",
+	"Runs.RunningRunJob":    "Runs.RunningGPU",
 	"Schedules.Unpause":     "Catalog.Update",
 }
 

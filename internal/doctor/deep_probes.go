@@ -435,6 +435,9 @@ func probeSet() []probe {
 			}
 			return p.b.Runs().HandOff(ctx, probeRun3, 1, "baton doctor", p.now, p.now.Add(2*time.Minute))
 		}},
+		{"Runs.RecordExecution", "update runs {_id, status: running, execution: {$exists: false}, fence} $set", func(ctx context.Context, p *probeState) error {
+			return p.b.Runs().RecordExecution(ctx, probeRun3, 1, time.Time{}, "baton-doctor", "baton doctor", p.now.Add(2*time.Minute))
+		}},
 		{"Runs.FailOver", "update runs {_id, status: running, sweepAt} $set/$unset", func(ctx context.Context, p *probeState) error {
 			return p.b.Runs().FailOver(ctx, probeRun3, p.now.Add(2*time.Minute), "baton doctor", p.now, p.now.Add(3*time.Minute), time.Time{}, nil)
 		}},

@@ -46,7 +46,12 @@ const (
 	EnvToken          = "BATON_TOKEN"
 	EnvAllowedTargets = "BATON_ALLOWED_TARGETS"
 	EnvAllowedTopics  = "BATON_ALLOWED_TOPICS"
-	EnvGPUPool        = "BATON_GPU_POOL"
+	// EnvAllowedJobs is the allowlist of Cloud Run jobs that cloudRunJob
+	// targets may execute; EnvRunEmu is the Run Admin API emulator's
+	// host:port (baton local).
+	EnvAllowedJobs = "BATON_ALLOWED_JOBS"
+	EnvRunEmu      = "CLOUD_RUN_EMULATOR_HOST"
+	EnvGPUPool     = "BATON_GPU_POOL"
 	// EnvGPUWeights and EnvGPUQuotas are the GPU tenants' weights for
 	// fair share and caps on running slots ("a=3,b=1").
 	EnvGPUWeights   = "BATON_GPU_WEIGHTS"
@@ -122,6 +127,8 @@ var Vars = []Var{
 	{EnvToken, append(functions, SvcWorker, CLI), "", "Bearer token required by the API when set (local use). In the cloud, IAM invoker checks authenticate callers."},
 	{EnvAllowedTargets, []string{FnTick, FnSchedules, FnRun}, "", "Comma-separated host allowlist for `http` targets (`host`, `host:port`, `*.example.com`). Empty refuses every http target. `baton local` allows loopback and these hosts beside it."},
 	{EnvAllowedTopics, []string{FnTick, FnSchedules, FnRun}, "", "Comma-separated allowlist of Pub/Sub topics that `pubsub` targets may publish to (`projects/P/topics/T`, or `projects/P/topics/*` for every topic of P). Empty refuses every pubsub target. Terraform sets it from `pubsub_target_topics`, beside the publisher grant on exactly those topics. `baton local` allows `projects/local/topics/*` and these beside it."},
+	{EnvAllowedJobs, []string{FnTick, FnSchedules, FnRun}, "", "Comma-separated allowlist of Cloud Run jobs that `cloudRunJob` targets may execute (`projects/P/locations/R/jobs/J`, or `projects/P/locations/R/jobs/*`). Empty refuses every cloudRunJob target. Terraform sets it from `cloud_run_target_jobs`, beside the grant on exactly those jobs. `baton local` allows `projects/local/locations/local/jobs/*` and these beside it."},
+	{EnvRunEmu, []string{FnTick, FnRun}, "", "host:port of a Run Admin API v2 emulator, where cloudRunJob targets start and read executions (set by `baton local`); unset in the cloud."},
 	{EnvGPUPool, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU worker pool: comma-separated `URL=slots` entries, each optionally typed `URL=slots@nvidia-l4` (a job's `gpuType` must match one)."},
 	{EnvGPUWeights, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU tenants' weights for fair share of the slots, `tenant=N,...` (`a=3,b=1`); a tenant not named weighs 1."},
 	{EnvGPUQuotas, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU tenants' caps on concurrently running slots, `tenant=N,...` (`batch=2`); a tenant not named has no cap."},

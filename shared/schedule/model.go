@@ -76,6 +76,8 @@ const (
 	TargetGPU     = "gpu"
 	TargetBuiltin = "builtin"
 	TargetPubSub  = "pubsub"
+	// TargetCloudRunJob runs an execution of a Cloud Run job per run.
+	TargetCloudRunJob = "cloudRunJob"
 )
 
 // Source says why a run exists. It is stored and sent as its string
@@ -298,6 +300,8 @@ type Target struct {
 	GPU     *GPUTarget     `bson:"gpu,omitempty" json:"gpu,omitempty"`
 	Builtin *BuiltinTarget `bson:"builtin,omitempty" json:"builtin,omitempty"`
 	PubSub  *PubSubTarget  `bson:"pubsub,omitempty" json:"pubsub,omitempty"`
+	// CloudRunJob is the cloudRunJob target's block.
+	CloudRunJob *CloudRunJobTarget `bson:"cloudRunJob,omitempty" json:"cloudRunJob,omitempty"`
 }
 
 // HTTPTarget calls a URL. Its host must be on BATON_ALLOWED_TARGETS.
@@ -398,6 +402,13 @@ type Run struct {
 	// while the job is queued or running, with nobody holding the job
 	// lease, and the sweep finishes it from the job's outcome.
 	GPUJob string `bson:"gpuJob,omitempty" json:"gpuJob,omitempty"`
+	// RunJob is the full name of the Cloud Run job a cloudRunJob-target
+	// run starts an execution of, set by the claim: from then on the run
+	// is "starting" until Execution is recorded, and the sweep, not a
+	// heartbeat, ends it (scheduler/runjob.go).
+	RunJob string `bson:"runJob,omitempty" json:"runJob,omitempty"`
+	// Execution is the full name of that execution, once started.
+	Execution string `bson:"execution,omitempty" json:"execution,omitempty"`
 	// ExitCode is the GPU job's exit status, once it has one.
 	ExitCode *int `bson:"exitCode,omitempty" json:"exitCode,omitempty"`
 	// Delivery is the execution plane's account of the task that claimed

@@ -56,6 +56,11 @@ type ValidateOptions struct {
 	// "projects/P/topics/*". Empty refuses every pubsub target. See
 	// IsAllowedTopic.
 	AllowedTopics []string
+	// AllowedJobs are the BATON_ALLOWED_JOBS entries that a cloudRunJob
+	// target's job must match: "projects/P/locations/R/jobs/J" or
+	// "projects/P/locations/R/jobs/*". Empty refuses every cloudRunJob
+	// target. See IsAllowedJob.
+	AllowedJobs []string
 }
 
 // gpuTenantPattern is a GPU tenant's name: short, and free of the "=" and
@@ -383,18 +388,18 @@ func durationIn(field string, d Duration, lo, hi time.Duration) error {
 }
 
 func (t *Target) validate(o ValidateOptions) error {
-	set := map[string]bool{TargetHTTP: t.HTTP != nil, TargetGPU: t.GPU != nil, TargetBuiltin: t.Builtin != nil, TargetPubSub: t.PubSub != nil}
+	set := map[string]bool{TargetHTTP: t.HTTP != nil, TargetGPU: t.GPU != nil, TargetBuiltin: t.Builtin != nil, TargetPubSub: t.PubSub != nil, TargetCloudRunJob: t.CloudRunJob != nil}
 	switch t.Type {
 	case "":
-		return fieldErr("target.type", "is required; want http, gpu, builtin or pubsub")
-	case TargetHTTP, TargetGPU, TargetBuiltin, TargetPubSub:
+		return fieldErr("target.type", "is required; want http, gpu, builtin, pubsub or cloudRunJob")
+	case TargetHTTP, TargetGPU, TargetBuiltin, TargetPubSub, TargetCloudRunJob:
 	default:
-		return fieldErr("target.type", "unknown target type %q; want http, gpu, builtin or pubsub", t.Type)
+		return fieldErr("target.type", "unknown target type %q; want http, gpu, builtin, pubsub or cloudRunJob", t.Type)
 	}
 	if !set[t.Type] {
 		return fieldErr("target."+t.Type, "is required when target.type is %q", t.Type)
 	}
-	for _, other := range []string{TargetHTTP, TargetGPU, TargetBuiltin, TargetPubSub} {
+	for _, other := range []string{TargetHTTP, TargetGPU, TargetBuiltin, TargetPubSub, TargetCloudRunJob} {
 		if other != t.Type && set[other] {
 			return fieldErr("target."+other, "must be absent when target.type is %q", t.Type)
 		}
@@ -406,6 +411,8 @@ func (t *Target) validate(o ValidateOptions) error {
 		return t.GPU.validate(o.GPUTypes)
 	case TargetPubSub:
 		return t.PubSub.validate(o.AllowedTopics)
+	case TargetCloudRunJob:
+		return t.CloudRunJob.validate(o.AllowedJobs)
 	default:
 		return t.Builtin.validate(o.Builtins)
 	}

@@ -38,6 +38,9 @@ const (
 	// sweep looks once at each GPU job in flight (a read each), and a
 	// local stack ticking every few seconds sees a job end within one.
 	DefaultGPUPoll = 5 * time.Second
+	// DefaultRunJobPoll is how often a running Cloud Run execution is
+	// read: as GPU jobs, well short of a one-minute tick.
+	DefaultRunJobPoll = 5 * time.Second
 )
 
 // GPU hands gpu targets to the GPU dispatcher. shared/gpu implements it; a
@@ -94,6 +97,16 @@ type Config struct {
 	// that is still queued or running; default DefaultGPUPoll. Each look
 	// is one read per such run, so reads grow with GPU work in flight.
 	GPUPoll time.Duration
+	// RunJobs is the Run Admin API of cloudRunJob targets; nil fails
+	// their runs with ErrNoRunJobs.
+	RunJobs RunJobs
+	// AllowedJobs is the cloudRunJob target job allowlist
+	// (BATON_ALLOWED_JOBS), checked again at execution time.
+	AllowedJobs []string
+	// RunJobPoll is how often the sweep looks at the execution of a
+	// running cloudRunJob run; default DefaultRunJobPoll. One read per
+	// execution in flight per look.
+	RunJobPoll time.Duration
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 	// PageSize is the number of due schedules read per page; default 100.
@@ -231,6 +244,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.GPUPoll <= 0 {
 		cfg.GPUPoll = DefaultGPUPoll
+	}
+	if cfg.RunJobPoll <= 0 {
+		cfg.RunJobPoll = DefaultRunJobPoll
 	}
 	if cfg.NotifyTimeout <= 0 {
 		cfg.NotifyTimeout = DefaultNotifyTimeout

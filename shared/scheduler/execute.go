@@ -102,6 +102,13 @@ func (e *Engine) claimThenRun(ctx context.Context, s *schedule.Schedule, r *runD
 		r.GPUJob = schedule.GPUJobID(r.ID)
 		claim.GPUJob = r.GPUJob
 	}
+	if runJobHandOff(s) {
+		// The "starting" mark, recorded before RunJob: whatever happens
+		// next, the sweep looks for this run's execution before starting
+		// one (runjob.go).
+		r.RunJob = s.Target.CloudRunJob.Job
+		claim.RunJob = r.RunJob
+	}
 	err := e.runs.Claim(ctx, r.ID, claim)
 	if err != nil {
 		if !errors.Is(err, store.ErrConflict) {
@@ -219,7 +226,7 @@ func (e *Engine) runLeased(ctx context.Context, s *schedule.Schedule, r *runDoc,
 		if r.Source == schedule.SourceRetry || r.Source == schedule.SourceMisfire {
 			return false
 		}
-		e.onHeld(ctx, s, r, fmt.Sprintf("run %s is still running as gpu job %s", busy.ID, busy.GPUJob), c)
+		e.onHeld(ctx, s, r, fmt.Sprintf("run %s is still running as %s", busy.ID, handedOffWork(busy)), c)
 		return true
 	}
 	if later := e.laterStarted(ctx, s, r); later != nil {
@@ -425,6 +432,11 @@ func (e *Engine) runTarget(ctx context.Context, s *schedule.Schedule, r *runDoc,
 		// The job outlives this executor: the sweep finishes the run
 		// (gpurun.go), unless the pool refuses the target for good.
 		if runErr = e.handToGPU(ctx, s, r, epoch, c); runErr == nil {
+			return
+		}
+	} else if runJobHandOff(s) {
+		// The execution outlives this executor too (runjob.go).
+		if runErr = e.handToRunJob(ctx, s, r, epoch, c); runErr == nil {
 			return
 		}
 	} else {

@@ -84,11 +84,22 @@ func (e *Engine) handToGPU(ctx context.Context, s *schedule.Schedule, r *runDoc,
 // has a run other than exceptID (empty for none) whose GPU job is still in
 // the pool's hands: that run is the previous run still running, although it
 // holds no job lease. One read, for such schedules only.
+//
+// A cloudRunJob schedule's running execution counts the same way
+// (runJobHandOff): its run holds no job lease either.
 func (e *Engine) gpuBusy(ctx context.Context, s *schedule.Schedule, exceptID string) (busy *runDoc, err error) {
-	if !e.gpuHandOff(s) || s.Overlap == schedule.OverlapAllow {
+	if s.Overlap == schedule.OverlapAllow {
 		return nil, nil
 	}
-	x, err := e.runs.RunningGPU(ctx, s.ID, laneOf(ctx), exceptID)
+	var x *runDoc
+	switch {
+	case e.gpuHandOff(s):
+		x, err = e.runs.RunningGPU(ctx, s.ID, laneOf(ctx), exceptID)
+	case runJobHandOff(s):
+		x, err = e.runs.RunningRunJob(ctx, s.ID, laneOf(ctx), exceptID)
+	default:
+		return nil, nil
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -195,6 +206,15 @@ func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJo
 		}
 	}
 	o.Output, o.Status = truncate(out, 1024), status
+	e.endSwept(ctx, r, o, reason, retryable, "gpu job "+r.GPUJob, now, c)
+}
+
+// endSwept records the outcome o of a running run whose work was handed
+// off (a gpu job, a Cloud Run execution, named by what), conditional on
+// the sweepAt the sweep read, and records the retry a failure is owed
+// when retryable.
+func (e *Engine) endSwept(ctx context.Context, r *runDoc, o store.RunOutcome, reason string, retryable bool, what string, now time.Time, c *counters) {
+	status := o.Status
 	if status == schedule.RunFailed {
 		o.Error = truncate(reason, 1024)
 	}
@@ -208,7 +228,7 @@ func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJo
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
 			c.errors.Add(1)
-			e.log.Warn("read the schedule of a finished gpu run failed; finishing it later", "run", r.ID, "err", err)
+			e.log.Warn("read the schedule of a finished run failed; finishing it later", "run", r.ID, "work", what, "err", err)
 			return // the sweepAt stays passed: the next sweep tries again
 		default:
 			s = &got
@@ -228,7 +248,7 @@ func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJo
 			// The run stays running with a passed sweepAt (or, if the
 			// write landed, finished): the next sweep looks again.
 			c.errors.Add(1)
-			e.log.Warn("record the outcome of a gpu run failed; the next sweep tries again", "run", r.ID, "err", err)
+			e.log.Warn("record the outcome of a handed-off run failed; the next sweep tries again", "run", r.ID, "work", what, "err", err)
 		}
 		return
 	}
@@ -236,11 +256,11 @@ func (e *Engine) finishGPURun(ctx context.Context, r *runDoc, st *schedule.GPUJo
 	e.deliverSoon(ctx, s, finished(r, o))
 	if status == schedule.RunSucceeded {
 		c.succeeded.Add(1)
-		e.log.Info("gpu run finished", "run", r.ID, "job", r.GPUJob, "status", status)
+		e.log.Info("handed-off run finished", "run", r.ID, "work", what, "status", status)
 		return
 	}
 	c.failed.Add(1)
-	e.log.Warn("gpu run failed", "run", r.ID, "job", r.GPUJob, "reason", reason)
+	e.log.Warn("handed-off run failed", "run", r.ID, "work", what, "reason", reason)
 	if s != nil && retryable {
 		e.retry(ctx, s, &r.Run, now, c)
 	}

@@ -123,6 +123,11 @@ func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
 			e.settleGPURun(ctx, r, now, c)
 			continue
 		}
+		if r.RunJob != "" {
+			// Likewise for a Cloud Run execution (runjob.go).
+			e.settleRunJobRun(ctx, r, now, c)
+			continue
+		}
 		if left, alive := e.jobAlive(ctx, r); alive {
 			e.postpone(ctx, r, now, left, c)
 			continue

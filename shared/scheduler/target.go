@@ -70,6 +70,10 @@ func (e *Engine) callTarget(ctx context.Context, s *schedule.Schedule, r *schedu
 			return "", errors.New("pubsub target without a pubsub block")
 		}
 		return e.callPubSub(ctx, r, t.PubSub)
+	case schedule.TargetCloudRunJob:
+		// Started by runTarget and ended by the sweep (runjob.go), never
+		// called and waited for.
+		return "", errors.New("cloudRunJob targets are started by the executor, not called")
 	default:
 		return "", fmt.Errorf("unknown target type %q", t.Type)
 	}

@@ -69,6 +69,9 @@ type RunClaim struct {
 	Delivery *schedule.Delivery
 	// GPUJob, when set, is the GPU job that will finish the run.
 	GPUJob string
+	// RunJob, when set, is the Cloud Run job whose execution will finish
+	// the run: from the claim on, the run is starting an execution.
+	RunJob string
 }
 
 // RunOutcome is a finished run's result.
@@ -175,6 +178,13 @@ type Runs interface {
 	// (output), with a heartbeat at at and the sweep's next look at
 	// sweepAt. Guard and errors as Heartbeat's.
 	HandOff(ctx context.Context, id string, epoch int64, output string, at, sweepAt time.Time) error
+	// RecordExecution records on a running cloudRunJob run the execution
+	// it started (output describes it), with the sweep's next look at
+	// sweepAt. Guard: the run is running, carries no execution yet, and
+	// either was written under epoch (epoch non-zero: fenced, as
+	// Heartbeat) or has the sweepAt sweptAt the sweep read. ErrConflict
+	// otherwise: another writer recorded it, or the run moved on.
+	RecordExecution(ctx context.Context, id string, epoch int64, sweptAt time.Time, execution, output string, sweepAt time.Time) error
 	// Finish records the outcome o of a running run executed under epoch
 	// (0: an allow run, not fenced). Guard as Heartbeat's. After any
 	// failed write the run is read back, and when it carries o.Status and
@@ -228,6 +238,9 @@ type Runs interface {
 	// non-nil), other than exceptID (empty for none), that handed its
 	// work to a GPU job, or an error wrapping ErrNotFound.
 	RunningGPU(ctx context.Context, scheduleID string, shard *int, exceptID string) (*RunRecord, error)
+	// RunningRunJob is RunningGPU for runs whose work is a Cloud Run
+	// execution (started, or starting).
+	RunningRunJob(ctx context.Context, scheduleID string, shard *int, exceptID string) (*RunRecord, error)
 	// LiveSibling returns, of the running runs of scheduleID (of shard,
 	// when non-nil) decided at createdAt (by the same tick) whose sweepAt
 	// is after now, the one with the latest sweepAt, or an error wrapping

@@ -607,6 +607,45 @@ run "bad_pubsub_target_topic_refused" {
   expect_failures = [var.pubsub_target_topics]
 }
 
+# cloudRunJob targets: each listed job is granted, in its own project and
+# region, the executor-with-overrides and viewer roles for the three
+# functions that execute runs, and the functions are told the list;
+# nothing is granted by default.
+run "cloud_run_target_jobs" {
+  command = plan
+  variables {
+    cloud_run_target_jobs = ["projects/data-proj/locations/europe-west1/jobs/nightly-export", "projects/ops-project/locations/us-central1/jobs/reindex"]
+  }
+  assert {
+    condition     = length(google_cloud_run_v2_job_iam_member.target_executor) == 12 && alltrue([for g in google_cloud_run_v2_job_iam_member.target_executor : contains(["roles/run.jobsExecutorWithOverrides", "roles/run.viewer"], g.role)])
+    error_message = "cloud_run_target_jobs must grant exactly roles/run.jobsExecutorWithOverrides and roles/run.viewer on each job (2) to Tick, Run and Schedules (3)"
+  }
+  assert {
+    condition     = toset([for g in google_cloud_run_v2_job_iam_member.target_executor : "projects/${g.project}/locations/${g.location}/jobs/${g.name}"]) == toset(["projects/data-proj/locations/europe-west1/jobs/nightly-export", "projects/ops-project/locations/us-central1/jobs/reindex"])
+    error_message = "cloud_run_target_jobs must grant on exactly the listed jobs, each in its own project and region"
+  }
+  assert {
+    condition     = local.functions.Run.env.BATON_ALLOWED_JOBS == "projects/data-proj/locations/europe-west1/jobs/nightly-export,projects/ops-project/locations/us-central1/jobs/reindex" && local.functions.Schedules.env.BATON_ALLOWED_JOBS == local.functions.Run.env.BATON_ALLOWED_JOBS && local.functions.Tick.env.BATON_ALLOWED_JOBS == local.functions.Run.env.BATON_ALLOWED_JOBS
+    error_message = "Tick, Run and Schedules must be told the allowed jobs"
+  }
+}
+
+run "cloud_run_target_jobs_default_grants_nothing" {
+  command = plan
+  assert {
+    condition     = length(google_cloud_run_v2_job_iam_member.target_executor) == 0 && local.functions.Run.env.BATON_ALLOWED_JOBS == ""
+    error_message = "without cloud_run_target_jobs nothing may be granted and no job allowed"
+  }
+}
+
+run "bad_cloud_run_target_job_refused" {
+  command = plan
+  variables {
+    cloud_run_target_jobs = ["projects/p1-project/locations/us-central1/jobs/Bad_Job"]
+  }
+  expect_failures = [var.cloud_run_target_jobs]
+}
+
 run "bad_notify_topic_refused" {
   command = plan
   variables {

@@ -181,6 +181,9 @@ func (r runs) Claim(ctx context.Context, id string, c store.RunClaim) error {
 	if c.GPUJob != "" {
 		set["gpuJob"] = c.GPUJob
 	}
+	if c.RunJob != "" {
+		set["runJob"] = c.RunJob
+	}
 	err := r.update(ctx, id, c.Epoch, pending, upd(set, "waitingFor", "group"))
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		if m, gerr := r.s.get(context.WithoutCancel(ctx), runsColl, id); gerr == nil && running(m) && eqStr(m, "claim", c.Token) {
@@ -196,6 +199,12 @@ func (r runs) Heartbeat(ctx context.Context, id string, epoch int64, at, sweepAt
 
 func (r runs) HandOff(ctx context.Context, id string, epoch int64, output string, at, sweepAt time.Time) error {
 	return r.update(ctx, id, epoch, running, upd(bson.M{"output": output, "heartbeatAt": at, "sweepAt": sweepAt}))
+}
+
+func (r runs) RecordExecution(ctx context.Context, id string, epoch int64, sweptAt time.Time, execution, output string, sweepAt time.Time) error {
+	return r.update(ctx, id, epoch, func(m bson.M) bool {
+		return running(m) && !has(m, "execution") && (sweptAt.IsZero() || timeEq(m, "sweepAt", sweptAt))
+	}, upd(bson.M{"execution": execution, "output": output, "sweepAt": sweepAt}))
 }
 
 func (r runs) Finish(ctx context.Context, id string, epoch int64, o store.RunOutcome) error {
@@ -266,6 +275,12 @@ func (r runs) StartedAfter(ctx context.Context, scheduleID string, shard *int, f
 func (r runs) RunningGPU(ctx context.Context, scheduleID string, shard *int, exceptID string) (*store.RunRecord, error) {
 	return r.one(ctx, ofSchedule(scheduleID, shard, func(m bson.M) bool {
 		return running(m) && has(m, "gpuJob") && (exceptID == "" || idOf(m) != exceptID)
+	}), nil)
+}
+
+func (r runs) RunningRunJob(ctx context.Context, scheduleID string, shard *int, exceptID string) (*store.RunRecord, error) {
+	return r.one(ctx, ofSchedule(scheduleID, shard, func(m bson.M) bool {
+		return running(m) && has(m, "runJob") && (exceptID == "" || idOf(m) != exceptID)
 	}), nil)
 }
 

@@ -148,6 +148,9 @@ func (r runs) Claim(ctx context.Context, id string, c store.RunClaim) error {
 	if c.GPUJob != "" {
 		set = append(set, bson.E{Key: "gpuJob", Value: c.GPUJob})
 	}
+	if c.RunJob != "" {
+		set = append(set, bson.E{Key: "runJob", Value: c.RunJob})
+	}
 	// A run that waited for its concurrency group starts now: it waits no
 	// more (and leaves the group's line, OldestGroupWaiting).
 	upd := bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "waitingFor", Value: ""}, {Key: "group", Value: ""}}}}
@@ -180,6 +183,18 @@ func (r runs) HandOff(ctx context.Context, id string, epoch int64, output string
 	return r.update(ctx, epoch, running(id), bson.D{{Key: "$set", Value: bson.D{
 		{Key: "output", Value: output},
 		{Key: "heartbeatAt", Value: at},
+		{Key: "sweepAt", Value: sweepAt},
+	}}})
+}
+
+func (r runs) RecordExecution(ctx context.Context, id string, epoch int64, sweptAt time.Time, execution, output string, sweepAt time.Time) error {
+	filter := byRunID(id, statusIs(schedule.RunRunning), bson.E{Key: "execution", Value: bson.D{{Key: "$exists", Value: false}}})
+	if !sweptAt.IsZero() {
+		filter = append(filter, bson.E{Key: "sweepAt", Value: sweptAt})
+	}
+	return r.update(ctx, epoch, filter, bson.D{{Key: "$set", Value: bson.D{
+		{Key: "execution", Value: execution},
+		{Key: "output", Value: output},
 		{Key: "sweepAt", Value: sweepAt},
 	}}})
 }
@@ -272,6 +287,14 @@ func (r runs) StartedAfter(ctx context.Context, scheduleID string, shard *int, f
 
 func (r runs) RunningGPU(ctx context.Context, scheduleID string, shard *int, exceptID string) (*store.RunRecord, error) {
 	filter := inShard(bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunRunning), {Key: "gpuJob", Value: bson.D{{Key: "$exists", Value: true}}}}, shard)
+	if exceptID != "" {
+		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$ne", Value: exceptID}}})
+	}
+	return r.findOne(ctx, filter)
+}
+
+func (r runs) RunningRunJob(ctx context.Context, scheduleID string, shard *int, exceptID string) (*store.RunRecord, error) {
+	filter := inShard(bson.D{{Key: "scheduleId", Value: scheduleID}, statusIs(schedule.RunRunning), {Key: "runJob", Value: bson.D{{Key: "$exists", Value: true}}}}, shard)
 	if exceptID != "" {
 		filter = append(filter, bson.E{Key: "_id", Value: bson.D{{Key: "$ne", Value: exceptID}}})
 	}
