@@ -363,9 +363,15 @@ func (tr *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("openapitest: read request body: %w", err)
 		}
 		reqBody = b
+		// The body as read decides the length: net/http sends none for
+		// http.NoBody whatever ContentLength says, and so must this copy.
 		req = req.Clone(req.Context())
-		req.Body = io.NopCloser(bytes.NewReader(b))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+		req.ContentLength = int64(len(b))
+		req.Body, req.GetBody = http.NoBody, func() (io.ReadCloser, error) { return http.NoBody, nil }
+		if len(b) > 0 {
+			req.Body = io.NopCloser(bytes.NewReader(b))
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+		}
 	}
 	resp, err := tr.inner.RoundTrip(req)
 	if err != nil {
