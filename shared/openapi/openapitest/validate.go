@@ -284,7 +284,7 @@ func (v *Validator) check(ctx context.Context, ex Exchange) error {
 	if reqErr := openapi3filter.ValidateRequest(ctx, in); reqErr != nil {
 		// The contract refuses the request: so must the server.
 		if ex.Status < 400 || ex.Status >= 500 {
-			return fmt.Errorf("%s: the server accepted a request the contract refuses: %v", what, reqErr)
+			return fmt.Errorf("%s: the server accepted a request the contract refuses: %w", what, reqErr)
 		}
 	}
 	if ex.Status == http.StatusUnauthorized || ex.Status == http.StatusMisdirectedRequest {
@@ -303,7 +303,7 @@ func (v *Validator) check(ctx context.Context, ex Exchange) error {
 		return nil
 	}
 	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
-		return fmt.Errorf("%s: the answer is not the contract's (%s %s): %v\nbody: %s", what, method, found.template, err, cut(ex.ResponseBody))
+		return fmt.Errorf("%s: the answer is not the contract's (%s %s): %w\nbody: %s", what, method, found.template, err, cut(ex.ResponseBody))
 	}
 	return nil
 }
@@ -316,10 +316,10 @@ func (v *Validator) checkError(what string, ex Exchange) error {
 	}
 	var body any
 	if err := json.Unmarshal(ex.ResponseBody, &body); err != nil {
-		return fmt.Errorf("%s: the error answer is not JSON: %v\nbody: %s", what, err, cut(ex.ResponseBody))
+		return fmt.Errorf("%s: the error answer is not JSON: %w\nbody: %s", what, err, cut(ex.ResponseBody))
 	}
 	if err := v.errs.VisitJSON(body, openapi3.EnableJSONSchema2020()); err != nil {
-		return fmt.Errorf("%s: the error answer is not ErrorResponse: %v\nbody: %s", what, err, cut(ex.ResponseBody))
+		return fmt.Errorf("%s: the error answer is not ErrorResponse: %w\nbody: %s", what, err, cut(ex.ResponseBody))
 	}
 	return nil
 }
