@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/baton-cron/baton/shared/openapi"
 )
 
 // fakeSchedules answers as the Schedules function would, with the drift
@@ -92,5 +94,29 @@ func TestValidatorCatchesDrift(t *testing.T) {
 	got, n := v.Violations()
 	if len(got) != 6 || n != 8 {
 		t.Errorf("Violations() = %d of %d checked, want 6 of 8:\n%s", len(got), n, strings.Join(got, "\n"))
+	}
+}
+
+// TestServedJSONIsTheContract: the JSON that /openapi.json serves is the
+// YAML document converted (anchors expanded, no YAML 1.1 booleans for keys
+// such as "on"), and loads and validates as the same contract.
+func TestServedJSONIsTheContract(t *testing.T) {
+	b, err := openapi.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromJSON, err := NewFromYAML(b)
+	if err != nil {
+		t.Fatalf("the served JSON is not a valid contract: %v", err)
+	}
+	fromYAML, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(fromJSON.routes), len(fromYAML.routes); got != want || got == 0 {
+		t.Errorf("the served JSON has %d paths, the YAML %d", got, want)
+	}
+	if n := fromJSON.doc.Components.Schemas["Notify"].Value.Properties["on"]; n == nil {
+		t.Error(`Notify has no "on" property in the served JSON (read as a YAML 1.1 boolean?)`)
 	}
 }
