@@ -47,8 +47,9 @@ func TestValidatorCatchesDrift(t *testing.T) {
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no route for /nope"}}`))
 		case "/schedules": // a create the contract refuses (no cron), accepted
-			w.WriteHeader(http.StatusCreated)
 			w.Header().Set("ETag", `"1"`)
+			w.Header().Set("Location", "/schedules/a")
+			w.WriteHeader(http.StatusCreated)
 			_, _ = w.Write([]byte(goodSchedule))
 		default:
 			w.WriteHeader(http.StatusNotFound)
