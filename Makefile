@@ -5,7 +5,7 @@ ARGS      ?=
 # the race detector; the others run without it, so no package runs twice.
 RACE_PKGS := ./shared/lease/... ./shared/store/... ./shared/catalog/... ./shared/scheduler/... ./shared/gpu/... ./emulator/... ./cmd/gpu-worker/...
 
-.PHONY: run test test-unit test-race vet lint fmt-check fmt build package deploy tf-check bench screenshots wire-reset wire-check wire-inventory soak
+.PHONY: run test test-unit test-race vet lint openapi-lint fmt-check fmt build package deploy tf-check bench screenshots wire-reset wire-check wire-inventory soak
 
 # golangci-lint, pinned; make lint installs it from the Go module proxy on
 # first use (into GOPATH/bin), so a fresh machine needs nothing else.
@@ -15,7 +15,7 @@ GOLANGCI_LINT         := $(shell $(GO) env GOPATH)/bin/golangci-lint
 run:
 	@$(GO) run ./cmd/baton local $(ARGS)
 
-test: fmt-check vet lint wire-reset test-unit test-race wire-check
+test: fmt-check vet lint openapi-lint wire-reset test-unit test-race wire-check
 
 # The wire inventory (docs/emulators-mongo.md): while the tests run, every
 # store records the shape of each command it sends into WIRELOG (one file
@@ -56,6 +56,12 @@ lint:
 		GOBIN="$(dir $(GOLANGCI_LINT))" $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$(GOLANGCI_LINT_VERSION); \
 	fi
 	"$(GOLANGCI_LINT)" run ./...
+
+# The API's contract (shared/openapi/openapi.yaml) through Redocly's and
+# Spectral's standard OpenAPI rules; the linters are pinned npm packages,
+# installed into ~/.cache/baton on first use (needs node and npm).
+openapi-lint:
+	scripts/openapi-lint.sh
 
 test-unit:
 	@pkgs=$$($(GO) list ./... | grep -vxF "$$($(GO) list $(RACE_PKGS))"); \

@@ -24,6 +24,7 @@ import (
 	"github.com/baton-cron/baton/shared/logging"
 	"github.com/baton-cron/baton/shared/metrics"
 	"github.com/baton-cron/baton/shared/notify"
+	"github.com/baton-cron/baton/shared/openapi"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store/mongostore"
@@ -401,6 +402,10 @@ func Mux(d *Deps) (*http.ServeMux, error) {
 		// (baton local); in the cloud metrics are exported, not scraped.
 		mux.Handle("/metrics", d.MetricsHandler)
 	}
+	// The contract of every function's API, at the root as at
+	// /Schedules/openapi.json, so `baton local` answers it where a
+	// generator looks first.
+	mux.Handle(openapi.Path, openapi.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		status, body := d.health.report()
 		httpapi.WriteJSON(w, status, body)

@@ -37,3 +37,30 @@ func TestFromEnvRefusesMalformedAllowlist(t *testing.T) {
 		t.Fatalf("FromEnv = %v, want an error naming BATON_ALLOWED_TARGETS", err)
 	}
 }
+
+// TestOpenAPIServed: the contract is served as JSON, without the token, at
+// the root of the mux (baton local) and by the Schedules function, even
+// one that has no database to serve the rest of its API with.
+func TestOpenAPIServed(t *testing.T) {
+	mux, err := Mux(&Deps{Token: "secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/openapi.json", "/Schedules/openapi.json"} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		var doc struct {
+			OpenAPI string         `json:"openapi"`
+			Paths   map[string]any `json:"paths"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &doc); err != nil || rec.Code != http.StatusOK || doc.OpenAPI != "3.1.0" || doc.Paths["/schedules/{id}:pause"] == nil {
+			t.Errorf("GET %s = %d %.200q (%v), want 200 with the OpenAPI 3.1 document", path, rec.Code, rec.Body.String(), err)
+		}
+	}
+	// The rest of the Schedules API still needs the token.
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/Schedules/schedules", nil))
+	if rec.Code != http.StatusUnauthorized {
+		t.Errorf("GET /Schedules/schedules without the token = %d, want 401", rec.Code)
+	}
+}

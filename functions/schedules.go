@@ -8,6 +8,7 @@ import (
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/gpu"
 	"github.com/baton-cron/baton/shared/httpapi"
+	"github.com/baton-cron/baton/shared/openapi"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 )
@@ -15,14 +16,15 @@ import (
 func init() { register(config.FnSchedules, newSchedules) }
 
 // newSchedules builds the Schedules function: the REST API for schedules and
-// run history (flow 4), and GET /leases (leases.go). The service and its
+// run history (flow 4), GET /leases (leases.go) and the API's contract, GET
+// /openapi.json (shared/openapi). The service and its
 // routes live in shared/catalog.
 func newSchedules(d *Deps) (http.Handler, error) {
 	if err := d.NeedStore(); err != nil {
 		// GET /leases needs only the bucket, so it still serves.
-		return httpapi.RequireToken(d.Token, withLeases(d, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		return openapi.WithDocument(httpapi.RequireToken(d.Token, withLeases(d, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			httpapi.WriteError(w, r, err)
-		}))), nil
+		})))), nil
 	}
 	if err := d.NeedPageSecret(); err != nil {
 		return nil, err
@@ -56,5 +58,6 @@ func newSchedules(d *Deps) (http.Handler, error) {
 		opts.Triggerer, opts.Backfiller = eng, eng
 	}
 	h := catalog.NewHandler(catalog.New(d.Store, opts), catalog.HandlerOptions{})
-	return httpapi.RequireToken(d.Token, withLeases(d, h)), nil
+	// The contract (GET /openapi.json) is public, outside the token check.
+	return openapi.WithDocument(httpapi.RequireToken(d.Token, withLeases(d, h))), nil
 }

@@ -83,7 +83,7 @@ func TestLocalStack(t *testing.T) {
 		}
 	})
 
-	t.Run("the API needs the token; Rent and healthz do not", func(t *testing.T) {
+	t.Run("the API needs the token; Rent, healthz and the contract do not", func(t *testing.T) {
 		type row struct {
 			Method, Path, Token string
 			Status              int
@@ -95,6 +95,9 @@ func TestLocalStack(t *testing.T) {
 			{"GET", "/Schedules/schedules", s.Token, 200},
 			{"POST", "/Tick", "", 401},
 			{"GET", "/healthz", "", 200},
+			// The API's contract is public, at the root and on Schedules.
+			{"GET", "/openapi.json", "", 200},
+			{"GET", "/Schedules/openapi.json", "", 200},
 		} {
 			code, _, _ := call(r.Method, r.Path, r.Token, "")
 			want = append(want, r)
