@@ -251,7 +251,7 @@ type schedBody = map[string]any
 func httpSchedule(id string, o costOptions, url string, extra map[string]any) schedBody {
 	s := schedBody{
 		"id": id, "cron": fmt.Sprintf("*/%d * * * * *", int(o.Every/time.Second)),
-		"target":        map[string]any{"type": "http", "http": map[string]any{"method": "POST", "url": url, "timeout": "10s"}},
+		"target": map[string]any{"type": "http", "http": map[string]any{"method": "POST", "url": url, "timeout": "10s"}},
 	}
 	for k, v := range extra {
 		s[k] = v
@@ -499,7 +499,9 @@ func startCostTargets(ctx context.Context) (*costTargets, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
-	mux.HandleFunc("/fail", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "bench: fails", http.StatusInternalServerError) })
+	mux.HandleFunc("/fail", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "bench: fails", http.StatusInternalServerError)
+	})
 	mux.HandleFunc("/hook", func(w http.ResponseWriter, r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) })
 	srv := httpapi.NewServer(mux, httpapi.DefaultTimeouts)
 	go func() { _ = srv.Serve(ln) }()
