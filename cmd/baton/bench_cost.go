@@ -45,11 +45,18 @@ type costOptions struct {
 	// levels the compute part is priced at besides Compute's own.
 	Compute       cost.Compute
 	Concurrencies []int
+	// Retention is history.keep's default (Terraform's history_keep).
+	Retention time.Duration
+	// Cheap are the cheapest documented settings, priced on the allow
+	// phase: Run concurrency, the shortest history.keep, log_level=warn.
+	CheapConcurrency int
+	CheapRetention   time.Duration
 }
 
 func defaultCostOptions() costOptions {
 	return costOptions{Schedules: 20, Fires: 12, Every: 2 * time.Second, Tick: time.Second, Mix: true, PerTick: 100,
-		Compute: cost.DefaultCompute, Concurrencies: []int{80}}
+		Compute: cost.DefaultCompute, Concurrencies: []int{80}, Retention: cost.DefaultRetention,
+		CheapConcurrency: 80, CheapRetention: time.Hour}
 }
 
 func newBenchCostCmd() *cobra.Command {
@@ -114,6 +121,9 @@ usd_per_million_runs_mix with --mix.`,
 	f.Float64Var(&o.Compute.MemoryGiB, "memory-gib", o.Compute.MemoryGiB, "memory of a Run instance, GiB")
 	f.IntVar(&o.Compute.Concurrency, "run-concurrency", o.Compute.Concurrency, "requests one Run instance serves at once (the headline)")
 	f.IntSliceVar(&o.Concurrencies, "concurrency", o.Concurrencies, "other Run concurrencies to price the compute at")
+	f.DurationVar(&o.Retention, "retention", o.Retention, "how long finished runs are kept (history_keep)")
+	f.IntVar(&o.CheapConcurrency, "cheap-concurrency", o.CheapConcurrency, "Run concurrency of the cheapest settings")
+	f.DurationVar(&o.CheapRetention, "cheap-retention", o.CheapRetention, "history_keep of the cheapest settings (1h is the least Terraform takes)")
 	f.BoolVar(&short, "short", false, "a few seconds: 4 schedules, 3 fires, no mix (make test)")
 	flagUsage(cmd)
 	return cmd
@@ -126,6 +136,7 @@ type meters struct {
 	creates  int64
 	attempts int64
 	logBytes int64
+	logInfo  int64
 	cpu      time.Duration
 	at       time.Time
 }
@@ -140,20 +151,41 @@ type phaseCounts struct {
 	coll                  map[string]mongo.CollectionBilling
 	classA, classB, free  int64
 	creates, deliveries   int64
-	logBytes              int64
+	logBytes, logInfo     int64
 	runReqs, tickReqs     []cost.Interval
 	cpu, wall             time.Duration
 	storedBytes           float64 // per run: its run document and index entries
+	deleteUnits           float64 // per run: the TTL delete of its document
 }
 
-func (p phaseCounts) perRun(c cost.Compute, tick *phaseCounts, perTick int) cost.PerRun {
+// settings are the operator's choices a bill is priced at.
+type settings struct {
+	compute   cost.Compute
+	retention time.Duration
+	// warnLogs drops INFO and DEBUG lines (log_level=warn).
+	warnLogs bool
+}
+
+func (p phaseCounts) perRun(set settings, tick *phaseCounts, perTick int) cost.PerRun {
+	c := set.compute
 	n := float64(max(p.runs, 1))
+	logBytes, tickLog := p.logBytes, int64(0)
+	if tick != nil {
+		tickLog = tick.logBytes
+	}
+	if set.warnLogs {
+		logBytes -= p.logInfo
+		if tick != nil {
+			tickLog -= tick.logInfo
+		}
+	}
 	pr := cost.PerRun{
 		ReadUnits: float64(p.readUnits) / n, WriteUnits: float64(p.writeUnits) / n,
 		ClassA: float64(p.classA) / n, ClassB: float64(p.classB) / n,
 		TaskOps:  float64(p.creates+p.deliveries) / n,
 		Requests: float64(len(p.runReqs)) / n, InstanceSeconds: cost.Billed(p.runReqs, c.Concurrency).Seconds() / n,
-		LogBytes: float64(p.logBytes) / n, StoredBytes: p.storedBytes,
+		LogBytes: float64(logBytes) / n, StoredBytes: p.storedBytes, DeleteUnits: p.deleteUnits,
+		Retention: set.retention,
 	}
 	if tick != nil && tick.ticks > 0 {
 		// The phase's own ticks are taken out at the tick's fixed cost,
@@ -164,7 +196,7 @@ func (p phaseCounts) perRun(c cost.Compute, tick *phaseCounts, perTick int) cost
 		pr.WriteUnits -= share * float64(tick.writeUnits) / t
 		pr.ClassA -= share * float64(tick.classA) / t
 		pr.ClassB -= share * float64(tick.classB) / t
-		pr.LogBytes -= share * float64(tick.logBytes) / t
+		pr.LogBytes -= share * float64(tickLog) / t
 		pr.Requests += 1 / float64(perTick)
 		pr.InstanceSeconds += cost.Billed(tick.tickReqs, 1).Seconds() / t / float64(perTick)
 		pr.ReadUnits, pr.WriteUnits = max(pr.ReadUnits, 0), max(pr.WriteUnits, 0)
@@ -174,13 +206,20 @@ func (p phaseCounts) perRun(c cost.Compute, tick *phaseCounts, perTick int) cost
 }
 
 type costReport struct {
-	tick, http, mix *phaseCounts
+	tick, http, allow, mix *phaseCounts
 }
 
-// countingWriter counts the bytes logged.
-type countingWriter struct{ n atomic.Int64 }
+// countingWriter counts the bytes logged, and apart those of INFO and
+// DEBUG lines, which a deployment at log_level=warn does not write.
+type countingWriter struct{ n, info atomic.Int64 }
 
-func (w *countingWriter) Write(p []byte) (int, error) { w.n.Add(int64(len(p))); return len(p), nil }
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.n.Add(int64(len(p)))
+	if bytes.Contains(p, []byte(`"severity":"INFO"`)) || bytes.Contains(p, []byte(`"severity":"DEBUG"`)) {
+		w.info.Add(int64(len(p)))
+	}
+	return len(p), nil
+}
 
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
@@ -221,6 +260,15 @@ func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 	if rep.http, err = b.phase(ctx, "http", scheds, 0); err != nil {
 		return nil, err
 	}
+	// The same runs with overlap allow, which holds no job lease: priced
+	// at the cheapest documented settings.
+	scheds = scheds[:0]
+	for i := range o.Schedules {
+		scheds = append(scheds, httpSchedule(fmt.Sprintf("cost-allow-%d", i), o, target.ok, map[string]any{"overlap": "allow"}))
+	}
+	if rep.allow, err = b.phase(ctx, "allow", scheds, 0); err != nil {
+		return nil, err
+	}
 	if o.Mix {
 		if rep.mix, err = b.phase(ctx, "mix", mixSchedules(o, target), 0); err != nil {
 			return nil, err
@@ -242,7 +290,7 @@ type costBench struct {
 
 func (b *costBench) read() meters {
 	return meters{fs: b.st.MongoServer().Billing(b.db), gcs: b.st.GCSServer().Ops(), creates: b.st.Tasks.CreateTasks(),
-		attempts: int64(len(b.st.Tasks.Attempts())), logBytes: b.logs.n.Load(), cpu: cpuTime(), at: time.Now()}
+		attempts: int64(len(b.st.Tasks.Attempts())), logBytes: b.logs.n.Load(), logInfo: b.logs.info.Load(), cpu: cpuTime(), at: time.Now()}
 }
 
 // schedBody is a schedule as the API takes it.
@@ -359,7 +407,7 @@ func (b *costBench) phase(ctx context.Context, name string, scheds []schedBody, 
 		b.ticks++
 	}
 	p.ticks = int64(len(p.tickReqs))
-	p.logBytes = after.logBytes - before.logBytes
+	p.logBytes, p.logInfo = after.logBytes-before.logBytes, after.logInfo-before.logInfo
 	p.cpu, p.wall = after.cpu-before.cpu, after.at.Sub(before.at)
 	if len(scheds) == 0 {
 		p.runs = p.ticks
@@ -391,8 +439,11 @@ func (b *costBench) phase(ctx context.Context, name string, scheds []schedBody, 
 	}
 	if runsColl.Writes > 0 {
 		// A run document and its index entries, at the average sizes the
-		// wire saw (write units × 1 KiB bounds it from above).
-		p.storedBytes = float64(runsColl.AvgDocBytes) + float64(runsColl.IndexEntries)/float64(runsColl.Writes)*96
+		// wire saw; deleting it at the end of its retention is a write
+		// of the same (Firestore bills deletes in write units).
+		stored := runsColl.AvgDocBytes + runsColl.AvgIndexBytes
+		p.storedBytes = float64(stored)
+		p.deleteUnits = float64((stored + 1023) / 1024)
 	}
 	return p, nil
 }
@@ -519,15 +570,18 @@ func (t *costTargets) close() {
 
 func (r *costReport) print(w io.Writer, o costOptions) {
 	t := r.tick
-	fmt.Fprintf(w, "prices: %s (shared/cost/prices.go); Run: %.3f vCPU, %.2f GiB, concurrency %d; tick cost shared by %d runs\n",
-		cost.PricesRead, o.Compute.VCPU, o.Compute.MemoryGiB, o.Compute.Concurrency, o.PerTick)
+	def := settings{compute: o.Compute, retention: o.Retention}
+	cheap := settings{compute: o.Compute, retention: o.CheapRetention, warnLogs: true}
+	cheap.compute.Concurrency = o.CheapConcurrency
+	fmt.Fprintf(w, "prices: %s (shared/cost/prices.go); Run: %.3f vCPU, %.2f GiB, concurrency %d; runs kept %s; tick cost shared by %d runs\n",
+		cost.PricesRead, o.Compute.VCPU, o.Compute.MemoryGiB, o.Compute.Concurrency, o.Retention, o.PerTick)
 	if t.ticks > 0 {
 		n := float64(t.ticks)
 		fmt.Fprintf(w, "tick (fixed, per tick, %d ticks): %.2f read units, %.2f write units, %.2f Class A, %.2f Class B, %.0f log bytes\n",
 			t.ticks, float64(t.readUnits)/n, float64(t.writeUnits)/n, float64(t.classA)/n, float64(t.classB)/n, float64(t.logBytes)/n)
 	}
-	head := r.http.perRun(o.Compute, t, o.PerTick)
-	r.printPhase(w, r.http, head, o)
+	head := r.http.perRun(def, t, o.PerTick)
+	r.printPhase(w, r.http, head, def, "Terraform defaults")
 	parts := cost.Bill(head, o.Compute)
 	total := cost.Total(parts)
 	kv := []string{fmt.Sprintf("usd_per_million_runs=%.2f", total)}
@@ -535,20 +589,25 @@ func (r *costReport) print(w io.Writer, o costOptions) {
 		kv = append(kv, fmt.Sprintf("usd_%s=%.2f", p.Name, p.USDPerMillion))
 	}
 	for _, c := range o.Concurrencies {
-		cc := o.Compute
-		cc.Concurrency = c
-		pc := r.http.perRun(cc, t, o.PerTick)
-		tc := cost.Total(cost.Bill(pc, cc))
-		fmt.Fprintf(w, "http at Run concurrency %d: compute %.2f, total $%.2f per million runs\n", c, cost.Bill(pc, cc)[5].USDPerMillion, tc)
-		kv = append(kv, fmt.Sprintf("usd_per_million_runs_c%d=%.2f", c, tc))
+		s := def
+		s.compute.Concurrency = c
+		pc := r.http.perRun(s, t, o.PerTick)
+		bill := cost.Bill(pc, s.compute)
+		fmt.Fprintf(w, "http at Run concurrency %d: compute %.2f, total $%.2f per million runs\n", c, partOf(bill, "compute"), cost.Total(bill))
+		kv = append(kv, fmt.Sprintf("usd_per_million_runs_c%d=%.2f", c, cost.Total(bill)))
 	}
+	cp := r.allow.perRun(cheap, t, o.PerTick)
+	r.printPhase(w, r.allow, cp, cheap, fmt.Sprintf("overlap allow (no job lease), Run concurrency %d, runs kept %s, log_level=warn: the cheapest documented settings", o.CheapConcurrency, o.CheapRetention))
+	cheapest := cost.Total(cost.Bill(cp, cheap.compute))
+	kv = append(kv, fmt.Sprintf("usd_per_million_runs_cheapest=%.2f", cheapest))
 	if r.mix != nil {
-		mp := r.mix.perRun(o.Compute, t, o.PerTick)
-		r.printPhase(w, r.mix, mp, o)
+		mp := r.mix.perRun(def, t, o.PerTick)
+		r.printPhase(w, r.mix, mp, def, "Terraform defaults; every run, whatever its outcome")
 		kv = append(kv, fmt.Sprintf("usd_per_million_runs_mix=%.2f", cost.Total(cost.Bill(mp, o.Compute))))
 	}
 	fmt.Fprintf(w, "\ncompared, USD per million runs       every minute        daily\n")
-	fmt.Fprintf(w, "  %-34s %12.2f %12.2f   (measured, http, Terraform defaults)\n", "baton", total, total)
+	fmt.Fprintf(w, "  %-34s %12.2f %12.2f   (measured: an http run, Terraform defaults)\n", "baton", total, total)
+	fmt.Fprintf(w, "  %-34s %12.2f %12.2f   (measured: the cheapest documented settings)\n", "baton, cheapest", cheapest, cheapest)
 	for _, a := range cost.Alternatives() {
 		fmt.Fprintf(w, "  %-34s %12.2f %12.2f   (%s)\n", a.Name, a.EveryMinute, a.Daily, a.Note)
 	}
@@ -557,7 +616,16 @@ func (r *costReport) print(w io.Writer, o costOptions) {
 	fmt.Fprintln(w, strings.Join(kv, " "))
 }
 
-func (r *costReport) printPhase(w io.Writer, p *phaseCounts, pr cost.PerRun, o costOptions) {
+func partOf(parts []cost.Part, name string) float64 {
+	for _, p := range parts {
+		if p.Name == name {
+			return p.USDPerMillion
+		}
+	}
+	return 0
+}
+
+func (r *costReport) printPhase(w io.Writer, p *phaseCounts, pr cost.PerRun, set settings, priced string) {
 	statuses := make([]string, 0, len(p.byStatus))
 	for k, v := range p.byStatus {
 		statuses = append(statuses, fmt.Sprintf("%s %d", k, v))
@@ -581,8 +649,8 @@ func (r *costReport) printPhase(w io.Writer, p *phaseCounts, pr cost.PerRun, o c
 		fmt.Fprintf(w, "  %-17s per run (ticks included): %.2f read units (%.2f queries), %.2f write units (%.2f writes, %.2f index entries); %d indexes, %d B a document\n",
 			k, float64(c.ReadUnits)/n, float64(c.Queries)/n, float64(c.WriteUnits)/n, float64(c.Writes)/n, float64(c.IndexEntries)/n, c.Indexes, c.AvgDocBytes)
 	}
-	fmt.Fprintf(w, "  %-22s %10s\n", "part", "USD/1M runs")
-	parts := cost.Bill(pr, o.Compute)
+	fmt.Fprintf(w, "  %-22s %10s   (%s)\n", "part", "USD/1M runs", priced)
+	parts := cost.Bill(pr, set.compute)
 	for _, pp := range parts {
 		fmt.Fprintf(w, "  %-22s %10.2f\n", pp.Name, pp.USDPerMillion)
 	}

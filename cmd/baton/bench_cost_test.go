@@ -62,7 +62,7 @@ func TestBenchCostShort(t *testing.T) {
 		kv[k] = n
 	}
 	var sum float64
-	for _, p := range []string{"firestore_writes", "firestore_reads", "firestore_storage", "gcs_ops", "cloud_tasks", "compute", "logging"} {
+	for _, p := range []string{"firestore_writes", "firestore_reads", "firestore_storage", "firestore_ttl_deletes", "gcs_ops", "cloud_tasks", "compute", "logging"} {
 		v, ok := kv["usd_"+p]
 		if !ok || v <= 0 {
 			t.Errorf("last line has no positive usd_%s: %q", p, last)
@@ -72,8 +72,10 @@ func TestBenchCostShort(t *testing.T) {
 	if total := kv["usd_per_million_runs"]; total <= 0 || total-sum > 0.011 || sum-total > 0.011 {
 		t.Errorf("usd_per_million_runs=%.2f, the parts sum to %.2f: %q", total, sum, last)
 	}
-	if _, ok := kv["usd_per_million_runs_c80"]; !ok {
-		t.Errorf("last line has no usd_per_million_runs_c80: %q", last)
+	for _, k := range []string{"usd_per_million_runs_c80", "usd_per_million_runs_cheapest"} {
+		if _, ok := kv[k]; !ok {
+			t.Errorf("last line has no %s: %q", k, last)
+		}
 	}
 	// The job lease's acquire per run, plus a little of the ticks' own
 	// lease; one more Cloud Storage write per run (a marker in the
@@ -105,7 +107,7 @@ func BenchmarkCostPerRun(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		pr = rep.http.perRun(o.Compute, rep.tick, o.PerTick)
+		pr = rep.http.perRun(settings{compute: o.Compute, retention: o.Retention}, rep.tick, o.PerTick)
 	}
 	b.ReportMetric(pr.ReadUnits, "reads/run")
 	b.ReportMetric(pr.WriteUnits, "writes/run")

@@ -48,8 +48,11 @@ type CollectionBilling struct {
 	Writes, IndexEntries int64
 	// Indexes is the number of secondary indexes created on it.
 	Indexes int
-	// AvgDocBytes is the average document size seen (stored size).
-	AvgDocBytes int64
+	// AvgDocBytes is the average document size seen (stored size);
+	// AvgIndexBytes the average size of an inserted document's index
+	// entries, all together. With them a caller prices what a document
+	// costs to keep and, at the end of its retention, to delete.
+	AvgDocBytes, AvgIndexBytes int64
 }
 
 // indexDef is one secondary index as createIndexes declared it.
@@ -139,7 +142,7 @@ func (b *biller) snapshot(db string) Billing {
 		}
 		cb := c.CollectionBilling
 		cb.Indexes = len(c.indexes)
-		cb.AvgDocBytes = c.avgDoc()
+		cb.AvgDocBytes, cb.AvgIndexBytes = c.avgDoc(), c.avgIdx()
 		prev := out.Collections[name]
 		prev.ReadUnits += cb.ReadUnits
 		prev.WriteUnits += cb.WriteUnits
@@ -147,7 +150,7 @@ func (b *biller) snapshot(db string) Billing {
 		prev.DocsRead += cb.DocsRead
 		prev.Writes += cb.Writes
 		prev.IndexEntries += cb.IndexEntries
-		prev.Indexes, prev.AvgDocBytes = cb.Indexes, cb.AvgDocBytes
+		prev.Indexes, prev.AvgDocBytes, prev.AvgIndexBytes = cb.Indexes, cb.AvgDocBytes, cb.AvgIndexBytes
 		out.Collections[name] = prev
 		out.ReadUnits += cb.ReadUnits
 		out.WriteUnits += cb.WriteUnits

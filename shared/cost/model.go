@@ -11,8 +11,12 @@ type PerRun struct {
 	// ReadUnits and WriteUnits are Firestore's billing units.
 	ReadUnits, WriteUnits float64
 	// StoredBytes is what a run leaves in Firestore (its document and
-	// index entries) for the retention.
-	StoredBytes float64
+	// index entries) for the retention; DeleteUnits the write units of
+	// its deletion by the TTL policy at the retention's end.
+	StoredBytes, DeleteUnits float64
+	// Retention is how long the run is kept (history.keep; Terraform's
+	// history_keep, 90 days by default).
+	Retention time.Duration
 	// ClassA and ClassB are Cloud Storage operations.
 	ClassA, ClassB float64
 	// TaskOps are Cloud Tasks operations (creates and deliveries).
@@ -32,18 +36,19 @@ type Part struct {
 	USDPerMillion float64
 }
 
-// Retention is how long a run's document is kept for pricing its
-// storage (the TTL of history; docs/cost.md).
-const Retention = 90 * 24 * time.Hour
+// DefaultRetention is Terraform's history_keep default: finished runs are
+// kept 90 days, then deleted by Firestore's TTL policy.
+const DefaultRetention = 90 * 24 * time.Hour
 
 // Bill prices p at compute c: the parts, in a fixed order.
 func Bill(p PerRun, c Compute) []Part {
 	m := 1e6
-	hours := Retention.Hours()
+	hours := p.Retention.Hours()
 	return []Part{
 		{"firestore_writes", m * p.WriteUnits * FirestoreWrite.Each()},
 		{"firestore_reads", m * p.ReadUnits * FirestoreRead.Each()},
 		{"firestore_storage", m * p.StoredBytes / (1 << 30) * hours * FirestoreStorage.Each()},
+		{"firestore_ttl_deletes", m * p.DeleteUnits * FirestoreWrite.Each()},
 		{"gcs_ops", m * (p.ClassA*GCSClassA.Each() + p.ClassB*GCSClassB.Each())},
 		{"cloud_tasks", m * p.TaskOps * TasksOp.Each()},
 		{"compute", m * (p.InstanceSeconds*(c.VCPU*RunVCPU.Each()+c.MemoryGiB*RunMemory.Each()) + p.Requests*RunRequest.Each())},
