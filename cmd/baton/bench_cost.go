@@ -54,7 +54,7 @@ type costOptions struct {
 }
 
 func defaultCostOptions() costOptions {
-	return costOptions{Schedules: 20, Fires: 12, Every: 2 * time.Second, Tick: time.Second, Mix: true, PerTick: 100,
+	return costOptions{Schedules: 10, Fires: 10, Every: 2 * time.Second, Tick: time.Second, Mix: true, PerTick: 100,
 		Compute: cost.DefaultCompute, Concurrencies: []int{80}, Retention: cost.DefaultRetention,
 		CheapConcurrency: 80, CheapRetention: time.Hour}
 }
@@ -319,8 +319,8 @@ func mixSchedules(o costOptions, t *costTargets) []schedBody {
 	long := (o.Every * 3 / 2).String()
 	return []schedBody{
 		httpSchedule("cost-mix-http-retry", o, t.fail, map[string]any{"retry": map[string]any{"maxAttempts": 3, "backoff": "1s"}}),
-		httpSchedule("cost-mix-http-notify", o, t.ok, map[string]any{"notify": map[string]any{
-			"on": []string{"succeeded", "failed"}, "webhook": map[string]any{"url": t.hook, "secret": "bench-cost-secret"}}}),
+		httpSchedule("cost-mix-http-notify", o, t.fail, map[string]any{"notify": map[string]any{
+			"on": []string{"failed"}, "webhook": map[string]any{"url": t.hook, "secret": "bench-cost-secret"}}}),
 		httpSchedule("cost-mix-http-skip", o, t.ok, map[string]any{"overlap": "skip"}),
 		builtin("cost-mix-skip", "skip", long),
 		builtin("cost-mix-buffer", "buffer_one", long),
