@@ -426,7 +426,9 @@ func (b *costBench) phase(ctx context.Context, name string, scheds []schedBody, 
 			for _, r := range page {
 				key := string(r.Status)
 				if r.Reason != "" {
-					key += " (" + r.Reason + ")"
+					// The reason's kind, not its holder and times.
+					why, _, _ := strings.Cut(r.Reason, ":")
+					key += " (" + why + ")"
 				}
 				p.byStatus[key]++
 				p.runs++
