@@ -235,7 +235,7 @@ func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer target.close()
+	defer target.close(ctx)
 	st, err := stack.Start(ctx, stack.Config{Addr: "127.0.0.1:0", Tick: o.Tick, Logger: logging.New(logs, "info"),
 		GPUWorkers: 1, NotifyBackoff: 100 * time.Millisecond})
 	if err != nil {
@@ -320,7 +320,7 @@ func mixSchedules(o costOptions, t *costTargets) []schedBody {
 	return []schedBody{
 		httpSchedule("cost-mix-http-retry", o, t.fail, map[string]any{"retry": map[string]any{"maxAttempts": 3, "backoff": "1s"}}),
 		httpSchedule("cost-mix-http-notify", o, t.fail, map[string]any{"notify": map[string]any{
-			"on": []string{"failed"}, "webhook": map[string]any{"url": t.hook, "secret": "bench-cost-secret"}}}),
+			"on": []string{"failed"}, "webhook": map[string]any{"url": t.hook, "secret": "bench-cost-secret"}}}), //nolint:gosec // G101: the bench's own local webhook, not a credential
 		httpSchedule("cost-mix-http-skip", o, t.ok, map[string]any{"overlap": "skip"}),
 		builtin("cost-mix-skip", "skip", long),
 		builtin("cost-mix-buffer", "buffer_one", long),
@@ -562,8 +562,8 @@ func startCostTargets(ctx context.Context) (*costTargets, error) {
 	return &costTargets{ok: base + "/ok", fail: base + "/fail", hook: base + "/hook", srv: srv}, nil
 }
 
-func (t *costTargets) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func (t *costTargets) close(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := t.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		_ = t.srv.Close()
