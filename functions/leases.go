@@ -56,7 +56,13 @@ func withLeases(d *Deps, next http.Handler) http.Handler {
 		// Listing only: the holder id is never written. The skew is the
 		// deployment's, so expiresAt is the instant a contender may take
 		// over, as Acquire judges it.
-		m = lease.NewManager(d.Storage.Bucket(d.Bucket), LeasePrefix, lease.Options{Skew: d.ClockSkew, Logger: d.Logger})
+		o := lease.Options{Skew: d.ClockSkew, Logger: d.Logger}
+		if d.Store != nil {
+			// Where the scheduler's releases write their markers
+			// (newEngine), so a released lease lists as free.
+			o.Markers = d.Store.LeaseMarkers()
+		}
+		m = lease.NewManager(d.Storage.Bucket(d.Bucket), LeasePrefix, o)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.Trim(r.URL.Path, "/") != "leases" {

@@ -320,6 +320,8 @@ func (m *memTasks) done() (int, time.Time) {
 	return m.runs, m.last
 }
 
+// sleepCtx waits d, or less when ctx ends first (its error). The benches
+// pace themselves with it.
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
@@ -38,6 +39,41 @@ type front struct {
 	// either way.
 	rate   *objectRate
 	strict bool
+
+	// ops counts requests by Cloud Storage's operation class
+	// (Server.Ops).
+	ops opCounter
+}
+
+// Ops counts the requests the emulator served by the class Cloud Storage
+// bills them in (https://cloud.google.com/storage/pricing#operations-by-class):
+// Class A for writes, lists and metadata updates, Class B for object and
+// metadata reads; deletes are free. Every request counts, answered or
+// refused, as Google counts operations whatever their outcome.
+type Ops struct {
+	ClassA, ClassB, Free int64
+}
+
+type opCounter struct{ a, b, free atomic.Int64 }
+
+// count classes one request: JSON API object GETs are Class B, a GET of
+// a bucket's object list is Class A, DELETE is free, every other write is
+// Class A.
+func (c *opCounter) count(r *http.Request) {
+	switch r.Method {
+	case http.MethodDelete:
+		c.free.Add(1)
+	case http.MethodGet, http.MethodHead:
+		p := strings.TrimSuffix(r.URL.EscapedPath(), "/")
+		if strings.HasPrefix(p, "/storage/v1/b/") && strings.HasSuffix(p, "/o") {
+			c.a.Add(1) // objects.list
+			return
+		}
+		c.b.Add(1)
+	case http.MethodOptions:
+	default:
+		c.a.Add(1)
+	}
 }
 
 func newFront(fake *fakestorage.Server, log *slog.Logger, strict bool, now func() time.Time) *front {
@@ -115,6 +151,7 @@ func (f *front) objectLock(bucket, object string) *sync.Mutex {
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.ops.count(r)
 	kind, bucket, object := classify(r)
 	switch kind {
 	case opRead:

@@ -157,6 +157,12 @@ func (s *Server) ObjectWriteTimes(bucket, object string) []time.Time {
 	return slices.Clone(s.front.rate.times[key])
 }
 
+// Ops returns the requests served so far by Cloud Storage operation class,
+// for benchmarks that price what a caller does (baton bench cost).
+func (s *Server) Ops() Ops {
+	return Ops{ClassA: s.front.ops.a.Load(), ClassB: s.front.ops.b.Load(), Free: s.front.ops.free.Load()}
+}
+
 // FailNextWrites makes the next n writes to one object get 429
 // rateLimitExceeded without reaching the backend, in strict and lax mode
 // alike: a fault-injection point for tests of callers' 429 handling, as

@@ -82,6 +82,9 @@ type front struct {
 	commitMu sync.Mutex
 	// stats counts what strict mode did (Server.Stats).
 	stats stats
+	// bill prices what passes in Firestore's billing units
+	// (Server.Billing, billing.go).
+	bill biller
 	// hook, when set (tests only), runs just before a write is forwarded,
 	// with its locks held.
 	hook func(command)
@@ -330,6 +333,17 @@ func (f *front) handle(sess *session, req message, client, backend net.Conn, br 
 		case order.shuffle && reply.opCode == opMsg:
 			if raw, err = f.reorder(sess, req, reply, order); err != nil {
 				return err
+			}
+		}
+		if reply.opCode == opMsg {
+			// A write is billed as it landed, whatever the fail point
+			// answered; a read as what was relayed.
+			src := raw
+			if cmd.write {
+				src = reply.raw
+			}
+			if body, _, err := parseOpMsg(src); err == nil {
+				f.bill.observe(cmd, body)
 			}
 		}
 		if !cmd.moreToCome {

@@ -132,6 +132,12 @@ func (s *Server) URI() string { return s.uri }
 // writes in flight at once, refusals, shuffled batches.
 func (s *Server) Stats() Stats { return s.front.stats.snapshot() }
 
+// Billing returns what database db ("" for every database) has cost so far
+// in Firestore's billing units, measured on the wire: read units of 4 KiB,
+// write units of 1 KiB with index entries (billing.go). Benchmarks price
+// operations with it (baton bench cost).
+func (s *Server) Billing(db string) Billing { return s.front.bill.snapshot(db) }
+
 // Close stops the front (listener and every connection), then FerretDB, and
 // removes a temporary data directory.
 func (s *Server) Close() error {

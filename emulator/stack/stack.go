@@ -646,6 +646,14 @@ func (s *Stack) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// MongoServer is the Mongo emulator, for benchmarks that read its
+// meters (Billing, Stats).
+func (s *Stack) MongoServer() *mongo.Server { return s.mongo }
+
+// GCSServer is the GCS emulator, for benchmarks that read its meters
+// (Ops).
+func (s *Stack) GCSServer() *gcs.Server { return s.gcs }
+
 // Exports returns shell lines that point a client at this stack, one
 // `export NAME='value'` per line, for `eval "$(baton local ...)"`-style use.
 func (s *Stack) Exports() string {

@@ -407,6 +407,7 @@ func (v *service) setState(name string, st cloudtaskspb.Queue_State) (*cloudtask
 }
 
 func (v *service) CreateTask(_ context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
+	v.s.creates.Add(1) // an API call is an operation, whatever it answers
 	if _, _, err := parseQueue("parent", req.GetParent()); err != nil {
 		return nil, err
 	}

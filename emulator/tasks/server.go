@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
@@ -74,7 +75,16 @@ type Server struct {
 	taskSeq    uint64        // creation order, the tie-breaker of "oldest first"
 	stopping   bool
 	journal    *journal // nil: in memory
+
+	// creates counts CreateTask calls (CreateTasks).
+	creates atomic.Int64
 }
+
+// CreateTasks is the number of CreateTask calls served, answered or
+// refused: with the delivery attempts (Attempts), the operations Cloud
+// Tasks bills (https://cloud.google.com/tasks/pricing: API calls and push
+// deliveries). Benchmarks price runs with it.
+func (s *Server) CreateTasks() int64 { return s.creates.Load() }
 
 // Attempt is one dispatch of a task, as recorded for tests and logs.
 type Attempt struct {

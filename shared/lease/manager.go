@@ -65,6 +65,29 @@ type Options struct {
 	// process. A deployment never sets it: all of its processes must agree
 	// on where a lease lives.
 	Flat bool
+	// Markers, when set, keeps the release markers (marker.go) there
+	// instead of in the bucket: a Cloud Storage marker is a Class A write
+	// per release, a Firestore document a write unit, about a twentieth
+	// of the price (docs/cost.md). Markers already in the bucket are
+	// still honoured, so leases released before the switch, or by a
+	// manager without it, read as released.
+	Markers MarkerStore
+}
+
+// MarkerStore keeps release markers outside the bucket. A marker is the
+// epoch and token of the acquisition it releases, under a key (the
+// marker's object name); a write replaces the key's marker and must be
+// visible to every read that follows it (strong consistency), as a Cloud
+// Storage object's is. Exclusion does not rest on it: a marker frees a
+// lease only when it names the epoch and token its object holds, which
+// only the holder knows and writes after its heartbeat has stopped.
+type MarkerStore interface {
+	// WriteReleaseMarker records that the acquisition (epoch, token) is
+	// released. Rewriting the same value is harmless, so it may retry.
+	WriteReleaseMarker(ctx context.Context, key string, epoch int64, token string) error
+	// ReadReleaseMarker returns the key's marker; ok is false when there
+	// is none.
+	ReadReleaseMarker(ctx context.Context, key string) (epoch int64, token string, ok bool, err error)
 }
 
 // DefaultSkew is the clock-skew allowance when Options.Skew is zero.
@@ -104,6 +127,8 @@ type Manager struct {
 	writeGap time.Duration
 	// flat is Options.Flat.
 	flat bool
+	// markers is Options.Markers; nil keeps markers in the bucket.
+	markers MarkerStore
 }
 
 // NewManager returns a Manager for leases stored as PREFIX+NAME+".json" in
@@ -125,6 +150,7 @@ func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 		lastWrite: map[string]time.Time{},
 		writeGap:  o.ObjectWriteGap,
 		flat:      o.Flat,
+		markers:   o.Markers,
 	}
 	if m.writeGap == 0 {
 		m.writeGap = MinObjectWriteGap
@@ -459,6 +485,13 @@ func (m *Manager) infos(ctx context.Context, attrs []*storage.ObjectAttrs, more 
 				}
 			}
 			st.Released = ok && k.matches(st)
+			if !st.Released && m.markers != nil {
+				rel, err := m.storeReleased(ctx, name, st)
+				if err != nil {
+					m.log.Warn("lease: list: release marker unreadable; shown as held", "lease", name, "err", err)
+				}
+				st.Released = rel
+			}
 		}
 		i := m.info(name, st)
 		i.Object = a.Name // a legacy object is not where the lease lives now

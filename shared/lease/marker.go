@@ -65,6 +65,15 @@ func (k marker) matches(st state) bool {
 // released.
 func (m *Manager) writeMarker(ctx context.Context, name string, rec record) error {
 	k := marker{Epoch: rec.Epoch, Token: rec.Token}
+	if m.markers != nil {
+		if err := m.space(ctx, m.markerName(name)); err != nil {
+			return fmt.Errorf("lease %q: release marker: %w", name, err)
+		}
+		if err := m.markers.WriteReleaseMarker(ctx, m.markerName(name), k.Epoch, k.Token); err != nil {
+			return fmt.Errorf("lease %q: write release marker: %w", name, err)
+		}
+		return nil
+	}
 	body, err := json.Marshal(k)
 	if err != nil {
 		return fmt.Errorf("lease %q: encode release marker: %w", name, err)
@@ -125,12 +134,32 @@ func (m *Manager) readLease(ctx context.Context, name string) (state, error) {
 	if err != nil || st.free() {
 		return st, err
 	}
+	if m.markers != nil {
+		// The store's marker first: it is where this manager's releases
+		// go. A bucket marker (an older release, a manager without a
+		// store) is read only when the store's does not match.
+		rel, err := m.storeReleased(ctx, name, st)
+		if err != nil || rel {
+			st.Released = rel
+			return st, err
+		}
+	}
 	k, ok, err := m.readMarker(ctx, name)
 	if err != nil {
 		return state{}, err
 	}
 	st.Released = ok && k.matches(st)
 	return st, nil
+}
+
+// storeReleased reports whether the marker store holds a marker that
+// releases st.
+func (m *Manager) storeReleased(ctx context.Context, name string, st state) (bool, error) {
+	e, tok, ok, err := m.markers.ReadReleaseMarker(ctx, m.markerName(name))
+	if err != nil {
+		return false, fmt.Errorf("lease %q: read release marker: %w", name, err)
+	}
+	return ok && marker{Epoch: e, Token: tok}.matches(st), nil
 }
 
 // MinObjectWriteGap is the least time between two writes this manager

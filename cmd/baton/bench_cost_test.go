@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/baton-cron/baton/shared/cost"
+)
+
+// TestBenchCostShort runs `baton bench cost --short` end to end (make test
+// runs it): every http run succeeds, the report prices every part and
+// compares, and the last line carries usd_per_million_runs and the parts.
+// It also holds the job lease's Cloud Storage writes per run to what the
+// lease costs now (its acquire; the release marker is a Firestore
+// document), so that a change that adds a Class A write per run fails
+// here, not on the bill.
+func TestBenchCostShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the local stack")
+	}
+	cmd := newBenchCostCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"--short"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("bench cost: %v\n%s", err, out.String())
+	}
+	report := out.String()
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^  Cloud Scheduler +2\.31 +3333\.33 `),
+		regexp.MustCompile(`(?m)^  Temporal Cloud +100\.00 +100\.00 `),
+		regexp.MustCompile(`(?m)^  total +[0-9.]+$`),
+	} {
+		if !want.MatchString(report) {
+			t.Errorf("report has no line matching %s:\n%s", want, report)
+		}
+	}
+	// Four schedules fire three (or, by the tick's phase, four) times
+	// each, and every run succeeds.
+	m := regexp.MustCompile(`(?m)^http: ([0-9]+) runs \(succeeded ([0-9]+)\), `).FindStringSubmatch(report)
+	if m == nil || m[1] != m[2] || (m[1] != "12" && m[1] != "13" && m[1] != "14" && m[1] != "15" && m[1] != "16") {
+		t.Errorf("want 12 to 16 http runs, all succeeded:\n%s", report)
+	}
+	lines := strings.Split(strings.TrimSpace(report), "\n")
+	last := lines[len(lines)-1]
+	kv := map[string]float64{}
+	for _, f := range strings.Fields(last) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			t.Fatalf("last line %q: %q is not key=value", last, f)
+		}
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Fatalf("last line %q: %s: %v", last, f, err)
+		}
+		kv[k] = n
+	}
+	var sum float64
+	for _, p := range []string{"firestore_writes", "firestore_reads", "firestore_storage", "firestore_ttl_deletes", "gcs_ops", "cloud_tasks", "compute", "logging"} {
+		v, ok := kv["usd_"+p]
+		if !ok || v <= 0 {
+			t.Errorf("last line has no positive usd_%s: %q", p, last)
+		}
+		sum += v
+	}
+	if total := kv["usd_per_million_runs"]; total <= 0 || total-sum > 0.011 || sum-total > 0.011 {
+		t.Errorf("usd_per_million_runs=%.2f, the parts sum to %.2f: %q", total, sum, last)
+	}
+	for _, k := range []string{"usd_per_million_runs_c80", "usd_per_million_runs_cheapest"} {
+		if _, ok := kv[k]; !ok {
+			t.Errorf("last line has no %s: %q", k, last)
+		}
+	}
+	// The job lease's acquire per run, plus a little of the ticks' own
+	// lease; one more Cloud Storage write per run (a marker in the
+	// bucket, say) would make it 2.
+	if a := kv["classA_per_run"]; a < 0.9 || a > 1.5 {
+		t.Errorf("classA_per_run=%.2f, want 1 (the acquire) and a share of the tick's", a)
+	}
+	if w := kv["writes_per_run"]; w <= 0 {
+		t.Errorf("writes_per_run=%.2f, want the run's Firestore writes", w)
+	}
+}
+
+// BenchmarkCostPerRun reports what one successful http run uses, per run,
+// from the short bench: Firestore read and write units, Cloud Storage
+// Class A and B operations, Cloud Tasks operations, billed instance
+// seconds, log bytes and the USD per million runs at Terraform's defaults.
+// A change that adds a write shows up in writes/run or classA/run. One
+// iteration is a whole short bench (about ten seconds).
+//
+//	go test -run '^$' -bench CostPerRun -benchtime 1x ./cmd/baton/
+func BenchmarkCostPerRun(b *testing.B) {
+	o := defaultCostOptions()
+	o.Schedules, o.Fires, o.Mix = 4, 3, false
+	var pr cost.PerRun
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		rep, err := measureCost(ctx, o)
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		pr = rep.http.perRun(settings{compute: o.Compute, retention: o.Retention}, rep.tick, o.PerTick)
+	}
+	b.ReportMetric(pr.ReadUnits, "reads/run")
+	b.ReportMetric(pr.WriteUnits, "writes/run")
+	b.ReportMetric(pr.ClassA, "classA/run")
+	b.ReportMetric(pr.ClassB, "classB/run")
+	b.ReportMetric(pr.TaskOps, "taskops/run")
+	b.ReportMetric(pr.InstanceSeconds, "instance-s/run")
+	b.ReportMetric(pr.LogBytes, "logB/run")
+	b.ReportMetric(cost.Total(cost.Bill(pr, o.Compute)), "usd/1Mruns")
+}

@@ -1,0 +1,426 @@
+package mongo
+
+import (
+	"strings"
+	"sync"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Billing units, as Firestore Enterprise edition (which serves the MongoDB
+// compatible API) bills them
+// (https://cloud.google.com/firestore/enterprise/pricing, "Reads, writes,
+// and deletes"): a read is charged in read units of 4 KiB of the data it
+// processes (documents or index entries), a write or a delete in write
+// units of 1 KiB, the index entries it writes included.
+const (
+	readUnitBytes  = 4 * 1024
+	writeUnitBytes = 1024
+	// entryOverhead is the fixed part of a document's and of an index
+	// entry's stored size (https://cloud.google.com/firestore/native/docs/storage-size:
+	// "32 additional bytes" per document and per index entry).
+	entryOverhead = 32
+)
+
+// Billing is what the front has seen pass that Firestore would bill, in
+// its units. It is measured on the wire, so it counts every store, the
+// unmetered ones included. Sizes are BSON sizes plus Firestore's
+// per-entry overhead, which is close to, not exactly, Firestore's own
+// storage size calculation; updates and deletes, whose documents do not
+// cross the wire, are priced at the average size of the collection's
+// documents seen so far.
+type Billing struct {
+	// ReadUnits and WriteUnits are the totals.
+	ReadUnits, WriteUnits int64
+	// Collections is the same by collection name.
+	Collections map[string]CollectionBilling
+}
+
+// CollectionBilling is Billing for one collection.
+type CollectionBilling struct {
+	// ReadUnits and WriteUnits are Firestore's billing units.
+	ReadUnits, WriteUnits int64
+	// Queries counts read commands (find, aggregate, count; getMore is
+	// part of its query). DocsRead counts documents returned.
+	Queries, DocsRead int64
+	// Writes counts documents inserted, updated or deleted;
+	// IndexEntries the index entries those writes wrote or removed.
+	Writes, IndexEntries int64
+	// Indexes is the number of secondary indexes created on it.
+	Indexes int
+	// AvgDocBytes is the average document size seen (stored size);
+	// AvgIndexBytes the average size of an inserted document's index
+	// entries, all together. With them a caller prices what a document
+	// costs to keep and, at the end of its retention, to delete.
+	AvgDocBytes, AvgIndexBytes int64
+}
+
+// indexDef is one secondary index as createIndexes declared it.
+type indexDef struct {
+	fields  []string
+	sparse  bool
+	partial []string // top-level fields of partialFilterExpression
+}
+
+// covers reports whether a document with these fields has an entry in the
+// index: a sparse or partial index leaves out a document without its
+// fields (an approximation of partialFilterExpression: presence only).
+func (ix indexDef) covers(has func(string) bool) bool {
+	if ix.sparse {
+		some := false
+		for _, f := range ix.fields {
+			some = some || has(f)
+		}
+		if !some {
+			return false
+		}
+	}
+	for _, f := range ix.partial {
+		if !has(f) {
+			return false
+		}
+	}
+	return true
+}
+
+type collBill struct {
+	CollectionBilling
+	indexes  []indexDef
+	docBytes int64 // sum of document sizes seen
+	docsSeen int64
+	idxBytes int64 // sum of index entry bytes of inserted documents
+	idxDocs  int64
+}
+
+func (c *collBill) seen(size int) {
+	c.docBytes += int64(size)
+	c.docsSeen++
+}
+
+func (c *collBill) avgDoc() int64 {
+	if c.docsSeen == 0 {
+		return 256
+	}
+	return c.docBytes / c.docsSeen
+}
+
+func (c *collBill) avgIdx() int64 {
+	if c.idxDocs == 0 {
+		return int64(len(c.indexes)) * 64
+	}
+	return c.idxBytes / c.idxDocs
+}
+
+type biller struct {
+	mu    sync.Mutex
+	colls map[string]*collBill // by "db.collection"
+}
+
+func (b *biller) coll(ns string) *collBill {
+	if b.colls == nil {
+		b.colls = map[string]*collBill{}
+	}
+	c := b.colls[ns]
+	if c == nil {
+		c = &collBill{}
+		b.colls[ns] = c
+	}
+	return c
+}
+
+func units(bytes, unit int64) int64 { return max((bytes+unit-1)/unit, 1) }
+
+// snapshot returns the billing of database db ("" for all).
+func (b *biller) snapshot(db string) Billing {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := Billing{Collections: map[string]CollectionBilling{}}
+	for ns, c := range b.colls {
+		d, name, _ := strings.Cut(ns, ".")
+		if db != "" && d != db {
+			continue
+		}
+		cb := c.CollectionBilling
+		cb.Indexes = len(c.indexes)
+		cb.AvgDocBytes, cb.AvgIndexBytes = c.avgDoc(), c.avgIdx()
+		prev := out.Collections[name]
+		prev.ReadUnits += cb.ReadUnits
+		prev.WriteUnits += cb.WriteUnits
+		prev.Queries += cb.Queries
+		prev.DocsRead += cb.DocsRead
+		prev.Writes += cb.Writes
+		prev.IndexEntries += cb.IndexEntries
+		prev.Indexes, prev.AvgDocBytes, prev.AvgIndexBytes = cb.Indexes, cb.AvgDocBytes, cb.AvgIndexBytes
+		out.Collections[name] = prev
+		out.ReadUnits += cb.ReadUnits
+		out.WriteUnits += cb.WriteUnits
+	}
+	return out
+}
+
+// entryBytes is the size of one index entry of doc in ix.
+func entryBytes(coll string, doc bson.Raw, ix indexDef) int64 {
+	n := int64(entryOverhead + len(coll) + 1 + len(doc.Lookup("_id").Value))
+	for _, f := range ix.fields {
+		n += int64(len(doc.Lookup(strings.Split(f, ".")...).Value)) + 1
+	}
+	return n
+}
+
+// observe bills one command from its request and the backend's reply.
+// Commands that answered an error bill nothing, except writes, whose
+// reply's n says how many landed.
+func (b *biller) observe(cmd command, reply bson.Raw) {
+	db, _ := cmd.body.Lookup("$db").StringValueOK()
+	collName, _ := cmd.body.Index(0).Value().StringValueOK()
+	ns := db + "." + collName
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch cmd.name {
+	case "createIndexes":
+		b.createIndexes(ns, cmd)
+	case "find", "aggregate":
+		if ok, _ := reply.Lookup("ok").AsFloat64OK(); ok != 1 {
+			return
+		}
+		batch, _ := reply.Lookup("cursor", "firstBatch").ArrayOK()
+		c := b.coll(ns)
+		c.Queries++
+		b.read(c, batch, true, !idOnly(cmd.body))
+	case "getMore":
+		cur, _ := reply.Lookup("cursor").DocumentOK()
+		full, _ := cur.Lookup("ns").StringValueOK()
+		batch, _ := cur.Lookup("nextBatch").ArrayOK()
+		if full == "" {
+			return
+		}
+		b.read(b.coll(full), batch, false, false)
+	case "count":
+		n, ok := reply.Lookup("n").AsInt64OK()
+		if !ok {
+			return
+		}
+		c := b.coll(ns)
+		c.Queries++
+		// A count reads index entries only, in 4 KiB tranches.
+		u := units(n*max(c.avgIdx()/int64(max(len(c.indexes), 1)), 1), readUnitBytes)
+		c.ReadUnits += u
+	case "insert":
+		b.insert(ns, collName, cmd, reply)
+	case "update":
+		b.update(ns, cmd, reply)
+	case "delete":
+		n, _ := reply.Lookup("n").AsInt64OK()
+		c := b.coll(ns)
+		b.write(c, n, c.avgDoc(), c.avgIdx(), int64(len(c.indexes)))
+	case "findAndModify", "findandmodify":
+		n, _ := reply.Lookup("lastErrorObject", "n").AsInt64OK()
+		if n == 0 {
+			return
+		}
+		c := b.coll(ns)
+		size := c.avgDoc()
+		if v, ok := reply.Lookup("value").DocumentOK(); ok {
+			size = int64(len(v) + entryOverhead)
+			c.seen(len(v) + entryOverhead)
+		}
+		if rm, _ := cmd.body.Lookup("remove").BooleanOK(); rm {
+			b.write(c, n, size, c.avgIdx(), int64(len(c.indexes)))
+			return
+		}
+		u, _ := cmd.body.Lookup("update").DocumentOK()
+		entries, ebytes := changedEntries(c, u)
+		b.write(c, n, size, ebytes, entries)
+	}
+}
+
+// idOnly reports whether a find's filter names only _id: a lookup by
+// document name, which reads no index.
+func idOnly(body bson.Raw) bool {
+	f, ok := body.Lookup("filter").DocumentOK()
+	if !ok {
+		return false
+	}
+	els, err := f.Elements()
+	return err == nil && len(els) == 1 && els[0].Key() == "_id"
+}
+
+func (b *biller) read(c *collBill, batch bson.RawArray, query, index bool) {
+	vals, _ := batch.Values()
+	var u int64
+	for _, v := range vals {
+		d, ok := v.DocumentOK()
+		if !ok {
+			continue
+		}
+		size := int64(len(d) + entryOverhead)
+		c.seen(int(size))
+		u += units(size, readUnitBytes)
+	}
+	c.DocsRead += int64(len(vals))
+	if index {
+		// The index entries the query scanned, in 4 KiB tranches.
+		u += units(int64(len(vals))*64, readUnitBytes)
+	} else if query && u == 0 {
+		u = 1 // a query that returns nothing is still charged
+	}
+	c.ReadUnits += u
+}
+
+func (b *biller) write(c *collBill, n, docBytes, idxBytes, entries int64) {
+	if n <= 0 {
+		return
+	}
+	c.Writes += n
+	c.IndexEntries += n * entries
+	u := n * units(docBytes+idxBytes, writeUnitBytes)
+	c.WriteUnits += u
+}
+
+func docs(cmd command, key string) []bson.Raw {
+	if s, ok := cmd.seqs[key]; ok {
+		return s
+	}
+	arr, ok := cmd.body.Lookup(key).ArrayOK()
+	if !ok {
+		return nil
+	}
+	vals, _ := arr.Values()
+	out := make([]bson.Raw, 0, len(vals))
+	for _, v := range vals {
+		if d, ok := v.DocumentOK(); ok {
+			out = append(out, bson.Raw(d))
+		}
+	}
+	return out
+}
+
+func (b *biller) insert(ns, coll string, cmd command, reply bson.Raw) {
+	n, _ := reply.Lookup("n").AsInt64OK()
+	failed := map[int]bool{}
+	if we, ok := reply.Lookup("writeErrors").ArrayOK(); ok {
+		vals, _ := we.Values()
+		for _, v := range vals {
+			if d, ok := v.DocumentOK(); ok {
+				i, _ := d.Lookup("index").AsInt64OK()
+				failed[int(i)] = true
+			}
+		}
+	}
+	c := b.coll(ns)
+	var landed int64
+	for i, d := range docs(cmd, "documents") {
+		if failed[i] || landed >= n {
+			continue
+		}
+		landed++
+		has := func(f string) bool { _, err := d.LookupErr(strings.Split(f, ".")...); return err == nil }
+		var ib, entries int64
+		for _, ix := range c.indexes {
+			if ix.covers(has) {
+				ib += entryBytes(coll, d, ix)
+				entries++
+			}
+		}
+		size := int64(len(d) + entryOverhead)
+		c.seen(int(size))
+		c.idxBytes += ib
+		c.idxDocs++
+		b.write(c, 1, size, ib, entries)
+	}
+}
+
+// changedEntries is the index entries an update rewrites: those of every
+// index on a field it sets or unsets, each removed and written again.
+// A pipeline or a replacement rewrites them all.
+func changedEntries(c *collBill, u bson.Raw) (entries, bytes int64) {
+	if len(c.indexes) == 0 {
+		return 0, 0
+	}
+	per := c.avgIdx() / int64(len(c.indexes))
+	els, err := u.Elements()
+	if err != nil || len(els) == 0 || !strings.HasPrefix(els[0].Key(), "$") {
+		n := int64(len(c.indexes))
+		return 2 * n, 2 * n * per
+	}
+	touched := map[string]bool{}
+	for _, e := range els {
+		fs, ok := e.Value().DocumentOK()
+		if !ok {
+			continue
+		}
+		fe, _ := fs.Elements()
+		for _, f := range fe {
+			touched[strings.Split(f.Key(), ".")[0]] = true
+		}
+	}
+	for _, ix := range c.indexes {
+		for _, f := range append(ix.fields, ix.partial...) {
+			if touched[strings.Split(f, ".")[0]] {
+				entries += 2
+				bytes += 2 * per
+				break
+			}
+		}
+	}
+	return entries, bytes
+}
+
+func (b *biller) update(ns string, cmd command, reply bson.Raw) {
+	n, _ := reply.Lookup("n").AsInt64OK()
+	if n == 0 {
+		return
+	}
+	c := b.coll(ns)
+	ups := docs(cmd, "updates")
+	var entries, ebytes int64
+	for _, u := range ups {
+		if spec, ok := u.Lookup("u").DocumentOK(); ok {
+			e, eb := changedEntries(c, spec)
+			entries, ebytes = max(entries, e), max(ebytes, eb)
+		} else {
+			n := int64(len(c.indexes))
+			entries, ebytes = 2*n, 2*n*c.avgIdx()/max(n, 1)
+		}
+	}
+	b.write(c, n, c.avgDoc(), ebytes, entries)
+}
+
+func (b *biller) createIndexes(ns string, cmd command) {
+	arr, ok := cmd.body.Lookup("indexes").ArrayOK()
+	if !ok {
+		return
+	}
+	vals, _ := arr.Values()
+	c := b.coll(ns)
+	have := map[string]bool{}
+	for _, ix := range c.indexes {
+		have[strings.Join(ix.fields, ",")] = true
+	}
+	for _, v := range vals {
+		d, ok := v.DocumentOK()
+		if !ok {
+			continue
+		}
+		key, _ := d.Lookup("key").DocumentOK()
+		kels, _ := key.Elements()
+		var ix indexDef
+		for _, k := range kels {
+			ix.fields = append(ix.fields, k.Key())
+		}
+		if len(ix.fields) == 1 && ix.fields[0] == "_id" {
+			continue
+		}
+		if have[strings.Join(ix.fields, ",")] {
+			continue
+		}
+		ix.sparse, _ = d.Lookup("sparse").BooleanOK()
+		if pf, ok := d.Lookup("partialFilterExpression").DocumentOK(); ok {
+			pels, _ := pf.Elements()
+			for _, p := range pels {
+				ix.partial = append(ix.partial, p.Key())
+			}
+		}
+		c.indexes = append(c.indexes, ix)
+	}
+}

@@ -1,0 +1,92 @@
+package mongo
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	mdriver "go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// TestBillingUnits: the front prices what passes it in Firestore's units.
+// A small document with no index is one write unit; the same document in
+// a collection with three dense indexes grows by their entries; one over
+// 1 KiB is two; a read of n small documents is n read units and one for
+// the index it scanned; a query that finds nothing is still one; a sparse
+// index leaves out a document without its field.
+func TestBillingUnits(t *testing.T) {
+	ctx := context.Background()
+	db := connect(t, testServer.URI())
+	name := db.Name()
+	bill := func() Billing { return testServer.Billing(name) }
+	delta := func(coll string, do func()) CollectionBilling {
+		t.Helper()
+		before := bill().Collections[coll]
+		do()
+		after := bill().Collections[coll]
+		return CollectionBilling{ReadUnits: after.ReadUnits - before.ReadUnits, WriteUnits: after.WriteUnits - before.WriteUnits,
+			Writes: after.Writes - before.Writes, IndexEntries: after.IndexEntries - before.IndexEntries}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	plain, indexed := db.Collection("plain"), db.Collection("indexed")
+	if d := delta("plain", func() {
+		_, err := plain.InsertOne(ctx, bson.D{{Key: "_id", Value: "a"}, {Key: "v", Value: 1}})
+		must(err)
+	}); d.WriteUnits != 1 || d.IndexEntries != 0 {
+		t.Errorf("small insert, no index: %+v; want 1 write unit, no entries", d)
+	}
+	_, err := indexed.Indexes().CreateMany(ctx, []mdriver.IndexModel{
+		{Keys: bson.D{{Key: "a", Value: 1}, {Key: "_id", Value: 1}}},
+		{Keys: bson.D{{Key: "b", Value: 1}}},
+		{Keys: bson.D{{Key: "note", Value: 1}}},
+	})
+	must(err)
+	_, err = indexed.Indexes().CreateOne(ctx, mdriver.IndexModel{Keys: bson.D{{Key: "rare", Value: 1}}, Options: optsSparse()})
+	must(err)
+	if d := delta("indexed", func() {
+		_, err := indexed.InsertOne(ctx, bson.D{{Key: "_id", Value: "x1"}, {Key: "a", Value: 1}, {Key: "b", Value: 2}})
+		must(err)
+	}); d.WriteUnits != 1 || d.IndexEntries != 3 {
+		t.Errorf("small insert, 3 dense indexes and a sparse one it lacks: %+v; want 1 write unit, 3 entries", d)
+	}
+	big := strings.Repeat("x", 1100)
+	if d := delta("indexed", func() {
+		_, err := indexed.InsertOne(ctx, bson.D{{Key: "_id", Value: "x2"}, {Key: "a", Value: 2}, {Key: "note", Value: big}, {Key: "rare", Value: true}})
+		must(err)
+	}); d.WriteUnits != 3 || d.IndexEntries != 4 {
+		// 1.1 KiB of document and 1.1 KiB more in the note's entry.
+		t.Errorf("a 1.1 KiB document with its value indexed: %+v; want 3 write units, 4 entries", d)
+	}
+	if d := delta("indexed", func() {
+		cur, err := indexed.Find(ctx, bson.D{{Key: "a", Value: bson.D{{Key: "$gte", Value: 1}}}})
+		must(err)
+		var out []bson.M
+		must(cur.All(ctx, &out))
+	}); d.ReadUnits != 3 {
+		t.Errorf("a query returning 2 small documents over an index: %+v; want 3 read units (2 documents, 1 index)", d)
+	}
+	if d := delta("indexed", func() {
+		err := indexed.FindOne(ctx, bson.D{{Key: "_id", Value: "none"}}).Err()
+		if !errors.Is(err, mdriver.ErrNoDocuments) {
+			t.Fatal(err)
+		}
+	}); d.ReadUnits != 1 {
+		t.Errorf("a lookup by _id that finds nothing: %+v; want 1 read unit", d)
+	}
+	if d := delta("indexed", func() {
+		_, err := indexed.UpdateOne(ctx, bson.D{{Key: "_id", Value: "x1"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "b", Value: 3}}}})
+		must(err)
+	}); d.Writes != 1 || d.IndexEntries != 2 {
+		t.Errorf("an update of one indexed field: %+v; want 1 write, its index's entry removed and written (2)", d)
+	}
+}
+
+func optsSparse() *options.IndexOptionsBuilder { return options.Index().SetSparse(true) }
