@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -230,5 +231,86 @@ func TestPubSubTargetRefused(t *testing.T) {
 	}
 	if code := api(t, s.URL, s.Token, "GET", "/Schedules/schedules/ps-bad", nil, nil); code != http.StatusNotFound {
 		t.Errorf("GET after refused creates: %d, want 404 (nothing written)", code)
+	}
+}
+
+// TestPubSubTargetEveryTwoSeconds: a `*/2 * * * * *` schedule with a
+// pubsub target on the ticking local stack; a subscriber that attached
+// before the first fire receives one message per fire time, each with the
+// run id of that fire time's run, and no fire time twice.
+func TestPubSubTargetEveryTwoSeconds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := stack.Start(ctx, stack.Config{Addr: "127.0.0.1:0", Tick: time.Second})
+	if err != nil {
+		t.Fatalf("stack.Start: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close(context.Background()) })
+	const topic = "projects/local/topics/every-two"
+	sc := pubsubSchedule("ps-two", topic, "")
+	sc["cron"] = "*/2 * * * * *"
+	sc["enabled"] = false // the subscriber attaches first
+	if code := api(t, s.URL, s.Token, "POST", "/Schedules/schedules", sc, nil); code != http.StatusCreated {
+		t.Fatalf("create: %d", code)
+	}
+	c, err := pubsub.NewClient(ctx, "local", option.WithEndpoint(s.PubSubHost), option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	const subName = "projects/local/subscriptions/every-two"
+	if _, err := c.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: subName, Topic: topic}); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	if code := api(t, s.URL, s.Token, "PATCH", "/Schedules/schedules/ps-two", map[string]any{"enabled": true}, nil); code != http.StatusOK {
+		t.Fatalf("enable: %d", code)
+	}
+	// Receive for a while, then stop the schedule and drain what is left.
+	byFire := map[string][]string{} // fire time → run ids received
+	var mu sync.Mutex
+	rctx, cancel := context.WithTimeout(ctx, 9*time.Second)
+	defer cancel()
+	receive := func(rctx context.Context) {
+		err := c.Subscriber(subName).Receive(rctx, func(_ context.Context, m *pubsub.Message) {
+			m.Ack()
+			mu.Lock()
+			defer mu.Unlock()
+			byFire[m.Attributes[schedule.AttrFireTime]] = append(byFire[m.Attributes[schedule.AttrFireTime]], m.Attributes[schedule.AttrRunID])
+		})
+		if err != nil && rctx.Err() == nil {
+			t.Errorf("receive: %v", err)
+		}
+	}
+	receive(rctx)
+	if code := api(t, s.URL, s.Token, "POST", "/Schedules/schedules/ps-two:pause", nil, nil); code != http.StatusOK {
+		t.Fatalf("pause: %d", code)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, 4*time.Second)
+	defer dcancel()
+	receive(dctx)
+
+	var page struct{ Runs []schedule.Run }
+	api(t, s.URL, s.Token, "GET", "/Schedules/schedules/ps-two/runs?pageSize=100", nil, &page)
+	succeeded := map[string]string{} // fire time → run id
+	for _, r := range page.Runs {
+		if r.Status == schedule.RunSucceeded {
+			succeeded[r.FireTime.UTC().Format(time.RFC3339)] = r.ID
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(succeeded) < 2 {
+		t.Fatalf("%d succeeded runs in 9 s of a */2 schedule; want at least 2: %+v", len(succeeded), page.Runs)
+	}
+	for fire, id := range succeeded {
+		if got := byFire[fire]; len(got) != 1 || got[0] != id {
+			t.Errorf("fire time %s (run %s): messages with run ids %v; want exactly one, with that run id", fire, id, got)
+		}
+	}
+	for fire, ids := range byFire {
+		if _, ok := succeeded[fire]; !ok {
+			t.Errorf("message for fire time %s (run ids %v) without a succeeded run", fire, ids)
+		}
 	}
 }
