@@ -285,11 +285,12 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	deps := &functions.Deps{
 		Store: s.store, Storage: s.storage, Bucket: cfg.Bucket, Token: cfg.Token, Logger: cfg.Logger,
-		PageSecret:     pageSecret,
-		AllowedTargets: allowed,
-		GPUPool:        pool,
-		GPUWeights:     config.Get(config.EnvGPUWeights),
-		GPUQuotas:      config.Get(config.EnvGPUQuotas),
+		PageSecret:      pageSecret,
+		AllowedTargets:  allowed,
+		GPUPool:         pool,
+		GPUWeights:      config.Get(config.EnvGPUWeights),
+		GPUQuotas:       config.Get(config.EnvGPUQuotas),
+		GPUFairHalfLife: config.Get(config.EnvGPUFairHalfLife),
 		// The local stack ticks at --tick, which may be a second.
 		SubMinute:     true,
 		NotifyBackoff: cfg.NotifyBackoff,

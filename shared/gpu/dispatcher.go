@@ -466,13 +466,28 @@ func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot,
 // early, when not nil, is a read of the queue heads started before the slot
 // was held (see claimFair).
 func (d *Dispatcher) fill(ctx context.Context, slot *Slot, early <-chan headsRead) (*Job, string, error) {
+	// serial makes the rest of the fill one step per process (fillMu):
+	// with quotas always, and otherwise from when claimFair finds more
+	// than one tenant queued (fair share then decides by the usage the
+	// slots show, and fills deciding together would each give their slot
+	// to the tenant whose just-started job counts little yet). A single
+	// tenant's fills, and the single-tenant guess, stay concurrent:
+	// serialising them would cap how many slots one process can fill per
+	// second.
+	locked := false
+	serial := func() {
+		if !locked {
+			d.fillMu.Lock()
+			locked = true
+		}
+	}
+	defer func() {
+		if locked {
+			d.fillMu.Unlock()
+		}
+	}()
 	if len(d.cfg.Quotas) > 0 {
-		// Only quotas need it: without them a concurrent fill that counts
-		// a slot for its previous tenant (see running) is fair enough,
-		// and serialising fills would cap how many slots one process can
-		// fill per second.
-		d.fillMu.Lock()
-		defer d.fillMu.Unlock()
+		serial()
 	}
 	now := d.cfg.Clock.Now().UTC()
 	lease := now.Add(d.cfg.LeaseTTL)
@@ -481,7 +496,7 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot, early <-chan headsRea
 	// in one write, so no reader sees a fence without the hash that
 	// guards it, and every write that clears the fence clears the hash. If
 	// we die here, the job's own lease runs out and Sweep requeues it.
-	job, lift, err := d.claimFair(ctx, *slot, hash, now, lease, early)
+	job, lift, err := d.claimFair(ctx, *slot, hash, now, lease, early, serial)
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) && d.testHookEmptyFill != nil {
 			d.testHookEmptyFill()
@@ -566,7 +581,9 @@ const maxHeadRaces = 3
 // dispatch, so within one dispatcher a new tenant is seen by the next
 // fill, and a dispatcher that has not read them for TenantHintTTL reads
 // them first. Within the tenant the queue order is kept exactly.
-func (d *Dispatcher) claimFair(ctx context.Context, slot Slot, hash string, now, lease time.Time, early <-chan headsRead) (Job, float64, error) {
+//
+// serial is called before choosing among more than one tenant (see fill).
+func (d *Dispatcher) claimFair(ctx context.Context, slot Slot, hash string, now, lease time.Time, early <-chan headsRead, serial func()) (Job, float64, error) {
 	types := d.slotTypes(slot.ID)
 	if early == nil {
 		if guess, ok := d.takeGuess(slot.ID); ok {
@@ -590,6 +607,9 @@ func (d *Dispatcher) claimFair(ctx context.Context, slot Slot, hash string, now,
 		early = nil
 		if hr.err != nil {
 			return Job{}, 0, hr.err
+		}
+		if len(hr.heads) > 1 {
+			serial()
 		}
 		head, lift, ok, err := d.choose(ctx, slot.ID, hr.heads)
 		if err != nil {

@@ -130,8 +130,9 @@ type TenantView struct {
 	// capped by quota. Unused share is lent to the others.
 	Share float64 `json:"share"`
 	// Usage is its decayed slot-seconds over the whole pool
-	// (BATON_GPU_FAIR_HALFLIFE), its running jobs included up to now:
-	// what fair share compares, divided by Weight.
+	// (BATON_GPU_FAIR_HALFLIFE), its running jobs included up to now,
+	// plus what the credit cap charged it on returning from idle: what
+	// fair share compares, divided by Weight.
 	Usage float64 `json:"usage"`
 	// TargetShare is the fraction of the active tenants' usage (those
 	// with a queued or running job) its weight entitles it to:

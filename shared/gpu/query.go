@@ -102,7 +102,7 @@ func (d *Dispatcher) View(ctx context.Context) (PoolView, error) {
 		return PoolView{}, err
 	}
 	running := map[string]int{}
-	usage := map[string]float64{}
+	usage, offset := map[string]float64{}, map[string]float64{}
 	now := d.cfg.Clock.Now()
 	for _, s := range slots {
 		if s.JobID != "" {
@@ -115,6 +115,12 @@ func (d *Dispatcher) View(ctx context.Context) (PoolView, error) {
 		for t, u := range d.slotUsage(s.Slot, now) {
 			usage[t] += u
 		}
+		for t, o := range d.slotOffsets(s.Slot, now) {
+			offset[t] = max(offset[t], o)
+		}
+	}
+	for t, o := range offset {
+		usage[t] += o
 	}
 	heads, err := d.q.QueueHeads(ctx, append([]string{""}, d.cfg.Pool.Types()...), maxTenantsPerDispatch)
 	if err != nil {

@@ -95,23 +95,63 @@ func (d *Dispatcher) slotUsage(s Slot, now time.Time) map[string]float64 {
 	return out
 }
 
-// linkUsage is what the fill linking tenant's job to slot records
-// (LinkSlot): the slot's usage at now, its previous hold folded in, plus
-// lift, the credit cap's charge to the tenant (fairState.pick), sorted by
-// tenant and without the entries that decayed away.
-func (d *Dispatcher) linkUsage(s Slot, tenant string, lift float64, now time.Time) gpumodel.SlotUsage {
-	u := d.slotUsage(s, now)
-	if lift > 0 {
-		u[tenant] += lift
+// slotOffsets is slot s's offsets (gpumodel.Slot.Offsets) at now.
+func (d *Dispatcher) slotOffsets(s Slot, now time.Time) map[string]float64 {
+	out := map[string]float64{}
+	k := d.decay(now.Sub(s.UsageAt))
+	for _, o := range s.Offsets {
+		out[o.Tenant] = max(out[o.Tenant], o.Seconds*k)
 	}
-	list := make([]gpumodel.TenantUsage, 0, len(u))
-	for t, v := range u {
+	return out
+}
+
+// linkUsage is what the fill linking tenant's job to slot records
+// (LinkSlot): the slot's usage and offsets at now, its previous hold
+// folded in, and, when the credit cap charged the tenant (offset > 0),
+// the tenant's whole offset after that charge; sorted by tenant and
+// without the entries that decayed away.
+func (d *Dispatcher) linkUsage(s Slot, tenant string, offset float64, now time.Time) gpumodel.SlotUsage {
+	offsets := d.slotOffsets(s, now)
+	if offset > 0 {
+		offsets[tenant] = max(offsets[tenant], offset)
+	}
+	usage := d.slotUsage(s, now)
+	var holds []gpumodel.TenantUsage
+	for _, h := range s.Holds {
+		if h.Tenant != s.LinkedTenant && usage[h.Tenant] >= usageFloor {
+			holds = append(holds, h)
+		}
+	}
+	if start, end, ok := holdSpan(s, now); ok {
+		holds = append(holds, gpumodel.TenantUsage{Tenant: s.LinkedTenant, Seconds: end.Sub(start).Seconds(), At: end})
+	}
+	sort.Slice(holds, func(i, j int) bool { return holds[i].Tenant < holds[j].Tenant })
+	return gpumodel.SlotUsage{Usage: usageList(usage), Offsets: usageList(offsets), Holds: holds, At: now}
+}
+
+// holdSpan is slot s's latest hold at now: from LinkedAt to FreedAt, or
+// to now while open. ok is false when the slot has no hold on record.
+func holdSpan(s Slot, now time.Time) (start, end time.Time, ok bool) {
+	if s.LinkedTenant == "" || s.LinkedAt.IsZero() {
+		return time.Time{}, time.Time{}, false
+	}
+	if !s.FreedAt.IsZero() && !s.FreedAt.Before(s.LinkedAt) {
+		return s.LinkedAt, s.FreedAt, true
+	}
+	return s.LinkedAt, now, true
+}
+
+// usageList is m as the slot stores it: sorted, without the entries that
+// decayed below usageFloor.
+func usageList(m map[string]float64) []gpumodel.TenantUsage {
+	list := make([]gpumodel.TenantUsage, 0, len(m))
+	for t, v := range m {
 		if v >= usageFloor {
 			list = append(list, gpumodel.TenantUsage{Tenant: t, Seconds: v})
 		}
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].Tenant < list[j].Tenant })
-	return gpumodel.SlotUsage{Usage: list, At: now}
+	return list
 }
 
 // fairState is what a fill chooses by, from one read of the slot
@@ -125,8 +165,15 @@ type fairState struct {
 	// typeRunning is running on the slots of the filled slot's type.
 	typeRunning map[string]int
 	// usage is each tenant's decayed slot-seconds on those slots, the
-	// filled slot's hold that just ended included.
+	// filled slot's hold that just ended included, plus its offset: what
+	// fair share compares.
 	usage map[string]float64
+	// offset is each tenant's offset on those slots (the largest).
+	offset map[string]float64
+	// lastHeld is when each tenant last held one of those slots, as far
+	// as the slots' latest holds tell: now for a hold still open (the
+	// filled slot's, whose job just ended, included).
+	lastHeld map[string]time.Time
 	// slots is how many slots the type has.
 	slots int
 }
@@ -146,13 +193,24 @@ func (d *Dispatcher) readFair(ctx context.Context, slotID string) (*fairState, e
 // of GPU type typ, except being the slot being filled.
 func (d *Dispatcher) fairFrom(slots []Slot, except, typ string) *fairState {
 	now := d.cfg.Clock.Now()
-	st := &fairState{now: now, running: map[string]int{}, typeRunning: map[string]int{}, usage: map[string]float64{}}
+	st := &fairState{now: now, running: map[string]int{}, typeRunning: map[string]int{}, usage: map[string]float64{}, offset: map[string]float64{}, lastHeld: map[string]time.Time{}}
 	for _, s := range slots {
 		sameType := d.types[s.ID] == typ
 		if sameType {
 			st.slots++
 			for t, u := range d.slotUsage(s, now) {
 				st.usage[t] += u
+			}
+			for t, o := range d.slotOffsets(s, now) {
+				st.offset[t] = max(st.offset[t], o)
+			}
+			if _, end, ok := holdSpan(s, now); ok && end.After(st.lastHeld[s.LinkedTenant]) {
+				st.lastHeld[s.LinkedTenant] = end
+			}
+			for _, h := range s.Holds {
+				if h.At.After(st.lastHeld[h.Tenant]) {
+					st.lastHeld[h.Tenant] = h.At
+				}
 			}
 		}
 		if s.ID == except || (s.JobID == "" && (s.Tenant == "" || !s.LeaseUntil.After(now))) {
@@ -167,42 +225,75 @@ func (d *Dispatcher) fairFrom(slots []Slot, except, typ string) *fairState {
 			st.typeRunning[t]++
 		}
 	}
+	for t, o := range st.offset {
+		st.usage[t] += o
+	}
+	d.reserve(st, slots, except, typ)
 	return st
 }
 
+// reserve charges each job running on a slot of type typ (but the one
+// being filled, whose job ended) at least its tenant's expected hold:
+// the mean of the tenant's last finished holds on those slots
+// (gpumodel.Slot.Holds). A stride scheduler charges a whole stride when
+// it selects a client; without this, a job just started counts nothing
+// yet, and fills that decide together (completions answered at once)
+// would all give their slots to the tenant it belongs to. The hold's
+// real length replaces the guess as it runs and when it ends.
+func (d *Dispatcher) reserve(st *fairState, slots []Slot, except, typ string) {
+	sum, n := map[string]float64{}, map[string]int{}
+	for _, s := range slots {
+		if d.types[s.ID] != typ {
+			continue
+		}
+		for _, h := range s.Holds {
+			sum[h.Tenant] += h.Seconds
+			n[h.Tenant]++
+		}
+	}
+	for _, s := range slots {
+		if s.ID == except || d.types[s.ID] != typ || s.JobID == "" {
+			continue
+		}
+		start, end, ok := holdSpan(s, st.now)
+		if !ok || !end.Equal(st.now) || n[s.LinkedTenant] == 0 {
+			continue // no open hold, or nothing to guess from
+		}
+		if left := sum[s.LinkedTenant]/float64(n[s.LinkedTenant]) - st.now.Sub(start).Seconds(); left > 0 {
+			st.usage[s.LinkedTenant] += left
+		}
+	}
+}
+
 // virtual is head h's tenant's usage ÷ weight as fair share compares it
-// (a stride scheduler's pass), and lift, the slot-seconds the credit cap
-// adds to the tenant's usage when its job is dispatched.
+// (a stride scheduler's pass), and offset, the tenant's whole offset
+// after the credit cap's charge (0 for no charge), to record with the
+// dispatch.
 //
-// The credit cap: a tenant that holds no slot of the type may not be
-// further below the least-served tenant that holds one (ref) than it
-// could have fallen behind while its head job waited: the type's slots
-// over that wait, per unit of the weight of the tenants holding or
-// queueing for them (active). A tenant back from idle thus starts level
-// with those that kept the pool busy meanwhile, as a stride scheduler
-// sets a rejoining client's pass to the global pass, instead of holding
-// every slot until its lower usage catches up; a tenant that was queued
-// all along keeps every second of credit its wait earned. The lift is
-// recorded with the dispatch, so the tenant's next choice starts from the
-// capped value.
-func (st *fairState) virtual(h Job, w int, ref, active float64, haveRef bool) (v, lift float64) {
+// The credit cap: a tenant that has held no slot of the type since its
+// head job was queued comes back from idle, rather than waiting its turn
+// in a backlog it is being served from. It starts no lower than the
+// least-served tenant holding a slot of the type (ref), as a stride
+// scheduler sets a rejoining client's pass to the global pass: what the
+// others used while it had nothing queued is not owed back, or it would
+// hold every slot until its usage caught up. A tenant queued all along
+// keeps every second of credit its wait earned. The charge is recorded
+// with the dispatch as the tenant's whole offset (its earlier one plus
+// this charge), so the tenant's next choice starts from the capped
+// value, and fills that charge it at once, each from the same read,
+// charge it once (the largest offset counts, not their sum).
+func (st *fairState) virtual(h Job, w int, ref float64, haveRef bool) (v, offset float64) {
 	t := h.TenantOf()
 	v = st.usage[t] / float64(w)
-	if !haveRef || st.typeRunning[t] > 0 || active <= 0 {
+	if !haveRef || st.typeRunning[t] > 0 || !st.lastHeld[t].Before(h.CreatedAt) || v >= ref {
 		return v, 0
 	}
-	waited := st.now.Sub(h.CreatedAt).Seconds()
-	if waited < 0 {
-		waited = 0
-	}
-	if floor := ref - float64(st.slots)*waited/active; v < floor {
-		return floor, (floor - v) * float64(w)
-	}
-	return v, 0
+	return ref, st.offset[t] + (ref-v)*float64(w)
 }
 
 // ranked is the heads in fair-share order, each with its virtual usage
-// and lift: smallest usage ÷ weight first, then the queue order.
+// and offset to record (virtual): smallest usage ÷ weight first, then the
+// queue order.
 type ranked struct {
 	head Job
 	v    float64
@@ -212,26 +303,17 @@ type ranked struct {
 // rank orders heads by fair share at st (see virtual).
 func (d *Dispatcher) rank(heads []Job, st *fairState) []ranked {
 	ref, haveRef := 0.0, false
-	active := map[string]bool{}
 	for t, n := range st.typeRunning {
 		if n == 0 {
 			continue
 		}
-		active[t] = true
 		if v := st.usage[t] / float64(d.weight(t)); !haveRef || v < ref {
 			ref, haveRef = v, true
 		}
 	}
-	for _, h := range heads {
-		active[h.TenantOf()] = true
-	}
-	activeWeight := 0.0
-	for t := range active {
-		activeWeight += float64(d.weight(t))
-	}
 	out := make([]ranked, len(heads))
 	for i, h := range heads {
-		v, lift := st.virtual(h, d.weight(h.TenantOf()), ref, activeWeight, haveRef)
+		v, lift := st.virtual(h, d.weight(h.TenantOf()), ref, haveRef)
 		out[i] = ranked{head: h, v: v, lift: lift}
 	}
 	sort.SliceStable(out, func(i, j int) bool {

@@ -140,7 +140,7 @@ type GPU interface {
 	// lease for the job's
 	// run, leaseUntil (in the same write, so heartbeats need not extend
 	// the slot). With a usage (non-zero At) the same write replaces the
-	// slot's fair-share usage with usage.Usage as of usage.At, starts the
+	// slot's fair-share usage, offsets and holds with usage.Usage, usage.Offsets and usage.Holds as of usage.At, starts the
 	// new hold (linkedTenant tenant, linkedAt usage.At) and clears
 	// freedAt (gpumodel.Slot). Guard: the slot is still at epoch; else (a
 	// newer claim) an error wrapping ErrConflict. A lost answer wraps

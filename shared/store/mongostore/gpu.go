@@ -441,7 +441,15 @@ func (g gpuQueue) LinkSlot(ctx context.Context, slotID string, epoch int64, jobI
 	if list == nil {
 		list = []gpumodel.TenantUsage{}
 	}
-	set = append(set, bson.E{Key: "usage", Value: list}, bson.E{Key: "usageAt", Value: usage.At},
+	offsets := usage.Offsets
+	if offsets == nil {
+		offsets = []gpumodel.TenantUsage{}
+	}
+	holds := usage.Holds
+	if holds == nil {
+		holds = []gpumodel.TenantUsage{}
+	}
+	set = append(set, bson.E{Key: "usage", Value: list}, bson.E{Key: "offsets", Value: offsets}, bson.E{Key: "holds", Value: holds}, bson.E{Key: "usageAt", Value: usage.At},
 		bson.E{Key: "linkedTenant", Value: tenant}, bson.E{Key: "linkedAt", Value: usage.At})
 	var after bson.Raw
 	return g.slots().FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: slotID}, {Key: "epoch", Value: epoch}},
