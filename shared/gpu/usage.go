@@ -318,8 +318,15 @@ func (d *Dispatcher) rank(heads []Job, st *fairState) []ranked {
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
-		if a.head.TenantOf() != b.head.TenantOf() && a.v != b.v {
-			return a.v < b.v
+		if a.head.TenantOf() != b.head.TenantOf() {
+			if a.v != b.v {
+				return a.v < b.v
+			}
+			// A tenant back from idle starts level with the
+			// least-served one and goes first: it waited.
+			if (a.lift > 0) != (b.lift > 0) {
+				return a.lift > 0
+			}
 		}
 		return queueBefore(a.head, b.head)
 	})
