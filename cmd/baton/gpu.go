@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -323,7 +324,11 @@ func printPool(w io.Writer, pool gpu.PoolView) error {
 		if t.Quota > 0 {
 			quota = fmt.Sprint(t.Quota)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%.1f\t%.1fs\t%.0f%%\t%+.1fs\n", t.Tenant, t.Queued, t.Running, t.Weight, quota, t.Share, t.Usage, 100*t.TargetShare, t.Deficit)
+		deficit := t.Deficit
+		if math.Abs(deficit) < 0.05 {
+			deficit = 0 // not "-0.0s"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%.1f\t%.1fs\t%.0f%%\t%+.1fs\n", t.Tenant, t.Queued, t.Running, t.Weight, quota, t.Share, t.Usage, 100*t.TargetShare, deficit)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "NEXT\tJOB\tTENANT\tPRIO\tTYPE")
