@@ -275,7 +275,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 
 	pool := config.Get(config.EnvGPUPool)
 	if cfg.GPUWorkers > 0 {
-		if s.gpu, pool, err = listenGPUWorkers(ctx, cfg.GPUWorkers); err != nil {
+		if s.gpu, pool, err = listenGPUWorkers(ctx, cfg.GPUWorkers, cfg.DataDir); err != nil {
 			return nil, err
 		}
 	}
