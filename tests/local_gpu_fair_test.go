@@ -37,10 +37,12 @@ type fairJob struct {
 	FinishedAt   *time.Time `json:"finishedAt"`
 }
 
-func startFairStack(t *testing.T, ctx context.Context, dataDir string) *fairStack {
+// startFairStack starts the stack; tick is its tick period (-1 for none:
+// enqueues and completions dispatch).
+func startFairStack(t *testing.T, ctx context.Context, dataDir string, tick time.Duration) *fairStack {
 	t.Helper()
 	t.Setenv(config.EnvGPUWeights, "a=3,b=1")
-	s, err := stack.Start(ctx, stack.Config{Addr: "127.0.0.1:0", Tick: -1, GPUWorkers: 2, DataDir: dataDir})
+	s, err := stack.Start(ctx, stack.Config{Addr: "127.0.0.1:0", Tick: tick, GPUWorkers: 2, DataDir: dataDir})
 	if err != nil {
 		t.Fatalf("stack.Start: %v", err)
 	}
@@ -181,7 +183,7 @@ func (f *fairStack) drain() {
 func TestLocalGPUFairShareTwoSlots(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	f := startFairStack(t, ctx, "")
+	f := startFairStack(t, ctx, "", -1)
 	defer f.close()
 	f.block()
 	for i := range 40 {
@@ -238,7 +240,7 @@ func TestLocalGPUFairShareTwoSlots(t *testing.T) {
 func TestLocalGPUFairShareDurations(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	f := startFairStack(t, ctx, "")
+	f := startFairStack(t, ctx, "", -1)
 	defer f.close()
 	f.block()
 	// The window needs 2 slots × window of work from each, at its share:
@@ -337,7 +339,10 @@ func TestLocalGPUFairShareRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	f := startFairStack(t, ctx, dir)
+	// The tick (each second, as `baton local --tick 1s`) is what
+	// dispatches the queue after the restart, and takes back the jobs the
+	// stop interrupted.
+	f := startFairStack(t, ctx, dir, time.Second)
 	f.block()
 	for i := range 40 {
 		for _, ten := range []string{"a", "b"} {
@@ -348,7 +353,7 @@ func TestLocalGPUFairShareRestart(t *testing.T) {
 	f.waitFor("15 of a's and b's jobs to be dispatched", func() bool { return len(f.dispatched()) >= 15 })
 	f.close()
 
-	f = startFairStack(t, ctx, dir)
+	f = startFairStack(t, ctx, dir, time.Second)
 	defer f.close()
 	f.waitFor("40 of a's and b's jobs to be dispatched", func() bool {
 		n := 0
