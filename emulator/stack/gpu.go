@@ -33,8 +33,9 @@ type gpuWorkers struct {
 	served  []chan error
 }
 
-//
-// With a data dir, the workers' addresses are kept in dataDir/gpu-workers
+// listenGPUWorkers binds n local workers' listeners on 127.0.0.1 and
+// returns them with the pool they make (BATON_GPU_POOL's format). With a
+// data dir, the workers' addresses are kept in dataDir/gpu-workers
 // and taken again on the next start when free: a slot's id is its
 // worker's URL, and the slot documents carry the GPU fair-share usage
 // (docs/gpu.md), so a restart on new ports would forget it.
