@@ -27,6 +27,7 @@ locals {
     BATON_GPU_POOL        = local.gpu_pool
     BATON_GPU_WEIGHTS     = local.gpu_weights
     BATON_GPU_QUOTAS      = local.gpu_quotas
+    BATON_GPU_FAIR_HALFLIFE = var.gpu_fair_halflife
     BATON_TICK_LEASE_TTL  = var.tick_lease_ttl
     BATON_CLOCK_SKEW      = var.clock_skew
     BATON_HISTORY_KEEP    = var.history_keep

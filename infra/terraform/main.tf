@@ -81,6 +81,7 @@ locals {
         BATON_DATABASE              = var.database_name
         BATON_BUCKET                = google_storage_bucket.baton.name
         BATON_ALLOWED_TARGETS       = join(",", var.allowed_targets)
+        BATON_GPU_FAIR_HALFLIFE = var.gpu_fair_halflife
         BATON_GPU_POOL              = local.gpu_pool
         BATON_GPU_WEIGHTS           = local.gpu_weights
         BATON_GPU_QUOTAS            = local.gpu_quotas
@@ -124,6 +125,7 @@ locals {
         BATON_DATABASE              = var.database_name
         BATON_BUCKET                = google_storage_bucket.baton.name
         BATON_ALLOWED_TARGETS       = join(",", var.allowed_targets)
+        BATON_GPU_FAIR_HALFLIFE = var.gpu_fair_halflife
         BATON_GPU_POOL              = local.gpu_pool
         BATON_GPU_WEIGHTS           = local.gpu_weights
         BATON_GPU_QUOTAS            = local.gpu_quotas
@@ -157,6 +159,7 @@ locals {
         BATON_ALLOWED_TARGETS = join(",", var.allowed_targets)
         # Trigger-now decides a run through the same engine as Tick and
         # hands it to Run the same way.
+        BATON_GPU_FAIR_HALFLIFE = var.gpu_fair_halflife
         BATON_GPU_POOL              = local.gpu_pool
         BATON_GPU_WEIGHTS           = local.gpu_weights
         BATON_GPU_QUOTAS            = local.gpu_quotas
@@ -190,6 +193,7 @@ locals {
       env = {
         BATON_MONGO_URI   = local.mongo_uri
         BATON_DATABASE    = var.database_name
+        BATON_GPU_FAIR_HALFLIFE = var.gpu_fair_halflife
         BATON_GPU_POOL    = local.gpu_pool
         BATON_GPU_WEIGHTS = local.gpu_weights
         BATON_GPU_QUOTAS  = local.gpu_quotas
@@ -214,6 +218,7 @@ locals {
       env = {
         BATON_MONGO_URI   = local.mongo_uri
         BATON_DATABASE    = var.database_name
+        BATON_GPU_FAIR_HALFLIFE = var.gpu_fair_halflife
         BATON_GPU_POOL    = local.gpu_pool
         BATON_GPU_WEIGHTS = local.gpu_weights
         BATON_GPU_QUOTAS  = local.gpu_quotas
