@@ -77,6 +77,9 @@ type Deps struct {
 	// GPUWeights and GPUQuotas are the tenants' weights and slot caps,
 	// `tenant=N,...` (BATON_GPU_WEIGHTS, BATON_GPU_QUOTAS).
 	GPUWeights, GPUQuotas string
+	// GPUFairHalfLife is the half-life of the usage fair share compares
+	// (BATON_GPU_FAIR_HALFLIFE); "" means gpu.DefaultFairHalfLife.
+	GPUFairHalfLife string
 	// TickLeaseTTL is the TTL of the tick lease (BATON_TICK_LEASE_TTL).
 	TickLeaseTTL time.Duration
 	// ClockSkew is added to every lease expiry (BATON_CLOCK_SKEW).
@@ -217,12 +220,13 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 		Logger: logging.New(os.Stdout, config.Get(config.EnvLogLevel)),
 		Bucket: config.Get(config.EnvBucket),
 
-		AllowedTargets: config.List(config.EnvAllowedTargets),
-		AllowedTopics:  config.List(config.EnvAllowedTopics),
-		AllowedJobs:    config.List(config.EnvAllowedJobs),
-		GPUPool:        config.Get(config.EnvGPUPool),
-		GPUWeights:     config.Get(config.EnvGPUWeights),
-		GPUQuotas:      config.Get(config.EnvGPUQuotas),
+		AllowedTargets:  config.List(config.EnvAllowedTargets),
+		AllowedTopics:   config.List(config.EnvAllowedTopics),
+		AllowedJobs:     config.List(config.EnvAllowedJobs),
+		GPUPool:         config.Get(config.EnvGPUPool),
+		GPUWeights:      config.Get(config.EnvGPUWeights),
+		GPUQuotas:       config.Get(config.EnvGPUQuotas),
+		GPUFairHalfLife: config.Get(config.EnvGPUFairHalfLife),
 	}
 	// A typo in the allowlist would silently refuse that target forever;
 	// refuse to start instead, naming the entry.

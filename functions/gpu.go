@@ -81,12 +81,16 @@ func NewGPUDispatcher(d *Deps) (*gpu.Dispatcher, error) {
 	if err != nil {
 		return nil, err
 	}
+	halfLife, err := gpu.ParseHalfLife(config.EnvGPUFairHalfLife, d.GPUFairHalfLife)
+	if err != nil {
+		return nil, err
+	}
 	auth := gpu.IDTokenAuthorizer(context.Background())
 	if d.Token != "" {
 		auth = gpu.BearerAuthorizer(d.Token)
 	}
 	cfg := gpu.Config{Store: d.Store, Pool: pool, HTTPClient: d.HTTPClient, Authorize: auth,
-		Clock: d.Clock, ClockSkew: d.ClockSkew, Logger: d.Logger, Metrics: d.Metrics, Weights: weights, Quotas: quotas}
+		Clock: d.Clock, ClockSkew: d.ClockSkew, Logger: d.Logger, Metrics: d.Metrics, Weights: weights, Quotas: quotas, FairHalfLife: halfLife}
 	if d.Storage != nil && d.Bucket != "" {
 		cfg.Outputs = bucketOutputs{d.Storage.Bucket(d.Bucket)}
 	}

@@ -270,6 +270,11 @@ func TestConsoleBrowser(t *testing.T) {
 
 	// The GPU page lists the job; its page shows its stderr.
 	run("gpu page", chromedp.Navigate(base+"/gpu"), chromedp.WaitVisible(css(`a[href$="/gpu/jobs/`+job.ID+`"]`)))
+	// The tenants table shows fair share's numbers: the default tenant's
+	// jobs ran, so it has usage (decayed slot-seconds) above zero.
+	if u := text("default tenant's usage", "#tenants-h ~ table td.usage"); u == "" || u == "0.0 s" {
+		t.Errorf("the GPU page shows the default tenant's usage as %q; want the slot-seconds its jobs held", u)
+	}
 	run("screenshot gpu", shot("gpu"))
 	run("open the job", chromedp.Click(css(`main table a[href$="/gpu/jobs/`+job.ID+`"]`)), chromedp.WaitVisible(css("#log-stderr")))
 	if e := text("stderr", "#log-stderr"); !strings.Contains(e, "boom from the GPU job") {

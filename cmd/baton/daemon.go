@@ -97,7 +97,7 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 			}
 			var gpuPool scheduler.GPU
 			if pool := config.Get(config.EnvGPUPool); pool != "" {
-				dis, err := functions.NewGPUDispatcher(&functions.Deps{Store: st, GPUPool: pool, GPUWeights: config.Get(config.EnvGPUWeights), GPUQuotas: config.Get(config.EnvGPUQuotas), Token: config.Get(config.EnvToken), Logger: log, ClockSkew: skew, Metrics: met})
+				dis, err := functions.NewGPUDispatcher(&functions.Deps{Store: st, GPUPool: pool, GPUWeights: config.Get(config.EnvGPUWeights), GPUQuotas: config.Get(config.EnvGPUQuotas), GPUFairHalfLife: config.Get(config.EnvGPUFairHalfLife), Token: config.Get(config.EnvToken), Logger: log, ClockSkew: skew, Metrics: met})
 				if err != nil {
 					return usageError("daemon: %v", err)
 				}

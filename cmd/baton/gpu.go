@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -251,7 +252,7 @@ func gpuPoolCmd(client clientFunc) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "pool",
-		Short: "Show each GPU slot (type, state, job, tenant, fence epoch, lease left), each tenant (queued, running, weight, quota, share) and the heads of the queues in dispatch order",
+		Short: "Show each GPU slot (type, state, job, tenant, fence epoch, lease left), each tenant (queued, running, weight, quota, share, decayed usage, target share, deficit) and the heads of the queues in dispatch order",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := client()
@@ -315,13 +316,19 @@ func printPool(w io.Writer, pool gpu.PoolView) error {
 		fmt.Fprintln(tw, gpuPoolRow(s))
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "TENANT\tQUEUED\tRUNNING\tWEIGHT\tQUOTA\tSHARE")
+	// USAGE, TARGET and DEFICIT say why a job waits: fair share gives
+	// the next slot to the smallest USAGE ÷ WEIGHT (docs/gpu.md).
+	fmt.Fprintln(tw, "TENANT\tQUEUED\tRUNNING\tWEIGHT\tQUOTA\tSHARE\tUSAGE\tTARGET\tDEFICIT")
 	for _, t := range pool.Tenants {
 		quota := "-"
 		if t.Quota > 0 {
 			quota = fmt.Sprint(t.Quota)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%.1f\n", t.Tenant, t.Queued, t.Running, t.Weight, quota, t.Share)
+		deficit := t.Deficit
+		if math.Abs(deficit) < 0.05 {
+			deficit = 0 // not "-0.0s"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%.1f\t%.1fs\t%.0f%%\t%+.1fs\n", t.Tenant, t.Queued, t.Running, t.Weight, quota, t.Share, t.Usage, 100*t.TargetShare, deficit)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "NEXT\tJOB\tTENANT\tPRIO\tTYPE")

@@ -143,9 +143,11 @@ func TestGPUCLITenants(t *testing.T) {
 	for _, fields := range [][]string{
 		{"SLOT", "TYPE", "STATE", "JOB", "TENANT"},
 		{"http://127.0.0.1:1#0", "nvidia-l4"},
-		{"TENANT", "QUEUED", "RUNNING", "WEIGHT", "QUOTA", "SHARE"},
+		{"TENANT", "QUEUED", "RUNNING", "WEIGHT", "QUOTA", "SHARE", "USAGE", "TARGET", "DEFICIT"},
 		{"batch", "2", "0", "1", "1"},
+		{"batch", "0.0s", "25%", "+0.0s"},
 		{"research", "1", "0", "3", "-"},
+		{"research", "0.0s", "75%", "+0.0s"},
 		{"NEXT", "JOB", "TENANT", "PRIO", "TYPE"},
 	} {
 		if !lineHasFields(out, fields...) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"cloud.google.com/go/storage"
@@ -31,17 +33,45 @@ type gpuWorkers struct {
 	served  []chan error
 }
 
-func listenGPUWorkers(ctx context.Context, n int) (*gpuWorkers, string, error) {
+// listenGPUWorkers binds n local workers' listeners on 127.0.0.1 and
+// returns them with the pool they make (BATON_GPU_POOL's format). With a
+// data dir, the workers' addresses are kept in dataDir/gpu-workers
+// and taken again on the next start when free: a slot's id is its
+// worker's URL, and the slot documents carry the GPU fair-share usage
+// (docs/gpu.md), so a restart on new ports would forget it.
+func listenGPUWorkers(ctx context.Context, n int, dataDir string) (*gpuWorkers, string, error) {
 	g := &gpuWorkers{}
-	var pool []string
+	var pool, addrs, prev []string
+	keep := ""
+	if dataDir != "" {
+		keep = filepath.Join(dataDir, "gpu-workers")
+		if b, err := os.ReadFile(keep); err == nil {
+			prev = strings.Fields(string(b))
+		}
+	}
 	for i := 0; i < n; i++ {
-		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+		var ln net.Listener
+		var err error
+		if i < len(prev) {
+			ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", prev[i])
+		}
+		if ln == nil {
+			// No address kept, or it is taken now: a new one.
+			ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+		}
 		if err != nil {
 			g.closeListeners()
 			return nil, "", fmt.Errorf("stack: gpu worker %d: listen: %w", i, err)
 		}
 		g.lns = append(g.lns, ln)
+		addrs = append(addrs, ln.Addr().String())
 		pool = append(pool, "http://"+ln.Addr().String()+"=1")
+	}
+	if keep != "" {
+		if err := os.WriteFile(keep, []byte(strings.Join(addrs, "\n")+"\n"), 0o600); err != nil {
+			g.closeListeners()
+			return nil, "", fmt.Errorf("stack: keep the gpu workers' addresses: %w", err)
+		}
 	}
 	return g, strings.Join(pool, ","), nil
 }

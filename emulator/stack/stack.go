@@ -337,7 +337,7 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 
 	pool := config.Get(config.EnvGPUPool)
 	if cfg.GPUWorkers > 0 {
-		if s.gpu, pool, err = listenGPUWorkers(ctx, cfg.GPUWorkers); err != nil {
+		if s.gpu, pool, err = listenGPUWorkers(ctx, cfg.GPUWorkers, cfg.DataDir); err != nil {
 			return nil, err
 		}
 	}
@@ -347,11 +347,12 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	}
 	deps := &functions.Deps{
 		Store: s.store, Storage: s.storage, Bucket: cfg.Bucket, Token: cfg.Token, Logger: cfg.Logger,
-		PageSecret:     pageSecret,
-		AllowedTargets: allowed,
-		GPUPool:        pool,
-		GPUWeights:     config.Get(config.EnvGPUWeights),
-		GPUQuotas:      config.Get(config.EnvGPUQuotas),
+		PageSecret:      pageSecret,
+		AllowedTargets:  allowed,
+		GPUPool:         pool,
+		GPUWeights:      config.Get(config.EnvGPUWeights),
+		GPUQuotas:       config.Get(config.EnvGPUQuotas),
+		GPUFairHalfLife: config.Get(config.EnvGPUFairHalfLife),
 		// The local stack ticks at --tick, which may be a second.
 		SubMinute:     true,
 		NotifyBackoff: cfg.NotifyBackoff,

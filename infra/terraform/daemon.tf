@@ -20,20 +20,21 @@ locals {
     BATON_CONSOLE_URL           = var.console_url
     BATON_NOTIFY_TOPIC          = var.notify_topic
 
-    BATON_MONGO_URI       = local.mongo_uri
-    BATON_DATABASE        = var.database_name
-    BATON_BUCKET          = google_storage_bucket.baton.name
-    BATON_ALLOWED_TARGETS = join(",", var.allowed_targets)
-    BATON_ALLOWED_TOPICS  = join(",", var.pubsub_target_topics)
-    BATON_ALLOWED_JOBS    = join(",", var.cloud_run_target_jobs)
-    BATON_GPU_POOL        = local.gpu_pool
-    BATON_GPU_WEIGHTS     = local.gpu_weights
-    BATON_GPU_QUOTAS      = local.gpu_quotas
-    BATON_TICK_LEASE_TTL  = var.tick_lease_ttl
-    BATON_CLOCK_SKEW      = var.clock_skew
-    BATON_HISTORY_KEEP    = var.history_keep
-    BATON_TARGET_ID_TOKEN = "true"
-    BATON_LOG_LEVEL       = var.log_level
+    BATON_MONGO_URI         = local.mongo_uri
+    BATON_DATABASE          = var.database_name
+    BATON_BUCKET            = google_storage_bucket.baton.name
+    BATON_ALLOWED_TARGETS   = join(",", var.allowed_targets)
+    BATON_ALLOWED_TOPICS    = join(",", var.pubsub_target_topics)
+    BATON_ALLOWED_JOBS      = join(",", var.cloud_run_target_jobs)
+    BATON_GPU_POOL          = local.gpu_pool
+    BATON_GPU_WEIGHTS       = local.gpu_weights
+    BATON_GPU_QUOTAS        = local.gpu_quotas
+    BATON_GPU_FAIR_HALFLIFE = var.gpu_fair_halflife
+    BATON_TICK_LEASE_TTL    = var.tick_lease_ttl
+    BATON_CLOCK_SKEW        = var.clock_skew
+    BATON_HISTORY_KEEP      = var.history_keep
+    BATON_TARGET_ID_TOKEN   = "true"
+    BATON_LOG_LEVEL         = var.log_level
   }
 }
 

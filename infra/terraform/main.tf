@@ -88,6 +88,7 @@ locals {
         BATON_ALLOWED_TARGETS       = join(",", var.allowed_targets)
         BATON_ALLOWED_TOPICS        = join(",", var.pubsub_target_topics)
         BATON_ALLOWED_JOBS          = join(",", var.cloud_run_target_jobs)
+        BATON_GPU_FAIR_HALFLIFE     = var.gpu_fair_halflife
         BATON_GPU_POOL              = local.gpu_pool
         BATON_GPU_WEIGHTS           = local.gpu_weights
         BATON_GPU_QUOTAS            = local.gpu_quotas
@@ -137,6 +138,7 @@ locals {
         BATON_ALLOWED_TARGETS       = join(",", var.allowed_targets)
         BATON_ALLOWED_TOPICS        = join(",", var.pubsub_target_topics)
         BATON_ALLOWED_JOBS          = join(",", var.cloud_run_target_jobs)
+        BATON_GPU_FAIR_HALFLIFE     = var.gpu_fair_halflife
         BATON_GPU_POOL              = local.gpu_pool
         BATON_GPU_WEIGHTS           = local.gpu_weights
         BATON_GPU_QUOTAS            = local.gpu_quotas
@@ -172,6 +174,7 @@ locals {
         BATON_ALLOWED_JOBS    = join(",", var.cloud_run_target_jobs)
         # Trigger-now decides a run through the same engine as Tick and
         # hands it to Run the same way.
+        BATON_GPU_FAIR_HALFLIFE     = var.gpu_fair_halflife
         BATON_GPU_POOL              = local.gpu_pool
         BATON_GPU_WEIGHTS           = local.gpu_weights
         BATON_GPU_QUOTAS            = local.gpu_quotas
@@ -203,13 +206,14 @@ locals {
       memory        = "256Mi"
       max_instances = 10
       env = {
-        BATON_MONGO_URI   = local.mongo_uri
-        BATON_DATABASE    = var.database_name
-        BATON_GPU_POOL    = local.gpu_pool
-        BATON_GPU_WEIGHTS = local.gpu_weights
-        BATON_GPU_QUOTAS  = local.gpu_quotas
-        BATON_CLOCK_SKEW  = var.clock_skew
-        BATON_LOG_LEVEL   = var.log_level
+        BATON_MONGO_URI         = local.mongo_uri
+        BATON_DATABASE          = var.database_name
+        BATON_GPU_FAIR_HALFLIFE = var.gpu_fair_halflife
+        BATON_GPU_POOL          = local.gpu_pool
+        BATON_GPU_WEIGHTS       = local.gpu_weights
+        BATON_GPU_QUOTAS        = local.gpu_quotas
+        BATON_CLOCK_SKEW        = var.clock_skew
+        BATON_LOG_LEVEL         = var.log_level
         # GET /gpu/jobs/{id}/logs reads the workers' outputs/ objects; its
         # grant is read-only and on outputs/ alone (iam.tf, output_readers).
         BATON_BUCKET = google_storage_bucket.baton.name
@@ -227,13 +231,14 @@ locals {
       memory        = "256Mi"
       max_instances = 10
       env = {
-        BATON_MONGO_URI   = local.mongo_uri
-        BATON_DATABASE    = var.database_name
-        BATON_GPU_POOL    = local.gpu_pool
-        BATON_GPU_WEIGHTS = local.gpu_weights
-        BATON_GPU_QUOTAS  = local.gpu_quotas
-        BATON_CLOCK_SKEW  = var.clock_skew
-        BATON_LOG_LEVEL   = var.log_level
+        BATON_MONGO_URI         = local.mongo_uri
+        BATON_DATABASE          = var.database_name
+        BATON_GPU_FAIR_HALFLIFE = var.gpu_fair_halflife
+        BATON_GPU_POOL          = local.gpu_pool
+        BATON_GPU_WEIGHTS       = local.gpu_weights
+        BATON_GPU_QUOTAS        = local.gpu_quotas
+        BATON_CLOCK_SKEW        = var.clock_skew
+        BATON_LOG_LEVEL         = var.log_level
       }
     }
     Rent = {

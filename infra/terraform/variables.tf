@@ -169,6 +169,16 @@ variable "gpu_quotas" {
   }
 }
 
+variable "gpu_fair_halflife" {
+  description = "Half-life of the usage GPU fair share compares (BATON_GPU_FAIR_HALFLIFE): decayed slot-seconds per tenant, 1s to 720h; several times your longest common job (docs/gpu.md)."
+  type        = string
+  default     = "1h"
+  validation {
+    condition     = can(regex("^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$", var.gpu_fair_halflife))
+    error_message = "gpu_fair_halflife: a Go duration such as 1h or 20m (from 1s to 720h)."
+  }
+}
+
 variable "gpu_zonal_redundancy_disabled" {
   description = "Turn GPU zonal redundancy off: cheaper and uses the non-redundant GPU quota, but an instance may not restart in another zone during a zonal outage."
   type        = bool

@@ -408,6 +408,11 @@ type tenantView struct {
 	Weight  int     `json:"weight"`
 	Quota   int     `json:"quota"`
 	Share   float64 `json:"share"`
+	// Usage, TargetShare and Deficit are fair share's numbers: decayed
+	// slot-seconds, the weight's fraction, and the slot-seconds owed.
+	Usage       float64 `json:"usage"`
+	TargetShare float64 `json:"targetShare"`
+	Deficit     float64 `json:"deficit"`
 }
 
 // queuedView is a tenant's head job in dispatch order (gpu.QueuedView).

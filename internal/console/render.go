@@ -27,6 +27,9 @@ func (s *server) parse() error {
 		"ago":  func(t time.Time) string { return ago(s.cfg.Clock(), t) },
 		"zone": zoneName,
 		"derr": describe,
+		// mul100 turns a fraction into a percentage (a tenant's target
+		// share).
+		"mul100": func(f float64) float64 { return 100 * f },
 		// runOf is the run id of a job a gpu-target run enqueued (source
 		// "run:<id>", shared/gpu's SourceRunPrefix), else "".
 		"runOf": func(source string) string {

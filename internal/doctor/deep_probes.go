@@ -540,7 +540,7 @@ func probeSet() []probe {
 		}},
 		{"GPU.LinkSlot", "findAndModify gpu_slots {_id, epoch} $set new: true", func(ctx context.Context, p *probeState) error {
 			p.hold1 = gpumodel.Hold{Slot: p.slot.ID, Epoch: p.slot.Epoch, SecretHash: probeSecret}
-			return p.b.GPU().LinkSlot(ctx, p.slot.ID, p.slot.Epoch, probeJob, gpumodel.DefaultTenant, probeSecret, p.now.Add(time.Hour))
+			return p.b.GPU().LinkSlot(ctx, p.slot.ID, p.slot.Epoch, probeJob, gpumodel.DefaultTenant, probeSecret, p.now.Add(time.Hour), gpumodel.SlotUsage{})
 		}},
 		{"GPU.ExtendSlot", "findAndModify gpu_slots {_id, epoch} $set new: true", func(ctx context.Context, p *probeState) error {
 			return p.b.GPU().ExtendSlot(ctx, p.slot.ID, p.slot.Epoch, probeJob, p.now.Add(2*time.Hour))
@@ -562,7 +562,7 @@ func probeSet() []probe {
 			return err
 		}},
 		{"GPU.Release", "findAndModify gpu_slots {_id, epoch} $set new: true", func(ctx context.Context, p *probeState) error {
-			return p.b.GPU().Release(ctx, p.slot.ID, p.slot.Epoch, time.Unix(0, 0).UTC())
+			return p.b.GPU().Release(ctx, p.slot.ID, p.slot.Epoch, time.Unix(0, 0).UTC(), time.Time{})
 		}},
 		{"GPU.ClaimTenantJob", "findAndModify gpu_jobs {status: queued, gpuType: {$in}, tenant} sort {priority: -1, createdAt: 1, _id: 1} $set/$inc new: true", func(ctx context.Context, p *probeState) error {
 			if _, err := p.b.GPU().Enqueue(ctx, gpumodel.Job{ID: probeJob2, Status: gpumodel.StatusQueued, Priority: 1, MaxAttempts: 1,

@@ -54,10 +54,13 @@ const (
 	EnvGPUPool     = "BATON_GPU_POOL"
 	// EnvGPUWeights and EnvGPUQuotas are the GPU tenants' weights for
 	// fair share and caps on running slots ("a=3,b=1").
-	EnvGPUWeights   = "BATON_GPU_WEIGHTS"
-	EnvGPUQuotas    = "BATON_GPU_QUOTAS"
-	EnvTickLeaseTTL = "BATON_TICK_LEASE_TTL"
-	EnvClockSkew    = "BATON_CLOCK_SKEW"
+	EnvGPUWeights = "BATON_GPU_WEIGHTS"
+	EnvGPUQuotas  = "BATON_GPU_QUOTAS"
+	// EnvGPUFairHalfLife is the half-life of the usage GPU fair share
+	// compares.
+	EnvGPUFairHalfLife = "BATON_GPU_FAIR_HALFLIFE"
+	EnvTickLeaseTTL    = "BATON_TICK_LEASE_TTL"
+	EnvClockSkew       = "BATON_CLOCK_SKEW"
 	// EnvHistoryKeep is how long finished runs and change records are
 	// kept, for schedules without history.keep.
 	EnvHistoryKeep   = "BATON_HISTORY_KEEP"
@@ -132,6 +135,7 @@ var Vars = []Var{
 	{EnvGPUPool, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU worker pool: comma-separated `URL=slots` entries, each optionally typed `URL=slots@nvidia-l4` (a job's `gpuType` must match one)."},
 	{EnvGPUWeights, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU tenants' weights for fair share of the slots, `tenant=N,...` (`a=3,b=1`); a tenant not named weighs 1."},
 	{EnvGPUQuotas, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "", "GPU tenants' caps on concurrently running slots, `tenant=N,...` (`batch=2`); a tenant not named has no cap."},
+	{EnvGPUFairHalfLife, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "1h", "Half-life of the GPU usage fair share compares (slot-seconds per tenant, decayed), `1s` to `720h`: shorter forgives a burst sooner, longer holds a heavy user back longer."},
 	{EnvTickLeaseTTL, []string{FnTick}, "30s", "TTL of the tick lease."},
 	{EnvClockSkew, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "2s", "Clock-skew allowance added to every lease expiry."},
 	{EnvHistoryKeep, []string{FnTick, FnSchedules, FnRun, CLI}, "90d", "How long finished runs and schedule change records are kept (`30d`, `36h`; 1h to 3650d) when a schedule sets no `history.keep`. Each gets an `expireAt`; Firestore's TTL policy deletes them in the cloud, the sweep locally."},

@@ -100,6 +100,10 @@ type Config struct {
 	// reading the heads again (claimFair); 0 means DefaultTenantHintTTL,
 	// and a negative value reads them on every fill.
 	TenantHintTTL time.Duration
+	// FairHalfLife is the half-life of the usage fair share compares
+	// (BATON_GPU_FAIR_HALFLIFE, see usage.go); 0 means
+	// DefaultFairHalfLife.
+	FairHalfLife time.Duration
 }
 
 // Dispatcher is the busy-aware GPU dispatcher. It is safe for concurrent
@@ -175,6 +179,9 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	if cfg.TenantHintTTL == 0 {
 		cfg.TenantHintTTL = DefaultTenantHintTTL
+	}
+	if cfg.FairHalfLife <= 0 {
+		cfg.FairHalfLife = DefaultFairHalfLife
 	}
 	d := &Dispatcher{
 		cfg:   cfg,
@@ -459,13 +466,28 @@ func (d *Dispatcher) claim(ctx context.Context, refused map[string]bool) (*Slot,
 // early, when not nil, is a read of the queue heads started before the slot
 // was held (see claimFair).
 func (d *Dispatcher) fill(ctx context.Context, slot *Slot, early <-chan headsRead) (*Job, string, error) {
+	// serial makes the rest of the fill one step per process (fillMu):
+	// with quotas always, and otherwise from when claimFair finds more
+	// than one tenant queued (fair share then decides by the usage the
+	// slots show, and fills deciding together would each give their slot
+	// to the tenant whose just-started job counts little yet). A single
+	// tenant's fills, and the single-tenant guess, stay concurrent:
+	// serialising them would cap how many slots one process can fill per
+	// second.
+	locked := false
+	serial := func() {
+		if !locked {
+			d.fillMu.Lock()
+			locked = true
+		}
+	}
+	defer func() {
+		if locked {
+			d.fillMu.Unlock()
+		}
+	}()
 	if len(d.cfg.Quotas) > 0 {
-		// Only quotas need it: without them a concurrent fill that counts
-		// a slot for its previous tenant (see running) is fair enough,
-		// and serialising fills would cap how many slots one process can
-		// fill per second.
-		d.fillMu.Lock()
-		defer d.fillMu.Unlock()
+		serial()
 	}
 	now := d.cfg.Clock.Now().UTC()
 	lease := now.Add(d.cfg.LeaseTTL)
@@ -474,12 +496,12 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot, early <-chan headsRea
 	// in one write, so no reader sees a fence without the hash that
 	// guards it, and every write that clears the fence clears the hash. If
 	// we die here, the job's own lease runs out and Sweep requeues it.
-	job, err := d.claimFair(ctx, *slot, hash, now, lease, early)
+	job, lift, err := d.claimFair(ctx, *slot, hash, now, lease, early, serial)
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) && d.testHookEmptyFill != nil {
 			d.testHookEmptyFill()
 		}
-		d.freeSlot(ctx, slot.ID, slot.Epoch, time.Unix(0, 0).UTC())
+		d.freeSlot(ctx, slot.ID, slot.Epoch, time.Unix(0, 0).UTC(), d.holdEnd(*slot, now))
 		if !errors.Is(err, store.ErrConflict) {
 			return nil, "", fmt.Errorf("gpu: claim job: %w", err)
 		}
@@ -495,8 +517,11 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot, early <-chan headsRea
 	// hash too: a completion re-claims the slot before it touches the job
 	// (see Complete), and that write must be the worker's alone. The same
 	// write gives the slot its lease for the whole run, so heartbeats
-	// write the job alone.
-	err = d.q.LinkSlot(ctx, slot.ID, slot.Epoch, job.ID, job.TenantOf(), hash, d.runLease(now, job))
+	// write the job alone. It also records the slot's fair-share usage:
+	// the hold that just ended (or ended at its release) folded in, as
+	// read from the claim's own answer, so usage costs no extra read or
+	// write (usage.go).
+	err = d.q.LinkSlot(ctx, slot.ID, slot.Epoch, job.ID, job.TenantOf(), hash, d.runLease(now, job), d.linkUsage(*slot, job.TenantOf(), lift, now))
 	if err != nil {
 		// We were too slow and lost the slot: give the job back unharmed.
 		if d.ownsGuess(slot.ID, job.ID) {
@@ -517,6 +542,7 @@ func (d *Dispatcher) fill(ctx context.Context, slot *Slot, early <-chan headsRea
 	slot.JobID = job.ID
 	slot.Tenant = job.TenantOf()
 	slot.SecretHash = hash
+	slot.LinkedTenant, slot.LinkedAt, slot.FreedAt = job.TenantOf(), now, time.Time{}
 	return &job, secret, nil
 }
 
@@ -555,18 +581,20 @@ const maxHeadRaces = 3
 // dispatch, so within one dispatcher a new tenant is seen by the next
 // fill, and a dispatcher that has not read them for TenantHintTTL reads
 // them first. Within the tenant the queue order is kept exactly.
-func (d *Dispatcher) claimFair(ctx context.Context, slot Slot, hash string, now, lease time.Time, early <-chan headsRead) (Job, error) {
+//
+// serial is called before choosing among more than one tenant (see fill).
+func (d *Dispatcher) claimFair(ctx context.Context, slot Slot, hash string, now, lease time.Time, early <-chan headsRead, serial func()) (Job, float64, error) {
 	types := d.slotTypes(slot.ID)
 	if early == nil {
 		if guess, ok := d.takeGuess(slot.ID); ok {
 			job, err := d.q.ClaimTenantJob(ctx, guess, types, slot, hash, now, lease)
 			if err == nil {
 				d.guessed(slot.ID, job.ID) // send ends the guess
-				return job, nil
+				return job, 0, nil
 			}
 			d.endGuess(slot.ID)
 			if !errors.Is(err, store.ErrConflict) {
-				return job, err
+				return job, 0, err
 			}
 			// Nothing of that tenant's is queued: read the heads.
 		}
@@ -578,26 +606,29 @@ func (d *Dispatcher) claimFair(ctx context.Context, slot Slot, hash string, now,
 		hr := <-early
 		early = nil
 		if hr.err != nil {
-			return Job{}, hr.err
+			return Job{}, 0, hr.err
 		}
-		head, ok, err := d.choose(ctx, slot.ID, hr.heads)
+		if len(hr.heads) > 1 {
+			serial()
+		}
+		head, lift, ok, err := d.choose(ctx, slot.ID, hr.heads)
 		if err != nil {
-			return Job{}, err
+			return Job{}, 0, err
 		}
 		if !ok {
-			return Job{}, fmt.Errorf("no queued job fits slot %s: %w", slot.ID, store.ErrConflict)
+			return Job{}, 0, fmt.Errorf("no queued job fits slot %s: %w", slot.ID, store.ErrConflict)
 		}
 		// The tenant's best job now, not the head by id: dispatchers
 		// racing on one tenant then each take the next of its jobs
 		// instead of all but one losing the head.
 		job, err := d.q.ClaimTenantJob(ctx, head.Tenant, types, slot, hash, now, lease)
 		if !errors.Is(err, store.ErrConflict) {
-			return job, err
+			return job, lift, err
 		}
 		// Another dispatcher took its last fitting job, or it was
 		// cancelled: choose again.
 	}
-	return Job{}, fmt.Errorf("slot %s: the chosen job was taken %d times: %w", slot.ID, maxHeadRaces, store.ErrConflict)
+	return Job{}, 0, fmt.Errorf("slot %s: the chosen job was taken %d times: %w", slot.ID, maxHeadRaces, store.ErrConflict)
 }
 
 // slotTypes are the job gpuTypes slot id can run: untyped jobs, and its
@@ -757,61 +788,45 @@ func (d *Dispatcher) recheckHeads(ctx context.Context, slotID string) {
 	}
 }
 
-// best reads the heads the slot can run and each tenant's running slots,
-// and picks the next job (pickHead); ok is false when there is none.
+// best reads the heads the slot can run and the fair state, and picks the
+// next job (pickHead); ok is false when there is none.
 func (d *Dispatcher) best(ctx context.Context, slotID string) (Job, bool, error) {
 	hr := <-d.readHeads(ctx, slotID)
 	if hr.err != nil {
 		return Job{}, false, hr.err
 	}
-	return d.choose(ctx, slotID, hr.heads)
+	head, _, ok, err := d.choose(ctx, slotID, hr.heads)
+	return head, ok, err
 }
 
 // choose picks the next job among heads for slotID (pickHead), reading
-// each tenant's running slots when it matters: with more than one tenant
-// or with quotas.
-func (d *Dispatcher) choose(ctx context.Context, slotID string, heads []Job) (Job, bool, error) {
+// the slot documents (each tenant's running slots and usage, readFair)
+// when it matters: with more than one tenant or with quotas. It returns
+// the lift to record with the dispatch.
+//
+// The slots read counts a slot linked to a job for the job's tenant until
+// the slot is released or linked to the next job; so does a slot in the
+// middle of a hand-off (re-claimed, not linked yet), for the tenant it
+// last held, because its job only just ended and the slot is about to be
+// filled. Without that, completions arriving together would each see the
+// others' slots as nobody's and give them all to the same tenant. The
+// usage counts every hold up to now, the one that just ended on slotID
+// included.
+func (d *Dispatcher) choose(ctx context.Context, slotID string, heads []Job) (Job, float64, bool, error) {
 	if len(heads) == 0 {
-		return Job{}, false, nil
+		return Job{}, 0, false, nil
 	}
-	var running map[string]int
+	var st *fairState
 	if len(heads) > 1 || len(d.cfg.Quotas) > 0 {
-		// One tenant with no quota needs no count: its head is the job.
+		// One tenant with no quota needs no read: its head is the job,
+		// whatever its usage.
 		var err error
-		if running, err = d.running(ctx, slotID); err != nil {
-			return Job{}, false, err
+		if st, err = d.readFair(ctx, slotID); err != nil {
+			return Job{}, 0, false, err
 		}
 	}
-	head, ok := d.pickHead(heads, running)
-	return head, ok, nil
-}
-
-// running counts each tenant's slots, but for slot except (the one being
-// filled), from the pool's slot documents (one read of len(pool)
-// documents). A slot linked to a job counts for the job's tenant until the
-// slot is released or linked to the next job; so does a slot in the middle
-// of a hand-off (re-claimed, not linked yet), for the tenant it last held,
-// because its job only just ended and the slot is about to be filled.
-// Without that, completions arriving together would each see the others'
-// slots as nobody's and give them all to the same tenant.
-func (d *Dispatcher) running(ctx context.Context, except string) (map[string]int, error) {
-	slots, err := d.q.Slots(ctx, d.ids)
-	if err != nil {
-		return nil, fmt.Errorf("read slots: %w", err)
-	}
-	now := d.cfg.Clock.Now()
-	running := map[string]int{}
-	for _, s := range slots {
-		if s.ID == except || (s.JobID == "" && (s.Tenant == "" || !s.LeaseUntil.After(now))) {
-			continue
-		}
-		t := s.Tenant
-		if t == "" {
-			t = DefaultTenant // linked before slots carried the tenant
-		}
-		running[t]++
-	}
-	return running, nil
+	head, lift, ok := d.pickHead(heads, st)
+	return head, lift, ok, nil
 }
 
 // fits reports whether a queued job could run on slot id now. An error
@@ -948,7 +963,8 @@ func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job, secret stri
 		d.cfg.Logger.Info("gpu: worker refused job; requeued without using an attempt", "job", job.ID, "slot", slot.ID, "error", err.Error())
 		d.requeueUnharmed(ctx, job)
 	}
-	d.freeSlot(ctx, slot.ID, slot.Epoch, d.cfg.Clock.Now().UTC().Add(d.cfg.RefusalBackoff))
+	now := d.cfg.Clock.Now().UTC()
+	d.freeSlot(ctx, slot.ID, slot.Epoch, now.Add(d.cfg.RefusalBackoff), now)
 	return fmt.Errorf("%w: %s: %w", ErrRefused, slot.Worker, err)
 }
 
@@ -1069,8 +1085,10 @@ const maxLateJobs = 3
 
 // freeSlot releases a slot held at epoch, making it claimable at
 // claimableAt (the zero lease for at once). A newer holder is left alone.
-func (d *Dispatcher) freeSlot(ctx context.Context, id string, epoch int64, claimableAt time.Time) {
-	err := d.q.Release(ctx, id, epoch, claimableAt)
+// freedAt ends the slot's fair-share hold (zero: the caller does not know
+// whether one is open, and leaves it; the next link ends it at its claim).
+func (d *Dispatcher) freeSlot(ctx context.Context, id string, epoch int64, claimableAt, freedAt time.Time) {
+	err := d.q.Release(ctx, id, epoch, claimableAt, freedAt)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		// Its lease will run out on its own.
 		d.cfg.Logger.Warn("gpu: free slot", "slot", id, "error", err.Error())
@@ -1081,4 +1099,14 @@ func (d *Dispatcher) freeSlot(ctx context.Context, id string, epoch int64, claim
 // reaches the store only as its hash.
 func hold(f Fence) gpumodel.Hold {
 	return gpumodel.Hold{Slot: f.Slot, Epoch: f.Epoch, SecretHash: hashSecret(f.Secret)}
+}
+
+// holdEnd is the freedAt to release slot (as its claim returned it) with
+// at now: now when a hold is open on it (the job that just ended on a
+// hand-off), else zero, so a second release does not move the end.
+func (d *Dispatcher) holdEnd(slot Slot, now time.Time) time.Time {
+	if slot.LinkedTenant == "" || slot.LinkedAt.IsZero() || (!slot.FreedAt.IsZero() && !slot.FreedAt.Before(slot.LinkedAt)) {
+		return time.Time{}
+	}
+	return now
 }

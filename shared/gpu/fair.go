@@ -70,43 +70,37 @@ func (d *Dispatcher) weight(t string) int {
 func (d *Dispatcher) quota(t string) int { return d.cfg.Quotas[t] }
 
 // pickHead chooses, among the head-of-queue jobs of the tenants that have
-// one (heads, at most one per tenant), the job to dispatch next, given
-// each tenant's running slots: the tenant furthest below its weighted
-// share of the running slots (running/weight smallest; compared as
-// running_a*weight_b < running_b*weight_a, so no float rounding), ties
-// going to the older head job. A tenant at its quota is skipped. With one
-// tenant this is the head job, so the single-tenant order (priority, then
-// age) is unchanged. It returns false when every tenant with a head is at
-// its quota.
+// one (heads, at most one per tenant), the job to dispatch next: the
+// head of the tenant with the smallest usage ÷ weight on the slot's type
+// (rank: decayed slot-seconds, the credit cap applied), ties going to the
+// queue order. A tenant at its quota (running slots in the whole pool) is
+// skipped. With one tenant this is the head job, so the single-tenant
+// order (priority, then age) is unchanged; st may then be nil. It returns
+// the lift to record with the dispatch (fairState.virtual), and false
+// when every tenant with a head is at its quota.
 //
 // A tenant with nothing queued has no head, so its share goes to the
-// others (work-conserving); the rule counts running slots, not history, so
-// it lends nothing back later either.
-func (d *Dispatcher) pickHead(heads []Job, running map[string]int) (Job, bool) {
-	var best Job
-	found := false
-	for _, h := range heads {
-		t := h.TenantOf()
-		if q := d.quota(t); q > 0 && running[t] >= q {
+// others (work-conserving); what they use meanwhile counts as their
+// usage, and the credit cap keeps the idle tenant from claiming all of
+// it back when it returns.
+func (d *Dispatcher) pickHead(heads []Job, st *fairState) (Job, float64, bool) {
+	if st == nil {
+		var best Job
+		for i, h := range heads {
+			if i == 0 || queueBefore(h, best) {
+				best = h
+			}
+		}
+		return best, 0, len(heads) > 0
+	}
+	for _, r := range d.rank(heads, st) {
+		t := r.head.TenantOf()
+		if q := d.quota(t); q > 0 && st.running[t] >= q {
 			continue
 		}
-		if !found || d.before(h, best, running) {
-			best, found = h, true
-		}
+		return r.head, r.lift, true
 	}
-	return best, found
-}
-
-// before reports whether head a's tenant goes before head b's.
-func (d *Dispatcher) before(a, b Job, running map[string]int) bool {
-	ta, tb := a.TenantOf(), b.TenantOf()
-	if ta != tb {
-		l, r := running[ta]*d.weight(tb), running[tb]*d.weight(ta)
-		if l != r {
-			return l < r
-		}
-	}
-	return queueBefore(a, b)
+	return Job{}, 0, false
 }
 
 // queueBefore is the queue order within a tenant (store.GPU.QueueHeads):
@@ -135,11 +129,26 @@ type TenantView struct {
 	// divided by weight among the tenants with a queued or running job,
 	// capped by quota. Unused share is lent to the others.
 	Share float64 `json:"share"`
+	// Usage is its decayed slot-seconds over the whole pool
+	// (BATON_GPU_FAIR_HALFLIFE), its running jobs included up to now,
+	// plus what the credit cap charged it on returning from idle: what
+	// fair share compares, divided by Weight.
+	Usage float64 `json:"usage"`
+	// TargetShare is the fraction of the active tenants' usage (those
+	// with a queued or running job) its weight entitles it to:
+	// weight ÷ the active tenants' weights. 0 when it is not active.
+	TargetShare float64 `json:"targetShare"`
+	// Deficit is how many slot-seconds of usage it is owed: TargetShare
+	// of the active tenants' usage, minus its own. Positive means it is
+	// behind its share, and its jobs go before those of tenants with a
+	// smaller deficit per weight; negative means it is ahead, and its
+	// jobs wait.
+	Deficit float64 `json:"deficit"`
 }
 
-// tenantViews builds the tenants table from each tenant's queued count
-// and running slots.
-func (d *Dispatcher) tenantViews(queued map[string]int64, running map[string]int) []TenantView {
+// tenantViews builds the tenants table from each tenant's queued count,
+// running slots and usage.
+func (d *Dispatcher) tenantViews(queued map[string]int64, running map[string]int, usage map[string]float64) []TenantView {
 	names := map[string]bool{}
 	for t := range d.cfg.Weights {
 		names[t] = true
@@ -153,20 +162,29 @@ func (d *Dispatcher) tenantViews(queued map[string]int64, running map[string]int
 	for t := range running {
 		names[t] = true
 	}
+	for t, u := range usage {
+		if u >= usageFloor {
+			names[t] = true
+		}
+	}
 	active := 0
+	activeUsage := 0.0
 	for t := range names {
 		if queued[t] > 0 || running[t] > 0 {
 			active += d.weight(t)
+			activeUsage += usage[t]
 		}
 	}
 	out := make([]TenantView, 0, len(names))
 	for t := range names {
-		v := TenantView{Tenant: t, Queued: queued[t], Running: running[t], Weight: d.weight(t), Quota: d.quota(t)}
+		v := TenantView{Tenant: t, Queued: queued[t], Running: running[t], Weight: d.weight(t), Quota: d.quota(t), Usage: usage[t]}
 		if active > 0 && (v.Queued > 0 || v.Running > 0) {
 			v.Share = float64(len(d.ids)) * float64(v.Weight) / float64(active)
 			if v.Quota > 0 && v.Share > float64(v.Quota) {
 				v.Share = float64(v.Quota)
 			}
+			v.TargetShare = float64(v.Weight) / float64(active)
+			v.Deficit = v.TargetShare*activeUsage - v.Usage
 		}
 		out = append(out, v)
 	}

@@ -20,7 +20,10 @@ func (d *Dispatcher) preemptLogged(ctx context.Context) {
 // slot, and by every Sweep (each tick). It marks at most one running
 // preemptible job Preempting when the job fill would give its slot is of
 // higher priority and, when it is another tenant's than the victim's,
-// that tenant runs fewer slots than its fair share. Victims go lowest priority first, then the latest started. A
+// that tenant is behind the victim's by fair share: its usage ÷ weight on
+// the slot's type (the credit cap applied, see rank) is below the
+// victim tenant's. Victims go lowest priority first, then the latest
+// started. A
 // job is spared before PreemptMinRun of running and after MaxPreemptions
 // preemptions, and nothing is marked while another preemption is under
 // way, so one urgent job stops one job, not a slot's worth each time
@@ -43,8 +46,7 @@ func (d *Dispatcher) preempt(ctx context.Context) (string, error) {
 	}
 	now := d.cfg.Clock.Now().UTC()
 	startedBy := now.Add(-d.cfg.PreemptMinRun)
-	var running map[string]int
-	var shares map[string]float64
+	var slots []Slot // read once, when two tenants are compared
 	for _, v := range victims {
 		if v.Preemptions >= d.cfg.MaxPreemptions || v.StartedAt == nil || v.StartedAt.After(startedBy) {
 			continue
@@ -52,22 +54,29 @@ func (d *Dispatcher) preempt(ctx context.Context) (string, error) {
 		if _, ok := d.types[v.Slot]; !ok {
 			continue // a slot no longer in the pool: nothing to hand on
 		}
-		head, ok, err := d.best(ctx, v.Slot)
+		hr := <-d.readHeads(ctx, v.Slot)
+		if hr.err != nil {
+			return "", hr.err
+		}
+		head, _, ok, err := d.choose(ctx, v.Slot, hr.heads)
 		if err != nil {
 			return "", err
 		}
 		if !ok || head.Priority <= v.Priority {
 			continue
 		}
-		if shares == nil && head.TenantOf() != v.TenantOf() {
-			if running, shares, err = d.shares(ctx); err != nil {
-				return "", err
-			}
-		}
 		// Within one tenant the slot stays the tenant's, so priority
-		// alone decides; across tenants, the taker must be below its share.
-		if t := head.TenantOf(); t != v.TenantOf() && float64(running[t]) >= shares[t] {
-			continue
+		// alone decides; across tenants, the taker must be behind the
+		// victim's tenant by usage, the measure a free slot goes by.
+		if head.TenantOf() != v.TenantOf() {
+			if slots == nil {
+				if slots, err = d.q.Slots(ctx, d.ids); err != nil {
+					return "", fmt.Errorf("read slots: %w", err)
+				}
+			}
+			if !d.behind(d.fairFrom(slots, "", d.types[v.Slot]), hr.heads, head, v.TenantOf()) {
+				continue
+			}
 		}
 		err = d.q.MarkPreempting(ctx, v, startedBy, d.cfg.MaxPreemptions)
 		if errors.Is(err, store.ErrConflict) {
@@ -83,25 +92,14 @@ func (d *Dispatcher) preempt(ctx context.Context) (string, error) {
 	return "", nil
 }
 
-// shares reads each tenant's running slots and its weighted fair share of
-// the pool now, as GET /gpu/pool computes it (tenantViews): the tenants
-// with a queued or running job share the slots by weight, capped by quota.
-func (d *Dispatcher) shares(ctx context.Context) (map[string]int, map[string]float64, error) {
-	running, err := d.running(ctx, "")
-	if err != nil {
-		return nil, nil, err
+// behind reports whether head's tenant is behind victim's by fair share
+// at st: its usage ÷ weight, as rank compares it among heads, below the
+// victim tenant's.
+func (d *Dispatcher) behind(st *fairState, heads []Job, head Job, victim string) bool {
+	for _, r := range d.rank(heads, st) {
+		if r.head.ID == head.ID {
+			return r.v < st.usage[victim]/float64(d.weight(victim))
+		}
 	}
-	heads, err := d.q.QueueHeads(ctx, append([]string{""}, d.cfg.Pool.Types()...), maxTenantsPerDispatch)
-	if err != nil {
-		return nil, nil, fmt.Errorf("queue heads: %w", err)
-	}
-	queued := map[string]int64{}
-	for _, h := range heads {
-		queued[h.TenantOf()] = 1 // only whether it has work counts for the share
-	}
-	shares := map[string]float64{}
-	for _, v := range d.tenantViews(queued, running) {
-		shares[v.Tenant] = v.Share
-	}
-	return running, shares, nil
+	return false
 }

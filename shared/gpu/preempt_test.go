@@ -136,3 +136,28 @@ func TestPreemptionFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestPreemptionByUsage: preemption across tenants goes by the usage a
+// free slot goes by. Tenant h used the one slot for ten minutes; then v's
+// preemptible job runs and h queues an urgent one. h holds no slot (the
+// old rule, running slots against the share, would preempt v), but h is
+// ahead of v by usage, so v's job is not preempted and h's waits.
+func TestPreemptionByUsage(t *testing.T) {
+	b := setup(t, setupOpts{workers: 1, preemptMinRun: time.Minute})
+	heavy := b.enqueue(gpu.EnqueueRequest{Tenant: "h", Payload: b.gate("heavy")})
+	b.waitStatus(heavy.ID, gpu.StatusRunning)
+	b.clock.Advance(10 * time.Minute)
+	b.release("heavy")
+	b.waitStatus(heavy.ID, gpu.StatusSucceeded)
+
+	low := b.enqueue(gpu.EnqueueRequest{Tenant: "v", Payload: b.gate("low"), Priority: 1, Preemptible: true})
+	b.waitStatus(low.ID, gpu.StatusRunning)
+	high := b.enqueue(gpu.EnqueueRequest{Tenant: "h", Payload: "exit 0", Priority: 10})
+	b.pastMinRun(low.ID, 2*time.Minute)
+	if j := b.job(low.ID); j.Status != gpu.StatusRunning || j.Preempting {
+		t.Errorf("v's job is %s (preempting %v) for h's urgent one; want it running: h is ahead by usage (600 slot-seconds against 120)", j.Status, j.Preempting)
+	}
+	b.release("low")
+	b.waitStatus(low.ID, gpu.StatusSucceeded)
+	b.waitStatus(high.ID, gpu.StatusSucceeded)
+}

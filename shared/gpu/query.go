@@ -102,6 +102,8 @@ func (d *Dispatcher) View(ctx context.Context) (PoolView, error) {
 		return PoolView{}, err
 	}
 	running := map[string]int{}
+	usage, offset := map[string]float64{}, map[string]float64{}
+	now := d.cfg.Clock.Now()
 	for _, s := range slots {
 		if s.JobID != "" {
 			t := s.Tenant
@@ -110,6 +112,15 @@ func (d *Dispatcher) View(ctx context.Context) (PoolView, error) {
 			}
 			running[t]++
 		}
+		for t, u := range d.slotUsage(s.Slot, now) {
+			usage[t] += u
+		}
+		for t, o := range d.slotOffsets(s.Slot, now) {
+			offset[t] = max(offset[t], o)
+		}
+	}
+	for t, o := range offset {
+		usage[t] += o
 	}
 	heads, err := d.q.QueueHeads(ctx, append([]string{""}, d.cfg.Pool.Types()...), maxTenantsPerDispatch)
 	if err != nil {
@@ -135,31 +146,28 @@ func (d *Dispatcher) View(ctx context.Context) (PoolView, error) {
 			queued[t] = n
 		}
 	}
-	// The dispatch order of the heads: pick one, count it as running,
-	// pick again, as successive free slots would (quota ignored: a
-	// tenant at its cap still shows where it stands).
+	// The dispatch order of the heads: fair share's order on their slot
+	// type (rank; quota ignored: a tenant at its cap still shows where
+	// it stands), the types in the pool's order.
 	var next []QueuedView
-	sim := map[string]int{}
-	for t, n := range running {
-		sim[t] = n
+	raw := make([]Slot, len(slots))
+	for i, sv := range slots {
+		raw[i] = sv.Slot
 	}
-	rest := append([]Job(nil), heads...)
-	for len(rest) > 0 {
-		bi := 0
-		for i := range rest {
-			if d.before(rest[i], rest[bi], sim) {
-				bi = i
-			}
+	byType := map[string][]Job{}
+	for _, h := range heads {
+		byType[h.GPUType] = append(byType[h.GPUType], h)
+	}
+	for _, typ := range append([]string{""}, d.cfg.Pool.Types()...) {
+		for _, r := range d.rank(byType[typ], d.fairFrom(raw, "", typ)) {
+			h := r.head
+			next = append(next, QueuedView{Position: len(next) + 1, JobID: h.ID, Tenant: h.TenantOf(), Priority: h.Priority, GPUType: h.GPUType})
 		}
-		h := rest[bi]
-		next = append(next, QueuedView{Position: len(next) + 1, JobID: h.ID, Tenant: h.TenantOf(), Priority: h.Priority, GPUType: h.GPUType})
-		sim[h.TenantOf()]++
-		rest = append(rest[:bi], rest[bi+1:]...)
 	}
 	if next == nil {
 		next = []QueuedView{}
 	}
-	return PoolView{Slots: slots, Tenants: d.tenantViews(queued, running), Next: next}, nil
+	return PoolView{Slots: slots, Tenants: d.tenantViews(queued, running, usage), Next: next}, nil
 }
 
 // Slots describes every configured slot.

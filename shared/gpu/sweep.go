@@ -75,7 +75,9 @@ func (d *Dispatcher) takeBack(ctx context.Context, lookahead time.Duration) (req
 			requeued++
 		}
 		d.cfg.Logger.Warn("gpu: job lease expired", "job", job.ID, "slot", job.Slot, "attempts", attempts, "dead", isDead)
-		d.freeSlot(ctx, job.Slot, job.Epoch, time.Unix(0, 0).UTC())
+		// The hold ends now: the job's epoch is its link's, so a slot
+		// linked since is left alone.
+		d.freeSlot(ctx, job.Slot, job.Epoch, time.Unix(0, 0).UTC(), d.cfg.Clock.Now().UTC())
 	}
 	return requeued, dead, soon, nil
 }

@@ -139,10 +139,13 @@ type GPU interface {
 	// with, the job's tenant, that dispatch's secret hash and the slot's
 	// lease for the job's
 	// run, leaseUntil (in the same write, so heartbeats need not extend
-	// the slot). Guard: the slot is still at epoch; else (a newer claim)
-	// an error wrapping ErrConflict. A lost answer wraps
+	// the slot). With a usage (non-zero At) the same write replaces the
+	// slot's fair-share usage, offsets and holds with usage.Usage, usage.Offsets and usage.Holds as of usage.At, starts the
+	// new hold (linkedTenant tenant, linkedAt usage.At) and clears
+	// freedAt (gpumodel.Slot). Guard: the slot is still at epoch; else (a
+	// newer claim) an error wrapping ErrConflict. A lost answer wraps
 	// ErrUnknownOutcome.
-	LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, tenant, secretHash string, leaseUntil time.Time) error
+	LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, tenant, secretHash string, leaseUntil time.Time, usage gpumodel.SlotUsage) error
 
 	// ExtendSlot extends the lease of the slot held at epoch to
 	// leaseUntil, for jobID. Guard and errors as LinkSlot's.
@@ -150,11 +153,13 @@ type GPU interface {
 
 	// Release frees the slot held at epoch, making it claimable at
 	// claimableAt (the zero lease for at once), and clears its job and
-	// tenant. Guard: the slot is still
+	// tenant. A non-zero freedAt ends the slot's fair-share hold then,
+	// unless an earlier release under the same link already ended it (the
+	// earlier time stays). Guard: the slot is still
 	// at epoch; a newer holder is left alone and the error wraps
 	// ErrConflict. A lost answer wraps ErrUnknownOutcome; the slot's own
 	// lease frees it then.
-	Release(ctx context.Context, slotID string, epoch int64, claimableAt time.Time) error
+	Release(ctx context.Context, slotID string, epoch int64, claimableAt, freedAt time.Time) error
 
 	// Heartbeat records that the holder h of job id is alive: status
 	// running, heartbeatAt now, the lease until leaseUntil, startedAt the

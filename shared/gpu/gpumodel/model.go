@@ -147,6 +147,56 @@ type Slot struct {
 	// slot (as on the job), so a completion hands the slot on only when
 	// it comes from that dispatch's worker. Never shown: json:"-".
 	SecretHash string `bson:"secretHash,omitempty" json:"-"`
+
+	// The slot's share of each tenant's fair-share usage (docs/gpu.md):
+	// Usage is each tenant's slot-seconds on this slot, decayed to
+	// UsageAt; LinkedTenant held it from LinkedAt until FreedAt (or still
+	// does, when FreedAt is unset), which Usage does not count yet. The
+	// fill that links the slot's next job folds that hold into Usage, in
+	// the same fenced write (LinkSlot), from the slot document its claim
+	// returned: keeping usage costs no read and no write of its own. Kept
+	// out of the JSON: GET /gpu/pool shows the per-tenant sums.
+	Usage []TenantUsage `bson:"usage,omitempty" json:"-"`
+	// Offsets are the credit cap's charges (shared/gpu/usage.go), decayed
+	// to UsageAt as Usage is: each the tenant's whole charge when it was
+	// written, so the dispatcher takes the largest over the slots rather
+	// than the sum, and two fills that charge a tenant at once for the
+	// same return charge it once.
+	Offsets []TenantUsage `bson:"offsets,omitempty" json:"-"`
+	// Holds is, per tenant, how long its last finished hold of this slot
+	// lasted (seconds, not decayed) and when it ended, which tells a
+	// tenant served lately from one back from idle; and the length is
+	// the dispatcher's guess of how long
+	// a job of the tenant it starts now will hold a slot, which it
+	// charges at once, as a stride scheduler charges a whole stride on
+	// selection, so fills deciding together do not all pick the tenant
+	// whose just-started job has not used anything yet.
+	Holds        []TenantUsage `bson:"holds,omitempty" json:"-"`
+	UsageAt      time.Time     `bson:"usageAt,omitempty" json:"-"`
+	LinkedTenant string        `bson:"linkedTenant,omitempty" json:"-"`
+	LinkedAt     time.Time     `bson:"linkedAt,omitempty" json:"-"`
+	FreedAt      time.Time     `bson:"freedAt,omitempty" json:"-"`
+}
+
+// TenantUsage is one tenant's decayed slot-seconds on one slot. A list
+// rather than a map keyed by tenant: tenant names may hold ".", which a
+// field path would read as nesting.
+type TenantUsage struct {
+	Tenant  string  `bson:"t"`
+	Seconds float64 `bson:"s"`
+	// At is, in Slot.Holds, when that hold ended.
+	At time.Time `bson:"at,omitempty"`
+}
+
+// SlotUsage is what a fill records on the slot it links (store.GPU.LinkSlot):
+// the slot's usage and offsets decayed to At, the previous hold folded
+// in; At is also when the new hold begins. The zero value records
+// nothing.
+type SlotUsage struct {
+	Usage   []TenantUsage
+	Offsets []TenantUsage
+	Holds   []TenantUsage
+	At      time.Time
 }
 
 // Hold is the fence of a worker's callback as the store checks it: the

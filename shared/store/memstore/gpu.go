@@ -422,16 +422,42 @@ func (g gpuQueue) ClaimBestJob(ctx context.Context, slot gpumodel.Slot, secretHa
 	return g.job(g.s.findAndModify(ctx, jobsColl, queued, queueLess, gpuDispatch(slot, secretHash, now, leaseUntil)))
 }
 
-func (g gpuQueue) LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, tenant, secretHash string, leaseUntil time.Time) error {
-	return g.updateSlot(ctx, slotID, epoch, bson.M{"jobId": jobID, "tenant": tenant, "secretHash": secretHash, "leaseUntil": leaseUntil})
+func (g gpuQueue) LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, tenant, secretHash string, leaseUntil time.Time, usage gpumodel.SlotUsage) error {
+	set := bson.M{"jobId": jobID, "tenant": tenant, "secretHash": secretHash, "leaseUntil": leaseUntil}
+	if usage.At.IsZero() {
+		return g.updateSlot(ctx, slotID, epoch, set)
+	}
+	// As mongostore: the fair-share usage folded in at the link, and the
+	// hold it starts; freedAt goes, so the next release sets it.
+	orEmpty := func(l []gpumodel.TenantUsage) []gpumodel.TenantUsage {
+		if l == nil {
+			return []gpumodel.TenantUsage{}
+		}
+		return l
+	}
+	set["usage"], set["offsets"], set["holds"] = orEmpty(usage.Usage), orEmpty(usage.Offsets), orEmpty(usage.Holds)
+	set["usageAt"], set["linkedTenant"], set["linkedAt"] = usage.At, tenant, usage.At
+	_, err := g.s.findAndModify(ctx, slotsColl, and(byID(slotID), intIs("epoch", epoch)), nil, setUnset(set, "freedAt"))
+	return err
 }
 
 func (g gpuQueue) ExtendSlot(ctx context.Context, slotID string, epoch int64, jobID string, leaseUntil time.Time) error {
 	return g.updateSlot(ctx, slotID, epoch, bson.M{"jobId": jobID, "leaseUntil": leaseUntil})
 }
 
-func (g gpuQueue) Release(ctx context.Context, slotID string, epoch int64, claimableAt time.Time) error {
-	return g.updateSlot(ctx, slotID, epoch, bson.M{"jobId": "", "tenant": "", "leaseUntil": claimableAt})
+func (g gpuQueue) Release(ctx context.Context, slotID string, epoch int64, claimableAt, freedAt time.Time) error {
+	set := bson.M{"jobId": "", "tenant": "", "leaseUntil": claimableAt}
+	if freedAt.IsZero() {
+		return g.updateSlot(ctx, slotID, epoch, set)
+	}
+	_, err := g.s.findAndModify(ctx, slotsColl, and(byID(slotID), intIs("epoch", epoch)), nil, func(m bson.M) bson.M {
+		m = upd(set)(m)
+		if t, ok := msOf(m["freedAt"]); !ok || ms(freedAt) < t {
+			m["freedAt"] = val(freedAt) // $min: a second release must not stretch the hold
+		}
+		return m
+	})
+	return err
 }
 
 func (g gpuQueue) Heartbeat(ctx context.Context, id string, h gpumodel.Hold, now, leaseUntil time.Time) (gpumodel.Job, error) {

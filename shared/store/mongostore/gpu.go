@@ -432,16 +432,46 @@ func (g gpuQueue) ClaimBestJob(ctx context.Context, slot gpumodel.Slot, secretHa
 	return job, nil
 }
 
-func (g gpuQueue) LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, tenant, secretHash string, leaseUntil time.Time) error {
-	return g.updateSlot(ctx, slotID, epoch, bson.D{{Key: "jobId", Value: jobID}, {Key: "tenant", Value: tenant}, {Key: "secretHash", Value: secretHash}, {Key: "leaseUntil", Value: leaseUntil}})
+func (g gpuQueue) LinkSlot(ctx context.Context, slotID string, epoch int64, jobID, tenant, secretHash string, leaseUntil time.Time, usage gpumodel.SlotUsage) error {
+	set := bson.D{{Key: "jobId", Value: jobID}, {Key: "tenant", Value: tenant}, {Key: "secretHash", Value: secretHash}, {Key: "leaseUntil", Value: leaseUntil}}
+	if usage.At.IsZero() {
+		return g.updateSlot(ctx, slotID, epoch, set)
+	}
+	list := usage.Usage
+	if list == nil {
+		list = []gpumodel.TenantUsage{}
+	}
+	offsets := usage.Offsets
+	if offsets == nil {
+		offsets = []gpumodel.TenantUsage{}
+	}
+	holds := usage.Holds
+	if holds == nil {
+		holds = []gpumodel.TenantUsage{}
+	}
+	set = append(set, bson.E{Key: "usage", Value: list}, bson.E{Key: "offsets", Value: offsets}, bson.E{Key: "holds", Value: holds}, bson.E{Key: "usageAt", Value: usage.At},
+		bson.E{Key: "linkedTenant", Value: tenant}, bson.E{Key: "linkedAt", Value: usage.At})
+	var after bson.Raw
+	return g.slots().FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: slotID}, {Key: "epoch", Value: epoch}},
+		bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "freedAt", Value: ""}}}}, &after)
 }
 
 func (g gpuQueue) ExtendSlot(ctx context.Context, slotID string, epoch int64, jobID string, leaseUntil time.Time) error {
 	return g.updateSlot(ctx, slotID, epoch, bson.D{{Key: "jobId", Value: jobID}, {Key: "leaseUntil", Value: leaseUntil}})
 }
 
-func (g gpuQueue) Release(ctx context.Context, slotID string, epoch int64, claimableAt time.Time) error {
-	return g.updateSlot(ctx, slotID, epoch, bson.D{{Key: "jobId", Value: ""}, {Key: "tenant", Value: ""}, {Key: "leaseUntil", Value: claimableAt}})
+func (g gpuQueue) Release(ctx context.Context, slotID string, epoch int64, claimableAt, freedAt time.Time) error {
+	set := bson.D{{Key: "jobId", Value: ""}, {Key: "tenant", Value: ""}, {Key: "leaseUntil", Value: claimableAt}}
+	if freedAt.IsZero() {
+		return g.updateSlot(ctx, slotID, epoch, set)
+	}
+	// $min: a second release under the same link (a claim that found
+	// nothing queued) must not stretch the hold over the idle time
+	// between the two. LinkSlot unsets freedAt, so the first release
+	// after a link sets it.
+	var after bson.Raw
+	return g.slots().FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: slotID}, {Key: "epoch", Value: epoch}},
+		bson.D{{Key: "$set", Value: set}, {Key: "$min", Value: bson.D{{Key: "freedAt", Value: freedAt}}}}, &after)
 }
 
 func (g gpuQueue) Heartbeat(ctx context.Context, id string, h gpumodel.Hold, now, leaseUntil time.Time) (gpumodel.Job, error) {

@@ -103,7 +103,7 @@ func dispatch(t *testing.T, q store.GPU, slotID, secretHash string, now time.Tim
 	if err != nil {
 		t.Fatalf("claim a job for slot %s@%d: %v", slotID, slot.Epoch, err)
 	}
-	if err := q.LinkSlot(ctx, slot.ID, slot.Epoch, job.ID, job.TenantOf(), secretHash, now.Add(gpuRunLease)); err != nil {
+	if err := q.LinkSlot(ctx, slot.ID, slot.Epoch, job.ID, job.TenantOf(), secretHash, now.Add(gpuRunLease), gpumodel.SlotUsage{}); err != nil {
 		t.Fatalf("link slot %s@%d to %s: %v", slotID, slot.Epoch, job.ID, err)
 	}
 	return slot, job
@@ -134,7 +134,7 @@ func (s *suite) gpuStaleEpoch(t *testing.T) {
 	if err := q.RequeueExpired(ctx, job, later, "lease expired", later); err != nil {
 		t.Fatalf("requeue the expired job: %v", err)
 	}
-	if err := q.Release(ctx, "s0", old.Epoch, time.Unix(0, 0).UTC()); err != nil {
+	if err := q.Release(ctx, "s0", old.Epoch, time.Unix(0, 0).UTC(), time.Time{}); err != nil {
 		t.Fatalf("free the expired job's slot: %v", err)
 	}
 	cur, job := dispatch(t, q, "s0", hash, later)
@@ -152,9 +152,9 @@ func (s *suite) gpuStaleEpoch(t *testing.T) {
 	onlyConflict(t, "reclaim slot at epoch 1 under epoch 2", err)
 	err = q.ExtendSlot(ctx, "s0", old.Epoch, "j", at.Add(time.Hour))
 	onlyConflict(t, "extend slot at epoch 1 under epoch 2", err)
-	err = q.LinkSlot(ctx, "s0", old.Epoch, "j", "default", hash, at.Add(time.Hour))
+	err = q.LinkSlot(ctx, "s0", old.Epoch, "j", "default", hash, at.Add(time.Hour), gpumodel.SlotUsage{})
 	onlyConflict(t, "link slot at epoch 1 under epoch 2", err)
-	err = q.Release(ctx, "s0", old.Epoch, time.Unix(0, 0).UTC())
+	err = q.Release(ctx, "s0", old.Epoch, time.Unix(0, 0).UTC(), time.Time{})
 	onlyConflict(t, "release slot at epoch 1 under epoch 2", err)
 
 	got := getJob(t, q, "j")
@@ -172,7 +172,7 @@ func (s *suite) gpuStaleEpoch(t *testing.T) {
 	if _, err := q.Heartbeat(ctx, "j", cur0, at, at.Add(gpuLease)); err != nil {
 		t.Errorf("heartbeat at epoch 2 = %v; want nil", err)
 	}
-	if err := q.Release(ctx, "s0", 2, time.Unix(0, 0).UTC()); err != nil {
+	if err := q.Release(ctx, "s0", 2, time.Unix(0, 0).UTC(), time.Time{}); err != nil {
 		t.Errorf("release at epoch 2 = %v; want nil", err)
 	}
 }

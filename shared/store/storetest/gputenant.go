@@ -198,7 +198,7 @@ func (s *suite) gpuSlotTenant(t *testing.T) {
 	if got := getSlot(t, q, "s0"); got.Tenant != "a" || got.JobID != "j" {
 		t.Fatalf("linked slot %+v; want job j of tenant a", got)
 	}
-	if err := q.Release(ctx, "s0", slot.Epoch, time.Unix(0, 0).UTC()); err != nil {
+	if err := q.Release(ctx, "s0", slot.Epoch, time.Unix(0, 0).UTC(), time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if got := getSlot(t, q, "s0"); got.Tenant != "" {
@@ -208,7 +208,7 @@ func (s *suite) gpuSlotTenant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q.LinkSlot(ctx, "s0", slot.Epoch, "j", "b", "h", gpuT0.Add(gpuRunLease)); err != nil {
+	if err := q.LinkSlot(ctx, "s0", slot.Epoch, "j", "b", "h", gpuT0.Add(gpuRunLease), gpumodel.SlotUsage{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := q.ClaimSlot(ctx, []string{"s0"}, gpuT0.Add(2*gpuRunLease), gpuT0.Add(3*gpuRunLease)); err != nil {
