@@ -193,11 +193,11 @@ func TestApplyPruneScope(t *testing.T) {
 	}
 	b.ok(t, "schedules", "create", "--id", "a-web", "--cron", "@daily", "--builtin", "noop", "--label", schedule.OwnerLabel+"=team-a", "--label", "team=web")
 	// -l narrows the prune: a-web (team=web) is out of scope and stays.
-	out, err := b.apply(t, nil, "-f", dir, "--owner", "team-a", "--prune", "-l", "team!=web")
+	_, err := b.apply(t, nil, "-f", dir, "--owner", "team-a", "--prune", "-l", "team!=web")
 	if exitCode(err) != applyError || !strings.Contains(err.Error(), "only equality terms") {
 		t.Errorf("-l with !=: %v", err)
 	}
-	out, err = b.apply(t, nil, "-f", dir, "--owner", "team-a", "--prune", "-l", "team=data")
+	out, err := b.apply(t, nil, "-f", dir, "--owner", "team-a", "--prune", "-l", "team=data")
 	if exitCode(err) != applyChanged || strings.Contains(out, "(delete)") {
 		t.Errorf("prune -l team=data: exit %d (%v), want no delete\n%s", exitCode(err), err, out)
 	}

@@ -2,6 +2,7 @@ package runjobs_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -211,7 +212,7 @@ func TestDroppedRunJobAnswer(t *testing.T) {
 	it := c.execs.ListExecutions(ctx, &runpb.ListExecutionsRequest{Parent: runjobs.JobName("ok"), PageSize: 1})
 	for {
 		x, err := it.Next()
-		if err == iterator.Done {
+		if errors.Is(err, iterator.Done) {
 			break
 		}
 		if err != nil {

@@ -274,7 +274,7 @@ func (j *jobs) RunJob(_ context.Context, req *runpb.RunJobRequest) (*longrunning
 	op := fmt.Sprintf("projects/%s/locations/%s/operations/op-%05d", Project, Region, s.seq)
 	s.ops[op] = name
 	s.wg.Add(1)
-	go s.run(ctx, x, cmd, args, env, tasks, timeout)
+	go s.run(ctx, x, cmd, args, env, tasks, timeout) //nolint:contextcheck // the execution outlives the RunJob request, as Cloud Run's does; the server's context (Close) or CancelExecution ends it
 	if s.drop > 0 {
 		s.drop--
 		return nil, status.Error(codes.Unavailable, "runjobs: answer dropped after the execution started (fault injection)")

@@ -68,7 +68,7 @@ func listenGPUWorkers(ctx context.Context, n int, dataDir string) (*gpuWorkers, 
 		pool = append(pool, "http://"+ln.Addr().String()+"=1")
 	}
 	if keep != "" {
-		if err := os.WriteFile(keep, []byte(strings.Join(addrs, "\n")+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(keep, []byte(strings.Join(addrs, "\n")+"\n"), 0o600); err != nil { //nolint:gosec // keep is DATA_DIR/gpu-workers, the operator's own --data-dir
 			g.closeListeners()
 			return nil, "", fmt.Errorf("stack: keep the gpu workers' addresses: %w", err)
 		}

@@ -54,7 +54,10 @@ func (c *Client) RunJob(ctx context.Context, req *runpb.RunJobRequest) (string, 
 	}
 	x, err := op.Metadata()
 	if err != nil || x.GetName() == "" {
-		return "", fmt.Errorf("cloudrun: run %s: operation %s carries no execution: %v", req.GetName(), op.Name(), err)
+		if err == nil {
+			err = errors.New("its metadata names none")
+		}
+		return "", fmt.Errorf("cloudrun: run %s: operation %s carries no execution: %w", req.GetName(), op.Name(), err)
 	}
 	return x.GetName(), nil
 }

@@ -1,6 +1,7 @@
 package schedule_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -59,8 +60,8 @@ func TestParseLabelSelector(t *testing.T) {
 	}
 	for _, bad := range []string{"team", "team!=data", "team in (a,b)", "=x", "a b=c", "k=v v", ","} {
 		_, err := schedule.ParseLabelSelector("labelSelector", bad)
-		fe, ok := err.(*schedule.FieldError)
-		if !ok || fe.Field != "labelSelector" {
+		var fe *schedule.FieldError
+		if !errors.As(err, &fe) || fe.Field != "labelSelector" {
 			t.Errorf("%q: %v, want a FieldError naming labelSelector", bad, err)
 		}
 	}

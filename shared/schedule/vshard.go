@@ -47,5 +47,5 @@ func DeciderShardOf(id string, v int) int {
 	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(id))
-	return int(h.Sum32() % uint32(v))
+	return int(h.Sum32() % uint32(v)) //nolint:gosec // 1 < v ≤ MaxDeciderShards
 }

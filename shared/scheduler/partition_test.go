@@ -103,7 +103,7 @@ func (r *partitionRig) addSchedules(t *testing.T, n int, overlap schedule.Overla
 			next, _ := schedule.NextFire(s.Cron, s.TimeZone, now)
 			s.NextRunAt, s.Enabled, s.Version, s.CreatedAt, s.UpdatedAt = next.UTC(), true, 1, now, now
 			if ok, err := r.store.Collection(schedule.SchedulesCollection).InsertIdempotent(context.Background(), s); err != nil || !ok {
-				failed.Store(fmt.Errorf("insert %s: %v %v", s.ID, ok, err))
+				failed.Store(fmt.Errorf("insert %s: inserted %v: %w", s.ID, ok, err))
 			}
 		}()
 	}
@@ -168,12 +168,11 @@ func TestPartitionedDecidersExactlyOnce(t *testing.T) {
 	const minutes = 10
 	r := newPartitionRig(t, "coord", "a", "b", "stale")
 	r.addSchedules(t, n, schedule.OverlapAllow)
-	coord := r.engines["coord"]
 	rec := &recorder{}
 	// The coordinator's engine creates tasks; the instances decide.
 	coordCfg := scheduler.Config{Store: r.store, Leases: r.leases["coord"], Clock: r.clock, Partitions: rec}
-	var err error
-	if coord, err = scheduler.New(coordCfg); err != nil {
+	coord, err := scheduler.New(coordCfg)
+	if err != nil {
 		t.Fatal(err)
 	}
 	ps := []int{1, 4, 16, 3}

@@ -114,7 +114,7 @@ func QueueIndex(scheduleID string, n int) int {
 	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(scheduleID)) // a hash's Write never fails
-	return int(h.Sum32() % uint32(n))
+	return int(h.Sum32() % uint32(n))  //nolint:gosec // n > 1, a queue count
 }
 
 // QueueFor is the full name of the queue schedule scheduleID's tasks go to.
