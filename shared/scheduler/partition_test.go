@@ -156,10 +156,12 @@ func (rc *recorder) take() []scheduler.PartitionTask {
 // too long for CI on two cores: on the strict emulators a run costs more
 // as the runs collection grows (100 schedules × 10 minutes took about 7
 // minutes on a loaded machine), so the default is 60 (600 fire times, all
-// 64 shards populated); -short uses 20.
+// 64 shards populated); -short and -race (make test-race runs this
+// package under the race detector, where every database call is several
+// times slower) use 20.
 func TestPartitionedDecidersExactlyOnce(t *testing.T) {
 	n := 60
-	if testing.Short() {
+	if testing.Short() || raceBuild {
 		n = 20
 	}
 	if v, err := strconv.Atoi(os.Getenv("BATON_TEST_PARTITION_SCHEDULES")); err == nil && v > 0 {
