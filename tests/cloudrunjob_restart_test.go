@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
@@ -141,7 +142,7 @@ func TestCloudRunJobSurvivesLocalRestart(t *testing.T) {
 	it := ec.ListExecutions(ctx, &runpb.ListExecutionsRequest{Parent: runjobs.JobName("fails")})
 	for {
 		x, err := it.Next()
-		if err == iterator.Done {
+		if errors.Is(err, iterator.Done) {
 			break
 		}
 		if err != nil {

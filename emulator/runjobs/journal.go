@@ -154,6 +154,14 @@ func (s *Server) durableTask(ctx context.Context, x *execution, r record, index 
 		return outcome, msg
 	}
 	var waited chan error
+	pid := 0 // our own child's: known before its wrapper writes the pid file
+	kill := func() {
+		if pid > 0 {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			return
+		}
+		s.killTask(base)
+	}
 	started := time.Now()
 	if st, err := os.Stat(base + ".start"); err == nil {
 		started = st.ModTime() // started by an earlier run of the emulator
@@ -182,6 +190,7 @@ func (s *Server) durableTask(ctx context.Context, x *execution, r record, index 
 		if err != nil {
 			return taskFailed, fmt.Sprintf("%s-task%d: %v", id, index, err)
 		}
+		pid = c.Process.Pid
 		waited = make(chan error, 1)
 		go func() { waited <- c.Wait() }()
 	}
@@ -201,11 +210,11 @@ func (s *Server) durableTask(ctx context.Context, x *execution, r record, index 
 			if s.ctx.Err() != nil {
 				return taskAbandoned, ""
 			}
-			s.killTask(base)
+			kill()
 			return taskCancelled, ""
 		case <-deadline.C:
 			_ = writeFile(base+".timeout", nil)
-			s.killTask(base)
+			kill()
 			return taskFailed, fmt.Sprintf("%s-task%d: the task timed out after %s", id, index, r.Timeout)
 		case <-tick.C:
 			if waited != nil {

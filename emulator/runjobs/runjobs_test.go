@@ -2,6 +2,8 @@ package runjobs_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -148,21 +150,36 @@ func TestFailedTasksCounted(t *testing.T) {
 }
 
 // TestTaskTimeout: a task that outlives the overrides' timeout is killed
-// and counted failed.
+// and counted failed, in memory and journalled.
 func TestTaskTimeout(t *testing.T) {
 	t.Parallel()
-	c := start(t, map[string]string{"slow": `sleep 60`})
-	x := wait(t, c, runJob(t, c, "slow", overrides(1, time.Second, nil, nil)))
-	if x.GetFailedCount() != 1 || !strings.Contains(x.GetConditions()[0].GetMessage(), "timed out") {
-		t.Errorf("execution = failed %d, %v; want 1 failed, timed out", x.GetFailedCount(), x.GetConditions())
+	for _, journal := range []bool{false, true} {
+		t.Run(fmt.Sprintf("journal=%v", journal), func(t *testing.T) {
+			t.Parallel()
+			dir := ""
+			if journal {
+				dir = t.TempDir()
+			}
+			c := startDir(t, map[string]string{"slow": `sleep 60`}, dir)
+			x := wait(t, c, runJob(t, c, "slow", overrides(1, time.Second, nil, nil)))
+			if x.GetFailedCount() != 1 || !strings.Contains(x.GetConditions()[0].GetMessage(), "timed out") {
+				t.Errorf("execution = failed %d, %v; want 1 failed, timed out", x.GetFailedCount(), x.GetConditions())
+			}
+		})
 	}
 }
 
 // TestCancelExecution: a cancelled execution's tasks are killed, it
-// completes cancelled, and cancelling it again is refused.
+// completes cancelled, and cancelling it again is refused, in memory and
+// journalled.
 func TestCancelExecution(t *testing.T) {
 	t.Parallel()
-	c := start(t, map[string]string{"slow": `sleep 60`})
+	t.Run("journal=false", func(t *testing.T) { t.Parallel(); testCancelExecution(t, "") })
+	t.Run("journal=true", func(t *testing.T) { t.Parallel(); testCancelExecution(t, t.TempDir()) })
+}
+
+func testCancelExecution(t *testing.T, dir string) {
+	c := startDir(t, map[string]string{"slow": `sleep 60`}, dir)
 	name := runJob(t, c, "slow", overrides(2, 0, nil, nil))
 	if _, err := c.execs.CancelExecution(t.Context(), &runpb.CancelExecutionRequest{Name: name}); err != nil {
 		t.Fatal(err)
@@ -220,7 +237,7 @@ func TestDroppedRunJobAnswer(t *testing.T) {
 	it := c.execs.ListExecutions(ctx, &runpb.ListExecutionsRequest{Parent: runjobs.JobName("ok"), PageSize: 1})
 	for {
 		x, err := it.Next()
-		if err == iterator.Done {
+		if errors.Is(err, iterator.Done) {
 			break
 		}
 		if err != nil {
@@ -289,6 +306,18 @@ func TestReplay(t *testing.T) {
 		"gated": `touch ` + sig + `/up-$CLOUD_RUN_TASK_INDEX; while [ ! -e ` + sig + `/go ]; do sleep 0.05; done; exit $(( CLOUD_RUN_TASK_INDEX * 3 ))`,
 		"slow":  `echo $$ > ` + sig + `/slow.pid.tmp; mv ` + sig + `/slow.pid.tmp ` + sig + `/slow.pid; sleep 60`,
 	}
+	// Tasks outlive their emulator: end them even when the test fails
+	// before it does.
+	t.Cleanup(func() {
+		_ = os.WriteFile(filepath.Join(sig, "go"), nil, 0o600)
+		if b, err := os.ReadFile(filepath.Join(sig, "slow.pid")); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				if pgid, err := syscall.Getpgid(pid); err == nil && pgid > 1 {
+					_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				}
+			}
+		}
+	})
 	c1 := startDir(t, jobs, dir)
 	done := runJob(t, c1, "done", nil)
 	wait(t, c1, done)
@@ -307,7 +336,7 @@ func TestReplay(t *testing.T) {
 		it := c2.execs.ListExecutions(t.Context(), &runpb.ListExecutionsRequest{Parent: runjobs.JobName(job)})
 		for {
 			x, err := it.Next()
-			if err == iterator.Done {
+			if errors.Is(err, iterator.Done) {
 				break
 			}
 			if err != nil {

@@ -430,8 +430,8 @@ func (s *Server) task(ctx context.Context, x *execution, cmd string, args []stri
 	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
 	c.WaitDelay = 5 * time.Second
 	c.Stdout, c.Stderr = os.Stderr, os.Stderr
-	execID := execID(x.pb.GetName())
-	c.Env = taskEnv(x.pb.GetJob(), execID, env, index, count)
+	id := execID(x.pb.GetName())
+	c.Env = taskEnv(x.pb.GetJob(), id, env, index, count)
 	err := c.Run()
 	switch {
 	case err == nil:
@@ -439,13 +439,13 @@ func (s *Server) task(ctx context.Context, x *execution, cmd string, args []stri
 	case ctx.Err() != nil:
 		return taskCancelled, ""
 	case errors.Is(tctx.Err(), context.DeadlineExceeded):
-		return taskFailed, fmt.Sprintf("%s-task%d: the task timed out after %s", execID, index, timeout)
+		return taskFailed, fmt.Sprintf("%s-task%d: the task timed out after %s", id, index, timeout)
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return taskFailed, fmt.Sprintf("%s-task%d: the container exited with an exit code of %d", execID, index, ee.ExitCode())
+		return taskFailed, fmt.Sprintf("%s-task%d: the container exited with an exit code of %d", id, index, ee.ExitCode())
 	}
-	return taskFailed, fmt.Sprintf("%s-task%d: %v", execID, index, err)
+	return taskFailed, fmt.Sprintf("%s-task%d: %v", id, index, err)
 }
 
 // taskEnv is a task's environment: the emulator's, the execution's
