@@ -27,7 +27,8 @@ import (
 // started again on the same data dir. The task, in its own session, runs
 // on; the restarted emulator replays its journal, so the run ends once,
 // failed from the task's real exit status (3), and the run's attempt has
-// exactly one execution.
+// exactly one execution; the schedule's retry is a new attempt, with its
+// own execution.
 func TestCloudRunJobSurvivesLocalRestart(t *testing.T) {
 	t.Parallel()
 	work := t.TempDir()
@@ -109,7 +110,9 @@ func TestCloudRunJobSurvivesLocalRestart(t *testing.T) {
 	}
 
 	p := start()
-	if code := api(t, p.url, p.token, http.MethodPost, "/Schedules/schedules", runJobSchedule("crj-restart", "fails", nil), nil); code != http.StatusCreated {
+	body := runJobSchedule("crj-restart", "fails", nil)
+	body["retry"] = map[string]any{"maxAttempts": 2, "backoff": "1s"}
+	if code := api(t, p.url, p.token, http.MethodPost, "/Schedules/schedules", body, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
 	if code := api(t, p.url, p.token, http.MethodPost, "/Schedules/schedules/crj-restart:trigger", nil, nil); code >= 300 {
@@ -121,15 +124,27 @@ func TestCloudRunJobSurvivesLocalRestart(t *testing.T) {
 	kill(p)
 
 	p = start()
-	rs := waitRun(p, "run ended after the restart", func(rs []schedule.Run) bool {
-		return len(rs) > 0 && rs[0].Status != schedule.RunRunning && rs[0].Status != schedule.RunPending
+	ended := func(r schedule.Run) bool { return r.Status != schedule.RunRunning && r.Status != schedule.RunPending }
+	rs := waitRun(p, "both attempts ended after the restart", func(rs []schedule.Run) bool {
+		return len(rs) == 2 && ended(rs[0]) && ended(rs[1])
 	})
-	if len(rs) != 1 || rs[0].ID != r.ID {
-		t.Fatalf("runs after the restart %+v; want the one run %s", rs, r.ID)
+	var first, retry schedule.Run
+	for _, x := range rs {
+		if x.ID == r.ID {
+			first = x
+		} else {
+			retry = x
+		}
 	}
-	if got := rs[0]; got.Status != schedule.RunFailed || got.Execution != r.Execution ||
-		!strings.Contains(got.Error, "1 of 1 tasks failed") || !strings.Contains(got.Error, "exit code of 3") {
-		t.Errorf("run after the restart %+v; want failed from execution %s's real outcome: 1 of 1 tasks failed, exit code of 3", got, r.Execution)
+	if first.ID == "" || retry.Attempt != 2 {
+		t.Fatalf("runs after the restart %+v; want the run %s and its one retry", rs, r.ID)
+	}
+	if first.Status != schedule.RunFailed || first.Execution != r.Execution ||
+		!strings.Contains(first.Error, "1 of 1 tasks failed") || !strings.Contains(first.Error, "exit code of 3") {
+		t.Errorf("run after the restart %+v; want failed from execution %s's real outcome: 1 of 1 tasks failed, exit code of 3", first, r.Execution)
+	}
+	if retry.Execution == "" || retry.Execution == r.Execution {
+		t.Errorf("retry %+v; want its own execution, not %s", retry, r.Execution)
 	}
 
 	ctx := context.Background()
@@ -139,6 +154,7 @@ func TestCloudRunJobSurvivesLocalRestart(t *testing.T) {
 	}
 	defer ec.Close()
 	var names []string
+	total := 0
 	it := ec.ListExecutions(ctx, &runpb.ListExecutionsRequest{Parent: runjobs.JobName("fails")})
 	for {
 		x, err := it.Next()
@@ -148,6 +164,7 @@ func TestCloudRunJobSurvivesLocalRestart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("list executions: %v", err)
 		}
+		total++
 		for _, e := range x.GetTemplate().GetContainers()[0].GetEnv() {
 			if e.GetName() == "BATON_RUN_ID" && e.GetValue() == r.ID {
 				names = append(names, x.GetName())
@@ -156,5 +173,8 @@ func TestCloudRunJobSurvivesLocalRestart(t *testing.T) {
 	}
 	if len(names) != 1 || names[0] != r.Execution {
 		t.Errorf("executions for run %s: %v; want exactly %s", r.ID, names, r.Execution)
+	}
+	if total != 2 {
+		t.Errorf("%d executions of the job; want 2 (the run's and its retry's)", total)
 	}
 }
