@@ -57,7 +57,9 @@ to /Run with the real headers, and
 http targets may call loopback (127.0.0.1, localhost, ::1) and, beside it,
 the hosts on BATON_ALLOWED_TARGETS, as in the cloud. A Run Admin API v2
 emulator runs the Cloud Run jobs given with --run-job NAME=COMMAND (region
-local) for cloudRunJob targets, each task a local process.
+local) for cloudRunJob targets, each task a local process that outlives
+baton local (its executions are journalled in DATA_DIR/runjobs and found
+again after a restart).
 
 It prints export lines on stdout (and writes them to DATA_DIR/env), so another
 shell can run:  . .baton/env
@@ -146,8 +148,8 @@ requests in flight finish (up to 30s), then the emulators stop.`,
 	f.StringVar(&cfg.PubSubAddr, "pubsub-addr", "127.0.0.1:8085", "listen address of the Pub/Sub fake (PUBSUB_EMULATOR_HOST), where pubsub targets and notification channels publish and subscribers pull; port 0 picks a free one")
 	f.StringVar(&cfg.RunJobsAddr, "run-jobs-addr", "127.0.0.1:8095", "listen address of the Run Admin API v2 emulator (CLOUD_RUN_EMULATOR_HOST), where cloudRunJob targets start executions; port 0 picks a free one")
 	f.StringArrayVar(&runJobs, "run-job", nil, "a Cloud Run job of the emulator, NAME=COMMAND (repeatable): projects/local/locations/local/jobs/NAME runs COMMAND with sh -c for each task, the execution's args after it and its env overrides and CLOUD_RUN_TASK_INDEX/CLOUD_RUN_TASK_COUNT set")
-	f.StringVar(&cfg.DataDir, "data-dir", ".baton", "directory for the database (DATA_DIR/mongo), the bucket's objects (DATA_DIR/gcs: leases, job outputs) and the Cloud Tasks queue (DATA_DIR/tasks), kept across restarts, and the env file; empty keeps nothing")
-	f.BoolVar(&cfg.Fresh, "fresh", false, "wipe DATA_DIR/mongo, DATA_DIR/gcs and DATA_DIR/tasks before starting")
+	f.StringVar(&cfg.DataDir, "data-dir", ".baton", "directory for the database (DATA_DIR/mongo), the bucket's objects (DATA_DIR/gcs: leases, job outputs) the Cloud Tasks queue (DATA_DIR/tasks) and the Cloud Run executions (DATA_DIR/runjobs), kept across restarts, and the env file; empty keeps nothing")
+	f.BoolVar(&cfg.Fresh, "fresh", false, "wipe DATA_DIR/mongo, DATA_DIR/gcs, DATA_DIR/tasks and DATA_DIR/runjobs before starting")
 	f.DurationVar(&tick, "tick", stack.DefaultTick, "how often the scheduler emulator POSTs /Tick (e.g. 5s for demos); 0 turns it off")
 	f.IntVar(&cfg.Partitions, "partitions", 1, "P: each tick is a coordinator that creates P partition tasks on the Cloud Tasks emulator's baton-ticks queue, and each decides the decider shards v mod P == p under leases/tick-<v>.json, as a partitioned deployment does; 0 decides in the tick itself under leases/tick.json")
 	f.StringVar(&cfg.Bucket, "bucket", stack.DefaultBucket, "bucket to create in the GCS emulator (BATON_BUCKET)")

@@ -9,6 +9,11 @@
 // Served: Jobs.GetJob and Jobs.RunJob (returning the long-running
 // operation whose metadata is the execution), Executions.GetExecution,
 // ListExecutions and CancelExecution, and Operations.GetOperation (done when
-// the execution is). Everything else answers Unimplemented. Where it differs
+// the execution is). Everything else answers Unimplemented.
+//
+// With Options.Dir, executions are journalled there and each task runs in
+// its own session, outliving the emulator; a Start on the same Dir replays
+// the journal, so an execution survives a restart and ends once, from its
+// tasks' real exit statuses (journal.go describes the files). Where it differs
 // from Google's service is in docs/emulators-runjobs.md.
 package runjobs

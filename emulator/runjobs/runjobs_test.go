@@ -3,10 +3,14 @@ package runjobs_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,8 +32,14 @@ type clients struct {
 
 func start(t *testing.T, jobs map[string]string) *clients {
 	t.Helper()
+	return startDir(t, jobs, "")
+}
+
+// startDir starts an emulator journalling in dir ("" for none).
+func startDir(t *testing.T, jobs map[string]string, dir string) *clients {
+	t.Helper()
 	ctx := t.Context()
-	srv, err := runjobs.Start(ctx, runjobs.Options{Jobs: jobs})
+	srv, err := runjobs.Start(ctx, runjobs.Options{Jobs: jobs, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,21 +150,36 @@ func TestFailedTasksCounted(t *testing.T) {
 }
 
 // TestTaskTimeout: a task that outlives the overrides' timeout is killed
-// and counted failed.
+// and counted failed, in memory and journalled.
 func TestTaskTimeout(t *testing.T) {
 	t.Parallel()
-	c := start(t, map[string]string{"slow": `sleep 60`})
-	x := wait(t, c, runJob(t, c, "slow", overrides(1, time.Second, nil, nil)))
-	if x.GetFailedCount() != 1 || !strings.Contains(x.GetConditions()[0].GetMessage(), "timed out") {
-		t.Errorf("execution = failed %d, %v; want 1 failed, timed out", x.GetFailedCount(), x.GetConditions())
+	for _, journal := range []bool{false, true} {
+		t.Run(fmt.Sprintf("journal=%v", journal), func(t *testing.T) {
+			t.Parallel()
+			dir := ""
+			if journal {
+				dir = t.TempDir()
+			}
+			c := startDir(t, map[string]string{"slow": `sleep 60`}, dir)
+			x := wait(t, c, runJob(t, c, "slow", overrides(1, time.Second, nil, nil)))
+			if x.GetFailedCount() != 1 || !strings.Contains(x.GetConditions()[0].GetMessage(), "timed out") {
+				t.Errorf("execution = failed %d, %v; want 1 failed, timed out", x.GetFailedCount(), x.GetConditions())
+			}
+		})
 	}
 }
 
 // TestCancelExecution: a cancelled execution's tasks are killed, it
-// completes cancelled, and cancelling it again is refused.
+// completes cancelled, and cancelling it again is refused, in memory and
+// journalled.
 func TestCancelExecution(t *testing.T) {
 	t.Parallel()
-	c := start(t, map[string]string{"slow": `sleep 60`})
+	t.Run("journal=false", func(t *testing.T) { t.Parallel(); testCancelExecution(t, "") })
+	t.Run("journal=true", func(t *testing.T) { t.Parallel(); testCancelExecution(t, t.TempDir()) })
+}
+
+func testCancelExecution(t *testing.T, dir string) {
+	c := startDir(t, map[string]string{"slow": `sleep 60`}, dir)
 	name := runJob(t, c, "slow", overrides(2, 0, nil, nil))
 	if _, err := c.execs.CancelExecution(t.Context(), &runpb.CancelExecutionRequest{Name: name}); err != nil {
 		t.Fatal(err)
@@ -245,5 +270,130 @@ func TestGetJob(t *testing.T) {
 	}
 	if _, err := c.jobs.DeleteJob(ctx, &runpb.DeleteJobRequest{Name: runjobs.JobName("ok")}); status.Code(err) != codes.Unimplemented {
 		t.Errorf("DeleteJob: %v; want Unimplemented", err)
+	}
+}
+
+// waitFor polls until ok, for what the test can only see from outside (a
+// file a task wrote, a process gone).
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 30 s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// TestReplay: with a journal dir, an emulator closed while tasks run
+// leaves them running, and a new one on the same dir knows every
+// execution again: a completed one with its outcome, running ones as
+// running (listed, as the scheduler's idempotent start lists them), ending
+// from their tasks' real exit statuses; cancel still kills a replayed
+// task's process group; nothing is started twice, and a new execution gets
+// a new name.
+func TestReplay(t *testing.T) {
+	t.Parallel()
+	dir, sig := t.TempDir(), t.TempDir()
+	jobs := map[string]string{
+		"done":  `exit 0`,
+		"gated": `touch ` + sig + `/up-$CLOUD_RUN_TASK_INDEX; while [ ! -e ` + sig + `/go ]; do sleep 0.05; done; exit $(( CLOUD_RUN_TASK_INDEX * 3 ))`,
+		"slow":  `echo $$ > ` + sig + `/slow.pid.tmp; mv ` + sig + `/slow.pid.tmp ` + sig + `/slow.pid; sleep 60`,
+	}
+	// Tasks outlive their emulator: end them even when the test fails
+	// before it does.
+	t.Cleanup(func() {
+		_ = os.WriteFile(filepath.Join(sig, "go"), nil, 0o600)
+		if b, err := os.ReadFile(filepath.Join(sig, "slow.pid")); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+				if pgid, err := syscall.Getpgid(pid); err == nil && pgid > 1 {
+					_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				}
+			}
+		}
+	})
+	c1 := startDir(t, jobs, dir)
+	done := runJob(t, c1, "done", nil)
+	wait(t, c1, done)
+	gated := runJob(t, c1, "gated", overrides(2, 0, nil, map[string]string{"BATON_RUN_ID": "r1"}))
+	slow := runJob(t, c1, "slow", nil)
+	waitFor(t, "tasks up", func() bool {
+		return exists(sig+"/up-0") && exists(sig+"/up-1") && exists(sig+"/slow.pid")
+	})
+	if err := c1.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	c2 := startDir(t, jobs, dir)
+	byName := map[string]*runpb.Execution{}
+	for _, job := range []string{"done", "gated", "slow"} {
+		it := c2.execs.ListExecutions(t.Context(), &runpb.ListExecutionsRequest{Parent: runjobs.JobName(job)})
+		for {
+			x, err := it.Next()
+			if errors.Is(err, iterator.Done) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("list executions of %s after the restart: %v", job, err)
+			}
+			byName[x.GetName()] = x
+		}
+	}
+	if len(byName) != 3 {
+		t.Fatalf("after the restart, listed %v; want the 3 executions", slices.Collect(maps.Keys(byName)))
+	}
+	if x := byName[done]; x.GetCompletionTime() == nil || x.GetSucceededCount() != 1 {
+		t.Errorf("replayed completed execution %v; want completed, 1 succeeded", x)
+	}
+	for _, n := range []string{gated, slow} {
+		if x := byName[n]; x.GetCompletionTime() != nil || x.GetRunningCount() != x.GetTaskCount() {
+			t.Errorf("replayed execution %s completed %v running %d; want still running", n, x.GetCompletionTime(), x.GetRunningCount())
+		}
+	}
+	if !slices.ContainsFunc(byName[gated].GetTemplate().GetContainers()[0].GetEnv(), func(e *runpb.EnvVar) bool {
+		return e.GetName() == "BATON_RUN_ID" && e.GetValue() == "r1"
+	}) {
+		t.Errorf("replayed execution's env %v; want BATON_RUN_ID=r1 (the scheduler finds a run's execution by it)", byName[gated].GetTemplate())
+	}
+
+	if err := os.WriteFile(filepath.Join(sig, "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	x := wait(t, c2, gated)
+	if x.GetSucceededCount() != 1 || x.GetFailedCount() != 1 || !strings.Contains(x.GetConditions()[0].GetMessage(), "exit code of 3") {
+		t.Errorf("replayed execution ended %v; want 1 succeeded, 1 failed with exit code 3", x)
+	}
+
+	b, err := os.ReadFile(filepath.Join(sig, "slow.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.execs.CancelExecution(t.Context(), &runpb.CancelExecutionRequest{Name: slow}); err != nil {
+		t.Fatal(err)
+	}
+	if x := wait(t, c2, slow); x.GetCancelledCount() != 1 {
+		t.Errorf("cancelled replayed execution %v; want 1 cancelled", x)
+	}
+	waitFor(t, "the replayed task's process killed by cancel", func() bool { return syscall.Kill(pid, 0) != nil })
+
+	if n := c2.srv.Started(); n != 0 {
+		t.Errorf("the restarted emulator started %d executions; want 0", n)
+	}
+	again := runJob(t, c2, "done", nil)
+	if again == done || again == gated || again == slow {
+		t.Errorf("new execution %s reuses a replayed name", again)
+	}
+	if x := wait(t, c2, again); x.GetSucceededCount() != 1 {
+		t.Errorf("new execution after the restart %v; want 1 succeeded", x)
 	}
 }

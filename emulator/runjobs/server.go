@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,6 +57,13 @@ type Options struct {
 	Jobs map[string]string
 	// Logger receives the tasks' starts and ends; nil discards.
 	Logger *slog.Logger
+	// Dir, when set, keeps a journal of the executions there (baton
+	// local's DATA_DIR/runjobs): each task runs in its own session and
+	// outlives the emulator, and a Start on the same Dir knows every
+	// execution again and waits on the tasks still running, so a restart
+	// neither loses an execution nor starts one twice. Empty keeps
+	// executions in memory, their tasks killed by Close.
+	Dir string
 }
 
 // Server is a running emulator.
@@ -64,6 +72,7 @@ type Server struct {
 	grpc      *grpc.Server
 	serveDone chan struct{}
 	log       *slog.Logger
+	dir       string
 	ctx       context.Context
 	stop      context.CancelFunc
 	wg        sync.WaitGroup
@@ -81,6 +90,7 @@ type Server struct {
 
 type execution struct {
 	pb     *runpb.Execution // guarded by Server.mu
+	rec    record
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -98,7 +108,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		return nil, fmt.Errorf("runjobs: start: listen %s: %w", addr, err)
 	}
 	s := &Server{lis: lis, grpc: grpc.NewServer(), serveDone: make(chan struct{}), log: o.Logger,
-		jobs: map[string]string{}, execs: map[string]*execution{}, ops: map[string]string{}}
+		jobs: map[string]string{}, execs: map[string]*execution{}, ops: map[string]string{}, dir: o.Dir}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -106,6 +116,18 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		s.jobs[JobName(id)] = cmd
 	}
 	s.ctx, s.stop = context.WithCancel(context.Background())
+	if s.dir != "" {
+		if err := os.MkdirAll(s.dir, 0o700); err != nil {
+			_ = lis.Close()
+			return nil, fmt.Errorf("runjobs: start: %w", err)
+		}
+		if err := s.replay(); err != nil { //nolint:contextcheck // replayed executions live on the server's context, not Start's caller's
+			s.stop()
+			s.wg.Wait()
+			_ = lis.Close()
+			return nil, fmt.Errorf("runjobs: start: %w", err)
+		}
+	}
 	runpb.RegisterJobsServer(s.grpc, &jobs{s: s})
 	runpb.RegisterExecutionsServer(s.grpc, &executions{s: s})
 	longrunningpb.RegisterOperationsServer(s.grpc, &operations{s: s})
@@ -161,7 +183,8 @@ func (s *Server) Started() int {
 	return s.started
 }
 
-// Close kills the tasks still running and stops serving.
+// Close stops serving. Without a Dir it kills the tasks still running;
+// with one it leaves them running, for the next Start on that Dir.
 func (s *Server) Close() error {
 	s.stop()
 	s.grpc.Stop()
@@ -258,28 +281,49 @@ func (j *jobs) RunJob(_ context.Context, req *runpb.RunJobRequest) (*longrunning
 	if !ok {
 		return nil, notFound("JOB", req.GetName())
 	}
-	s.seq++
-	s.started++
 	_, id, _ := strings.Cut(req.GetName(), "/jobs/")
-	now := timestamppb.Now()
-	name := fmt.Sprintf("%s/executions/%s-%05d", req.GetName(), id, s.seq)
-	pb := &runpb.Execution{
-		Name: name, Uid: strconv.Itoa(s.seq), Job: id, CreateTime: now, StartTime: now, UpdateTime: now,
-		TaskCount: tasks, Parallelism: min(tasks, Parallelism), RunningCount: tasks,
-		Template: taskTemplate(cmd, args, env, timeout), Reconciling: true, Generation: 1,
+	seq := s.seq + 1
+	r := record{Name: fmt.Sprintf("%s/executions/%s-%05d", req.GetName(), id, seq), Job: id, Seq: seq, Command: cmd,
+		Args: args, Env: toEnvVars(env), Tasks: tasks, Timeout: timeout, Start: time.Now().UTC()}
+	if s.dir != "" {
+		// Journalled before any task starts: a restart knows every
+		// execution whose tasks may be running.
+		if err := s.journal(r); err != nil {
+			return nil, status.Errorf(codes.Internal, "%v", err)
+		}
 	}
-	ctx, cancel := context.WithCancel(s.ctx)
-	x := &execution{pb: pb, cancel: cancel, done: make(chan struct{})}
-	s.execs[name] = x
-	op := fmt.Sprintf("projects/%s/locations/%s/operations/op-%05d", Project, Region, s.seq)
-	s.ops[op] = name
-	s.wg.Add(1)
-	go s.run(ctx, x, cmd, args, env, tasks, timeout) //nolint:contextcheck // the execution outlives the RunJob request, as Cloud Run's does; the server's context (Close) or CancelExecution ends it
+	s.seq = seq
+	s.started++
+	x := s.newExecution(r) //nolint:contextcheck // the execution outlives the RunJob request, as Cloud Run's does; the server's context (Close) or CancelExecution ends it
+	op := opName(seq)
 	if s.drop > 0 {
 		s.drop--
 		return nil, status.Error(codes.Unavailable, "runjobs: answer dropped after the execution started (fault injection)")
 	}
 	return operation(op, x.pb, false)
+}
+
+func opName(seq int) string {
+	return fmt.Sprintf("projects/%s/locations/%s/operations/op-%05d", Project, Region, seq)
+}
+
+// newExecution makes the execution of r known and runs its tasks (with
+// s.mu held).
+func (s *Server) newExecution(r record) *execution {
+	t := timestamppb.New(r.Start)
+	env := fromEnvVars(r.Env)
+	pb := &runpb.Execution{
+		Name: r.Name, Uid: strconv.Itoa(r.Seq), Job: r.Job, CreateTime: t, StartTime: t, UpdateTime: t,
+		TaskCount: r.Tasks, Parallelism: min(r.Tasks, Parallelism), RunningCount: r.Tasks,
+		Template: taskTemplate(r.Command, r.Args, env, r.Timeout), Reconciling: true, Generation: 1,
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	x := &execution{pb: pb, rec: r, cancel: cancel, done: make(chan struct{})}
+	s.execs[r.Name] = x
+	s.ops[opName(r.Seq)] = r.Name
+	s.wg.Add(1)
+	go s.run(ctx, x, r.Command, r.Args, env, r.Tasks, r.Timeout)
+	return x
 }
 
 func operation(name string, x *runpb.Execution, done bool) (*longrunningpb.Operation, error) {
@@ -302,15 +346,26 @@ func (s *Server) run(ctx context.Context, x *execution, cmd string, args []strin
 	sem := make(chan struct{}, Parallelism)
 	var wg sync.WaitGroup
 	var failMsg string
+	abandoned := false
 	for i := range tasks {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			outcome, msg := s.task(ctx, x, cmd, args, env, i, tasks, timeout)
+			var outcome taskOutcome
+			var msg string
+			if s.dir != "" {
+				outcome, msg = s.durableTask(ctx, x, x.rec, i)
+			} else {
+				outcome, msg = s.task(ctx, x, cmd, args, env, i, tasks, timeout)
+			}
 			s.mu.Lock()
 			defer s.mu.Unlock()
+			if outcome == taskAbandoned {
+				abandoned = true
+				return
+			}
 			x.pb.RunningCount--
 			switch outcome {
 			case taskSucceeded:
@@ -329,7 +384,13 @@ func (s *Server) run(ctx context.Context, x *execution, cmd string, args []strin
 	wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if abandoned {
+		return // closed with tasks running: the next Start completes it
+	}
 	now := timestamppb.Now()
+	if s.dir != "" {
+		now = completionTime(s.execDir(x.pb.GetName()))
+	}
 	x.pb.CompletionTime, x.pb.UpdateTime, x.pb.Reconciling = now, now, false
 	c := &runpb.Condition{Type: "Completed", LastTransitionTime: now}
 	switch {
@@ -351,6 +412,9 @@ const (
 	taskSucceeded taskOutcome = iota
 	taskFailed
 	taskCancelled
+	// taskAbandoned: the emulator closed while the task ran on, outside
+	// it; the next Start on the same Dir reads its outcome.
+	taskAbandoned
 )
 
 // task runs task index of x as a process group, killed whole on cancel or
@@ -366,15 +430,8 @@ func (s *Server) task(ctx context.Context, x *execution, cmd string, args []stri
 	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
 	c.WaitDelay = 5 * time.Second
 	c.Stdout, c.Stderr = os.Stderr, os.Stderr
-	_, execID, _ := strings.Cut(x.pb.GetName(), "/executions/")
-	c.Env = os.Environ()
-	for _, e := range env {
-		c.Env = append(c.Env, e.GetName()+"="+e.GetValue())
-	}
-	// What Cloud Run sets in every task
-	// (https://cloud.google.com/run/docs/container-contract#jobs-env-vars).
-	c.Env = append(c.Env, "CLOUD_RUN_JOB="+x.pb.GetJob(), "CLOUD_RUN_EXECUTION="+execID,
-		"CLOUD_RUN_TASK_INDEX="+strconv.Itoa(int(index)), "CLOUD_RUN_TASK_ATTEMPT=0", "CLOUD_RUN_TASK_COUNT="+strconv.Itoa(int(count)))
+	id := execID(x.pb.GetName())
+	c.Env = taskEnv(x.pb.GetJob(), id, env, index, count)
 	err := c.Run()
 	switch {
 	case err == nil:
@@ -382,13 +439,25 @@ func (s *Server) task(ctx context.Context, x *execution, cmd string, args []stri
 	case ctx.Err() != nil:
 		return taskCancelled, ""
 	case errors.Is(tctx.Err(), context.DeadlineExceeded):
-		return taskFailed, fmt.Sprintf("%s-task%d: the task timed out after %s", execID, index, timeout)
+		return taskFailed, fmt.Sprintf("%s-task%d: the task timed out after %s", id, index, timeout)
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return taskFailed, fmt.Sprintf("%s-task%d: the container exited with an exit code of %d", execID, index, ee.ExitCode())
+		return taskFailed, fmt.Sprintf("%s-task%d: the container exited with an exit code of %d", id, index, ee.ExitCode())
 	}
-	return taskFailed, fmt.Sprintf("%s-task%d: %v", execID, index, err)
+	return taskFailed, fmt.Sprintf("%s-task%d: %v", id, index, err)
+}
+
+// taskEnv is a task's environment: the emulator's, the execution's
+// overrides, and what Cloud Run sets in every task
+// (https://cloud.google.com/run/docs/container-contract#jobs-env-vars).
+func taskEnv(job, execID string, env []*runpb.EnvVar, index, count int32) []string {
+	out := os.Environ()
+	for _, e := range env {
+		out = append(out, e.GetName()+"="+e.GetValue())
+	}
+	return append(out, "CLOUD_RUN_JOB="+job, "CLOUD_RUN_EXECUTION="+execID,
+		"CLOUD_RUN_TASK_INDEX="+strconv.Itoa(int(index)), "CLOUD_RUN_TASK_ATTEMPT=0", "CLOUD_RUN_TASK_COUNT="+strconv.Itoa(int(count)))
 }
 
 type executions struct {
@@ -470,6 +539,14 @@ func (e *executions) CancelExecution(_ context.Context, req *runpb.CancelExecuti
 	if x.pb.CompletionTime != nil {
 		e.s.mu.Unlock()
 		return nil, status.Errorf(codes.FailedPrecondition, "execution %s has already completed", req.GetName())
+	}
+	if e.s.dir != "" {
+		// Journalled, so that a restart before the tasks have been
+		// killed still ends the execution cancelled.
+		if err := writeFile(filepath.Join(e.s.execDir(x.pb.GetName()), "cancelled"), nil); err != nil {
+			e.s.mu.Unlock()
+			return nil, status.Errorf(codes.Internal, "runjobs: cancel %s: %v", req.GetName(), err)
+		}
 	}
 	x.cancel()
 	snap := proto.CloneOf(x.pb)

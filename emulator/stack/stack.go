@@ -385,7 +385,19 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	deps.Publisher = s.publisher
 	// cloudRunJob targets start executions on the Run Admin API
 	// emulator, whose jobs are all of project and region "local".
-	if s.RunJobs, err = runjobs.Start(ctx, runjobs.Options{Addr: cfg.RunJobsAddr, Jobs: cfg.RunJobs, Logger: gcsLog}); err != nil {
+	// With a data dir, executions are journalled there and their tasks
+	// outlive the stack, as a Cloud Run execution outlives its caller: a
+	// restart finds them again rather than failing and retrying the run.
+	runJobsDir := ""
+	if cfg.DataDir != "" {
+		runJobsDir = filepath.Join(cfg.DataDir, "runjobs")
+		if cfg.Fresh {
+			if err := os.RemoveAll(runJobsDir); err != nil {
+				return nil, fmt.Errorf("stack: wipe %s: %w", runJobsDir, err)
+			}
+		}
+	}
+	if s.RunJobs, err = runjobs.Start(ctx, runjobs.Options{Addr: cfg.RunJobsAddr, Jobs: cfg.RunJobs, Logger: gcsLog, Dir: runJobsDir}); err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
 	s.RunJobsHost = s.RunJobs.Addr()
