@@ -10,6 +10,10 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/baton-cron/baton/emulator/emutest"
+	"github.com/baton-cron/baton/shared/lease"
+	"github.com/baton-cron/baton/shared/store/mongostore"
+
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
 )
@@ -151,5 +155,77 @@ func TestPauseStillSkipsTheLastCountedRun(t *testing.T) {
 	rec.deliver(t, b)
 	if runs := b.runs(t, "once"); len(runs) != 1 || runs[0].Status != schedule.RunSkipped {
 		t.Errorf("runs %+v; want the run skipped: the schedule was paused", runs)
+	}
+}
+
+// setupFloored is setup with the deployment's lease options: the epoch
+// floor from the store, as functions and the daemon configure it.
+func setupFloored(t *testing.T) *bundle {
+	t.Helper()
+	s := emutest.Store(t)
+	client, bucket := emutest.SimulatedTimeGCS(t)
+	if err := s.EnsureIndexes(context.Background(), mongostore.SchedulerIndexes...); err != nil {
+		t.Fatal(err)
+	}
+	m := lease.NewManager(client.Bucket(bucket), "leases/", lease.Options{Holder: "test-" + t.Name(), ObjectWriteGap: -1,
+		EpochFloor: scheduler.EpochFloor(s), FloorEachAcquire: scheduler.SharedFenceLease})
+	c := newClock(t0)
+	e, err := scheduler.New(scheduler.Config{Store: s, Leases: m, Clock: c, TickLeaseTTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Wait)
+	return &bundle{store: s, leases: m, clock: c, eng: e}
+}
+
+// TestPartitionsOffAgainKeepsDeciding: BATON_PARTITIONS set and then unset
+// again. The single tick lease (leases/tick.json) still exists from before
+// partitions, at the epoch it had then; the decider shards' leases wrote
+// higher fences on the schedules meanwhile. The single tick must not be
+// refused by those fences as if a newer tick had advanced the schedule:
+// its runs would be undone every minute, until its epoch caught up. And
+// back again: the shards' leases must not be fenced out by the single
+// tick's.
+func TestPartitionsOffAgainKeepsDeciding(t *testing.T) {
+	t.Parallel()
+	b := setupFloored(t)
+	b.addSchedule(t, schedule.Schedule{ID: "m", Cron: "* * * * *", Overlap: schedule.OverlapAllow,
+		Target: schedule.Target{Type: schedule.TargetBuiltin, Builtin: &schedule.BuiltinTarget{Name: "noop"}}})
+	minute := 0
+	step := func(partitioned bool) {
+		t.Helper()
+		minute++
+		b.clock.Set(t0.Add(time.Duration(minute)*time.Minute + time.Second))
+		var err error
+		if partitioned {
+			_, err = b.eng.TickPartition(context.Background(), time.Time{}, 0, 1)
+		} else {
+			_, err = b.eng.Tick(context.Background(), time.Time{})
+		}
+		b.eng.Wait()
+		if err != nil {
+			t.Fatalf("minute %d (partitioned %v): %v", minute, partitioned, err)
+		}
+		got := b.getSchedule(t, "m")
+		if want := t0.Add(time.Duration(minute+1) * time.Minute); !got.NextRunAt.Equal(want) {
+			t.Fatalf("minute %d (partitioned %v): nextRunAt %s; want %s", minute, partitioned, got.NextRunAt, want)
+		}
+	}
+	step(false)
+	for range 3 {
+		step(true)
+	}
+	for range 2 {
+		step(false)
+	}
+	step(true)
+	runs := b.runs(t, "m")
+	if len(runs) != minute {
+		t.Fatalf("%d runs; want %d", len(runs), minute)
+	}
+	for _, r := range runs {
+		if r.Status != schedule.RunSucceeded {
+			t.Errorf("run %s: %s (%s); want succeeded", r.ID, r.Status, r.Reason)
+		}
 	}
 }
