@@ -160,7 +160,7 @@ const ReasonPaused = "schedule paused before the run executed"
 // or the last fire before endAt, disables it in the same guarded write as
 // its runs' hand-off, and those runs are the schedule's last, which must
 // execute. So a disabled schedule that has no fire left (remainingRuns 0,
-// or no fire time after now before endAt) has ended, and its decided runs
+// or no fire time after now: endAt passed) has ended, and its decided runs
 // run, unless an operator paused it explicitly (pausedAt is set by
 // :pause), which still wins. A schedule that ended cannot be paused in the
 // sense of a pause skipping fires it would have had: it has none.
@@ -174,18 +174,17 @@ func pausedSince(s *schedule.Schedule, now time.Time) bool {
 	if s.RemainingRuns != nil && *s.RemainingRuns <= 0 {
 		return false
 	}
-	if !s.EndAt.IsZero() {
-		spec, err := s.Spec()
-		if err != nil {
-			return true // unreadable: as before, a disabled schedule does not run
-		}
-		loc, err := schedule.LoadLocation(s.TimeZone)
-		if err != nil {
-			return true
-		}
-		return !schedule.Next(spec, loc, now).IsZero()
+	// endAt, or an expression that ends: the tick disables a schedule
+	// whose spec has no fire time left, as it does at remainingRuns 0.
+	spec, err := s.Spec()
+	if err != nil {
+		return true // unreadable: as before, a disabled schedule does not run
 	}
-	return true
+	loc, err := schedule.LoadLocation(s.TimeZone)
+	if err != nil {
+		return true
+	}
+	return !schedule.Next(spec, loc, now).IsZero()
 }
 
 // ErrRetryTask says that Execute left a run pending: something failed on
