@@ -29,12 +29,14 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 	// The lease manager judges expiry on the storage server's clock, so it
 	// gets no injected clock; decisions use d.Clock.
 	// EpochFloor: a lease object that is gone (a break, a lifecycle rule, a
-	// new bucket) restarts above the fences already stored, not at 1.
+	// new bucket) restarts above the fences already stored, not at 1;
+	// FloorEachAcquire: the tick leases (single and per decider shard)
+	// fence one field, so each Acquire of one starts above them all.
 	// Markers: release markers are Firestore documents, a write unit
 	// each, not Cloud Storage objects, a Class A write each
 	// (docs/cost.md); the lease objects stay in the bucket.
 	m := lease.NewManager(d.Storage.Bucket(d.Bucket), LeasePrefix, lease.Options{Skew: d.ClockSkew, Logger: d.Logger, EpochFloor: scheduler.EpochFloor(d.Store), Metrics: d.Metrics,
-		Markers: d.Store.LeaseMarkers()})
+		Markers: d.Store.LeaseMarkers(), FloorEachAcquire: scheduler.SharedFenceLease})
 	cfg := scheduler.Config{
 		Store: d.Store, Leases: m, Clock: d.Clock, TickLeaseTTL: d.TickLeaseTTL,
 		AllowedTargets: d.AllowedTargets, AllowedTopics: d.AllowedTopics, AllowedJobs: d.AllowedJobs, RunJobs: d.RunJobs, RunJobPoll: d.RunJobPoll, HTTPClient: d.HTTPClient, Logger: d.Logger,

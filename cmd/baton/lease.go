@@ -18,6 +18,7 @@ import (
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/logging"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // Exit codes of `baton lease run` besides the child's own.
@@ -37,26 +38,58 @@ func (f *leaseFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.prefix, "prefix", "leases/", "object-name prefix of the leases")
 }
 
+// leaseConns is what a lease command opened: the storage client, and the
+// store of the release markers when BATON_MONGO_URI is set.
+type leaseConns struct {
+	client *storage.Client
+	st     *mongostore.Store
+}
+
+// Close closes both.
+func (c leaseConns) Close() error {
+	err := c.client.Close()
+	if c.st != nil {
+		err = errors.Join(err, c.st.Close(context.Background()))
+	}
+	return err
+}
+
 // manager opens a storage client the usual way: Application Default
 // Credentials, or STORAGE_EMULATOR_HOST when set (the storage library reads
-// it), and returns a lease manager plus the client to close.
-func (f *leaseFlags) manager(ctx context.Context, log *slog.Logger) (*lease.Manager, *storage.Client, error) {
+// it), and returns a lease manager plus what to close. With
+// BATON_MONGO_URI set, the manager also reads and writes the release
+// markers in the store (lease.Options.Markers), where the scheduler's
+// releases write them: without it, a job lease the scheduler released
+// would show as held (and lease run would wait for it) until its TTL ran
+// out.
+func (f *leaseFlags) manager(ctx context.Context, log *slog.Logger) (*lease.Manager, leaseConns, error) {
 	bucket := f.bucket
 	if bucket == "" {
 		bucket = config.Get(config.EnvBucket)
 	}
 	if bucket == "" {
-		return nil, nil, usageError("lease: no bucket: set %s or pass --bucket", config.EnvBucket)
+		return nil, leaseConns{}, usageError("lease: no bucket: set %s or pass --bucket", config.EnvBucket)
 	}
 	skew, err := config.Duration(config.EnvClockSkew)
 	if err != nil {
-		return nil, nil, usageError("lease: %v", err)
+		return nil, leaseConns{}, usageError("lease: %v", err)
 	}
 	c, err := storage.NewClient(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("lease: storage client: %w", err)
+		return nil, leaseConns{}, fmt.Errorf("lease: storage client: %w", err)
 	}
-	return lease.NewManager(c.Bucket(bucket), f.prefix, lease.Options{Skew: skew, Logger: log}), c, nil
+	conns := leaseConns{client: c}
+	o := lease.Options{Skew: skew, Logger: log}
+	if uri := config.Get(config.EnvMongoURI); uri != "" {
+		st, err := mongostore.Open(ctx, uri, mongostore.Options{Database: config.Get(config.EnvDatabase)})
+		if err != nil {
+			_ = c.Close()
+			return nil, leaseConns{}, fmt.Errorf("lease: open the release markers' store: %w", err)
+		}
+		conns.st = st
+		o.Markers = st.LeaseMarkers()
+	}
+	return lease.NewManager(c.Bucket(bucket), f.prefix, o), conns, nil
 }
 
 func leaseLogger(cmd *cobra.Command) *slog.Logger {

@@ -49,6 +49,16 @@ type Options struct {
 	// one above the floor. An error fails the Acquire: creating the lease
 	// at a guess could only stall its holder.
 	EpochFloor func(ctx context.Context, name string) (int64, error)
+	// FloorEachAcquire, when set, names the leases whose EpochFloor is
+	// asked on every Acquire, not only when the object is missing, and
+	// whose next epoch is then above the floor as well as above the
+	// object's. It is for lease names that write one fence field in turn
+	// (the scheduler's single tick lease and its decider shards' leases):
+	// their epochs do not order against each other, so a lease that has
+	// not been taken for a while is behind the fences the others wrote,
+	// and every fenced write of its holder would be refused as stale.
+	// It costs one EpochFloor call per Acquire of those names.
+	FloorEachAcquire func(name string) bool
 	// Metrics counts conflicts and losses; nil records into
 	// metrics.Default().
 	Metrics *metrics.Set
@@ -108,7 +118,9 @@ type Manager struct {
 	now    func() time.Time
 	log    *slog.Logger
 	floor  func(ctx context.Context, name string) (int64, error)
-	met    *metrics.Set
+	// floorEach is Options.FloorEachAcquire.
+	floorEach func(name string) bool
+	met       *metrics.Set
 
 	backoff gax.Backoff
 	// beforeRenew, when set (tests only), runs before each renew; it may
@@ -135,17 +147,18 @@ type Manager struct {
 // b, or PREFIX+hh/+NAME+".json" for job leases (spread.go).
 func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 	m := &Manager{
-		bucket:  b,
-		prefix:  prefix,
-		holder:  o.Holder,
-		skew:    o.Skew,
-		margin:  o.SafetyMargin,
-		now:     clock.Or(o.Clock).Now,
-		log:     o.Logger,
-		floor:   o.EpochFloor,
-		met:     metrics.Or(o.Metrics),
-		backoff: gax.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2},
-		free:    map[string]state{},
+		bucket:    b,
+		prefix:    prefix,
+		holder:    o.Holder,
+		skew:      o.Skew,
+		margin:    o.SafetyMargin,
+		now:       clock.Or(o.Clock).Now,
+		log:       o.Logger,
+		floor:     o.EpochFloor,
+		floorEach: o.FloorEachAcquire,
+		met:       metrics.Or(o.Metrics),
+		backoff:   gax.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2},
+		free:      map[string]state{},
 
 		lastWrite: map[string]time.Time{},
 		writeGap:  o.ObjectWriteGap,
@@ -296,6 +309,15 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 		if cur.Generation != 0 {
 			cond = storage.Conditions{GenerationMatch: cur.Generation}
 			rec.Epoch = cur.Epoch + 1
+			if m.floor != nil && m.floorEach != nil && m.floorEach(name) {
+				// Another lease name may have fenced past this one's epoch
+				// (Options.FloorEachAcquire).
+				f, err := m.floor(ctx, name)
+				if err != nil {
+					return nil, fmt.Errorf("lease %q: acquire: epoch floor: %w", name, err)
+				}
+				rec.Epoch = max(rec.Epoch, f+1)
+			}
 		}
 		if err := m.space(ctx, m.objectName(name)); err != nil {
 			return nil, fmt.Errorf("lease %q: acquire: %w", name, err)

@@ -55,6 +55,19 @@ func EpochFloor(b store.Backend) func(ctx context.Context, name string) (int64, 
 	}
 }
 
+// SharedFenceLease is the lease.Options.FloorEachAcquire of the
+// scheduler's leases: the single tick lease and the decider shards' tick
+// leases all write the schedules' fence field, so whichever of them is
+// taken must start above the highest tick fence stored. Otherwise turning
+// BATON_PARTITIONS off again (or on again, or a schedule that changed
+// decider shard) leaves the lease now used behind the fences the others
+// wrote meanwhile, and every advance under it is refused as a newer
+// tick's: the runs it decided are undone, each minute, until its epoch
+// catches up. One indexed read per Acquire of a tick lease.
+func SharedFenceLease(name string) bool {
+	return name == TickLease || strings.HasPrefix(name, tickShardPrefix)
+}
+
 // jobLeaseOwners is the schedule ids whose runs a job lease named job-<rest>
 // may fence: rest itself, and, when rest ends in -<digits>, the sharded
 // schedule whose shard lease it may be (ShardJobLease).

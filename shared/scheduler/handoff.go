@@ -154,6 +154,39 @@ func (e *Engine) dueNow(ctx context.Context, ids []string, byID map[string]*runD
 // record it, and only manual runs of a paused schedule execute.
 const ReasonPaused = "schedule paused before the run executed"
 
+// pausedSince reports whether the decided runs of s are to be skipped
+// because s was paused after they were decided. A disabled schedule is not
+// always a paused one: the decision that spends the last of remainingRuns,
+// or the last fire before endAt, disables it in the same guarded write as
+// its runs' hand-off, and those runs are the schedule's last, which must
+// execute. So a disabled schedule that has no fire left (remainingRuns 0,
+// or no fire time after now: endAt passed) has ended, and its decided runs
+// run, unless an operator paused it explicitly (pausedAt is set by
+// :pause), which still wins. A schedule that ended cannot be paused in the
+// sense of a pause skipping fires it would have had: it has none.
+func pausedSince(s *schedule.Schedule, now time.Time) bool {
+	if s.Enabled {
+		return false
+	}
+	if !s.PausedAt.IsZero() || s.PausedBy != "" {
+		return true
+	}
+	if s.RemainingRuns != nil && *s.RemainingRuns <= 0 {
+		return false
+	}
+	// endAt, or an expression that ends: the tick disables a schedule
+	// whose spec has no fire time left, as it does at remainingRuns 0.
+	spec, err := s.Spec()
+	if err != nil {
+		return true // unreadable: as before, a disabled schedule does not run
+	}
+	loc, err := schedule.LoadLocation(s.TimeZone)
+	if err != nil {
+		return true
+	}
+	return !schedule.Next(spec, loc, now).IsZero()
+}
+
 // ErrRetryTask says that Execute left a run pending: something failed on
 // the way (the database, the lease store), the job lease ended before the
 // claim, or a retry met the previous run still holding the job lease. The
@@ -280,7 +313,7 @@ func (e *Engine) Execute(ctx context.Context, t Task, d *schedule.Delivery) (*Ou
 			w.runs = nil
 		}
 	}
-	if len(w.runs) > 0 && !w.s.Enabled {
+	if len(w.runs) > 0 && pausedSince(&w.s, e.now().UTC()) {
 		// Paused since the decision: as the sweep's recovery does, run
 		// only what an operator asked for (trigger, backfill).
 		now := e.now().UTC()

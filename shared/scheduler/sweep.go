@@ -332,7 +332,7 @@ func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*sch
 			w = &scheduleWork{s: s, salt: "sweep@" + reserved.Format(time.RFC3339Nano)}
 			bySchedule[r.ScheduleID] = w
 		}
-		if !w.s.Enabled && !r.Source.OperatorAsked() {
+		if !r.Source.OperatorAsked() && pausedSince(&w.s, now) {
 			// Paused since the decision: recovery does not run what the
 			// schedule no longer wants (a manual trigger runs paused or
 			// not).
