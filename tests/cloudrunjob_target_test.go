@@ -315,3 +315,62 @@ func TestCloudRunJobValidation(t *testing.T) {
 		}
 	}
 }
+
+// TestCloudRunJobFortySecondsThenExit3 is the issue's scenario as a user
+// would set it up: a job whose command sleeps 40 s and exits 3. The run is
+// running (with its execution recorded) through those 40 s, then failed
+// with the exit reason, and its one retry runs once: two executions in
+// all. It checks the run's status along the way, never a duration.
+func TestCloudRunJobFortySecondsThenExit3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two 40 s executions")
+	}
+	t.Parallel()
+	s := runJobStack(t, map[string]string{"export": `sleep 40; exit 3`})
+	body := runJobSchedule("crj-forty", "export", nil)
+	body["retry"] = map[string]any{"maxAttempts": 2, "backoff": "1s"}
+	if code := api(t, s.URL, s.Token, "POST", "/Schedules/schedules", body, nil); code != http.StatusCreated {
+		t.Fatalf("create: %d", code)
+	}
+	if code := api(t, s.URL, s.Token, "POST", "/Schedules/schedules/crj-forty:trigger", nil, nil); code >= 300 {
+		t.Fatalf("trigger: %d", code)
+	}
+	// While the first execution's task sleeps, the first run is running
+	// with its execution, and no retry exists.
+	first := waitRuns(t, s, "crj-forty", "the run running with its execution", func(rs []schedule.Run) bool {
+		return len(rs) == 1 && rs[0].Status == schedule.RunRunning && rs[0].Execution != ""
+	})[0]
+	for range 3 {
+		time.Sleep(8 * time.Second)
+		rs := runsOf(t, s, "crj-forty")
+		if len(rs) != 1 || rs[0].ID != first.ID || rs[0].Status != schedule.RunRunning {
+			if s.RunJobs.Started() == 1 && len(rs) >= 1 && rs[len(rs)-1].Status == schedule.RunFailed {
+				break // the 40 s passed on a slow machine: the end is checked below
+			}
+			t.Fatalf("during the 40 s: runs %+v; want only %s, running", rs, first.ID)
+		}
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	var rs []schedule.Run
+	for {
+		rs = runsOf(t, s, "crj-forty")
+		if len(rs) == 2 && rs[0].Status == schedule.RunFailed && rs[1].Status == schedule.RunFailed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("both attempts not failed within 3 minutes: %+v", rs)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	for _, r := range rs {
+		if !strings.Contains(r.Error, "exit code of 3") || r.Execution == "" {
+			t.Errorf("run %s: error %q, execution %q; want the exit reason and its execution", r.ID, r.Error, r.Execution)
+		}
+	}
+	if rs[0].Execution == rs[1].Execution {
+		t.Errorf("the retry reused execution %s; want one of its own", rs[0].Execution)
+	}
+	if n := s.RunJobs.Started(); n != 2 {
+		t.Errorf("%d executions started; want 2 (the run and its one retry)", n)
+	}
+}
