@@ -373,7 +373,7 @@ func runPlan(ctx context.Context, c *client.Client, w io.Writer, steps []planSte
 			return fmt.Errorf("apply: stopped after %d of the changes: %w", done, err)
 		}
 		done++
-		fmt.Fprintf(w, "%s %s: %sd\n", strings.ToLower(s.kind), s.id, strings.TrimSuffix(string(s.action), "e"))
+		fmt.Fprintf(w, "%s %s: %sd\n", strings.ToLower(s.kind), s.id, string(s.action))
 	}
 	return nil
 }

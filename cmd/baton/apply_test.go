@@ -112,7 +112,7 @@ func TestApplyPlanDryRunIdempotent(t *testing.T) {
 	writeFile(t, dir, "b.json", strings.Replace(hourlyJSON, "@hourly", "5 * * * *", 1))
 	out, err = b.apply(t, nil, "-f", dir, "--owner", "team-a")
 	if exitCode(err) != applyChanged || !strings.Contains(out, "~ schedule hourly (update)\n    cron: \"@hourly\" → \"5 * * * *\"\n") ||
-		!strings.Contains(out, "Plan: 0 to create, 1 to update, 2 unchanged, 0 to delete.") {
+		!strings.Contains(out, "Plan: 0 to create, 1 to update, 2 unchanged, 0 to delete.") || !strings.Contains(out, "schedule hourly: updated\n") {
 		t.Errorf("edited cron: exit %d (%v)\n%s", exitCode(err), err, out)
 	}
 	if sc := b.stored(t, "hourly"); sc.Cron != "5 * * * *" || sc.Version != 2 {
