@@ -65,7 +65,7 @@ again plans no changes.`,
 		},
 	}
 	flagUsage(cmd)
-	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only objects with these labels: key=value[,key=value…]")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only objects matching this label selector: key=value, key!=value, key in (v1,v2), comma-separated, all must match")
 	return cmd
 }
 
