@@ -27,8 +27,9 @@ type RunPage struct {
 // ListOptions select schedules or calendars for a list.
 type ListOptions struct {
 	PageOptions
-	// LabelSelector keeps the objects whose labels hold every term:
-	// "team=data,env=prod" (schedule.LabelSelector).
+	// LabelSelector keeps the objects whose labels match every term, in
+	// kubectl's syntax: "team=data,env in (prod,staging),tier!=batch"
+	// (schedule.ParseLabelSelector).
 	LabelSelector string
 }
 

@@ -157,6 +157,21 @@ func TestApplyAgainstLocal(t *testing.T) {
 	if html := page("team=data"); !strings.Contains(html, ">a1</a>") || strings.Contains(html, ">by-hand</a>") || !strings.Contains(html, "<code>team=data</code>") {
 		t.Errorf("console with labelSelector=team=data:\n%s", html)
 	}
+	// != keeps by-hand, which has no team label (kubectl's rule); in
+	// keeps a1; both through the CLI and the console.
+	out, code = baton("schedules", "list", "-l", "team!=data")
+	if code != 0 || strings.Contains(out, "a1") || !strings.Contains(out, "by-hand") {
+		t.Errorf("schedules list -l team!=data: exit %d\n%s", code, out)
+	}
+	if html := page("team!=data"); strings.Contains(html, ">a1</a>") || !strings.Contains(html, ">by-hand</a>") {
+		t.Errorf("console with labelSelector=team!=data:\n%s", html)
+	}
+	if html := page("team in (data,ops)"); !strings.Contains(html, ">a1</a>") || strings.Contains(html, ">by-hand</a>") {
+		t.Errorf("console with labelSelector=team in (data,ops):\n%s", html)
+	}
+	if html := page("team notin (web)"); !strings.Contains(html, "labelSelector") || !strings.Contains(html, "notin is not supported") {
+		t.Errorf("console with notin does not say why:\n%s", html)
+	}
 	if html := page("team"); !strings.Contains(html, "labelSelector") || !strings.Contains(html, "want key=value") {
 		t.Errorf("console with a bad selector does not say why:\n%s", html)
 	}

@@ -140,7 +140,7 @@ changes applied (with --dry-run: changes planned), 1 an error.`,
 	cmd.Flags().StringVar(&owner, "owner", "", "label what is applied "+schedule.OwnerLabel+"=NAME (and scope --prune to it)")
 	cmd.Flags().BoolVar(&prune, "prune", false, "delete the schedules and calendars of --owner that the files no longer hold")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and write nothing")
-	cmd.Flags().StringVarP(&selector, "selector", "l", "", "with --prune: only prune objects that also have these labels, key=value[,key=value…]")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "with --prune: only prune objects that also match this label selector: key=value, key!=value, key in (v1,v2), comma-separated, all must match")
 	return cmd
 }
 
@@ -206,7 +206,7 @@ func makePlan(ctx context.Context, c *client.Client, docs []*applyDoc, owner str
 		return steps, nil
 	}
 	// --prune's candidates: the owner's objects, narrowed by --selector.
-	scope := append(schedule.LabelSelector{schedule.OwnerLabel + "=" + owner}, extra...)
+	scope := append(schedule.LabelSelector{schedule.Eq(schedule.OwnerLabel, owner)}, extra...)
 	sel := scope.String()
 	for sc, err := range c.ListSchedules(ctx, client.ListOptions{LabelSelector: sel, PageOptions: client.PageOptions{PageSize: 500}}) {
 		if err != nil {
@@ -373,7 +373,7 @@ func runPlan(ctx context.Context, c *client.Client, w io.Writer, steps []planSte
 			return fmt.Errorf("apply: stopped after %d of the changes: %w", done, err)
 		}
 		done++
-		fmt.Fprintf(w, "%s %s: %sd\n", strings.ToLower(s.kind), s.id, strings.TrimSuffix(string(s.action), "e"))
+		fmt.Fprintf(w, "%s %s: %sd\n", strings.ToLower(s.kind), s.id, string(s.action))
 	}
 	return nil
 }

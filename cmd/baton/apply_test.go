@@ -112,7 +112,7 @@ func TestApplyPlanDryRunIdempotent(t *testing.T) {
 	writeFile(t, dir, "b.json", strings.Replace(hourlyJSON, "@hourly", "5 * * * *", 1))
 	out, err = b.apply(t, nil, "-f", dir, "--owner", "team-a")
 	if exitCode(err) != applyChanged || !strings.Contains(out, "~ schedule hourly (update)\n    cron: \"@hourly\" → \"5 * * * *\"\n") ||
-		!strings.Contains(out, "Plan: 0 to create, 1 to update, 2 unchanged, 0 to delete.") {
+		!strings.Contains(out, "Plan: 0 to create, 1 to update, 2 unchanged, 0 to delete.") || !strings.Contains(out, "schedule hourly: updated\n") {
 		t.Errorf("edited cron: exit %d (%v)\n%s", exitCode(err), err, out)
 	}
 	if sc := b.stored(t, "hourly"); sc.Cron != "5 * * * *" || sc.Version != 2 {
@@ -192,19 +192,27 @@ func TestApplyPruneScope(t *testing.T) {
 		t.Errorf("--prune without --owner: %v", err)
 	}
 	b.ok(t, "schedules", "create", "--id", "a-web", "--cron", "@daily", "--builtin", "noop", "--label", schedule.OwnerLabel+"=team-a", "--label", "team=web")
-	// -l narrows the prune: a-web (team=web) is out of scope and stays.
-	_, err := b.apply(t, nil, "-f", dir, "--owner", "team-a", "--prune", "-l", "team!=web")
-	if exitCode(err) != applyError || !strings.Contains(err.Error(), "only equality terms") {
-		t.Errorf("-l with !=: %v", err)
+	// -l narrows the prune: only team-a's schedules that match it too.
+	for _, sel := range []string{"team=data", "team in (data,ops)"} {
+		out, err := b.apply(t, nil, "-f", dir, "--owner", "team-a", "--prune", "-l", sel)
+		if exitCode(err) == applyError || strings.Contains(out, "(delete)") {
+			t.Errorf("prune -l %s: exit %d (%v), want no delete\n%s", sel, exitCode(err), err, out)
+		}
 	}
-	out, err := b.apply(t, nil, "-f", dir, "--owner", "team-a", "--prune", "-l", "team=data")
-	if exitCode(err) != applyChanged || strings.Contains(out, "(delete)") {
-		t.Errorf("prune -l team=data: exit %d (%v), want no delete\n%s", exitCode(err), err, out)
+	// team!=web keeps what has no team label (a-gone), as kubectl's !=
+	// does, and leaves a-web (team=web) out of scope.
+	out, err := b.apply(t, nil, "-f", dir, "--owner", "team-a", "--prune", "-l", "team!=web")
+	if exitCode(err) != applyChanged || !strings.Contains(out, "- schedule a-gone (delete)") || strings.Contains(out, "a-web") ||
+		!strings.Contains(out, "Plan: 0 to create, 0 to update, 1 unchanged, 1 to delete.") {
+		t.Errorf("prune -l team!=web: exit %d (%v)\n%s", exitCode(err), err, out)
+	}
+	if _, err := b.apply(t, nil, "-f", dir, "--owner", "team-a", "--prune", "-l", "team notin (web)"); exitCode(err) != applyError || !strings.Contains(err.Error(), "notin is not supported") {
+		t.Errorf("-l with notin: %v", err)
 	}
 	b.ok(t, "schedules", "delete", "a-web")
 	out, err = b.apply(t, nil, "-f", dir, "--owner", "team-a", "--prune")
-	if exitCode(err) != applyChanged || !strings.Contains(out, "- schedule a-gone (delete)") || !strings.Contains(out, "Plan: 0 to create, 0 to update, 1 unchanged, 1 to delete.") {
-		t.Errorf("prune: exit %d (%v)\n%s", exitCode(err), err, out)
+	if exitCode(err) != applyNoChanges || !strings.Contains(out, "Plan: 0 to create, 0 to update, 1 unchanged, 0 to delete.") {
+		t.Errorf("prune again: exit %d (%v)\n%s", exitCode(err), err, out)
 	}
 	if n := b.count(t); n != 3 { // hourly, b-kept, by-hand
 		t.Errorf("%d schedules after prune, want 3", n)

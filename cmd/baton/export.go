@@ -19,7 +19,7 @@ func init() { rootCmd.AddCommand(newExportCmd(schedulesClientFromEnv)) }
 func newExportCmd(newClient clientFunc) *cobra.Command {
 	var selector string
 	cmd := &cobra.Command{
-		Use:   "export [-l key=value,…]",
+		Use:   "export [-l SELECTOR]",
 		Short: "Write the stored calendars and schedules as YAML documents that baton apply takes back unchanged",
 		Long: `Write every calendar, then every schedule (or those the selector
 keeps) as YAML documents for baton apply: kind, metadata.owner (from
@@ -65,7 +65,7 @@ again plans no changes.`,
 		},
 	}
 	flagUsage(cmd)
-	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only objects with these labels: key=value[,key=value…]")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only objects matching this label selector: key=value, key!=value, key in (v1,v2), comma-separated, all must match")
 	return cmd
 }
 

@@ -40,6 +40,15 @@ func TestSchedulesListSelector(t *testing.T) {
 	if got := b.stored(t, "s1").Labels; len(got) != 1 || got["team"] != "data" {
 		t.Errorf("labels after update --label tier- --label team=data: %v", got)
 	}
+	// != and in: s3 (s1 is team=data since the update), the hint quoted
+	// for the shell.
+	out, errOut, err = b.run(t, "", "schedules", "list", "-l", "team!=data,tier in (1,2)", "--page-size", "1")
+	if err != nil || !strings.Contains(out, "s3") || strings.Contains(out, "s1") || !strings.Contains(errOut, "-l 'team!=data,tier in (1,2)' --page-token ") {
+		t.Errorf("list -l 'team!=data,tier in (1,2)': %v\n%s%s", err, out, errOut)
+	}
+	if _, _, err := b.run(t, "", "schedules", "list", "-l", "team notin (a)"); exitCode(err) != 2 || !strings.Contains(err.Error(), "notin is not supported") {
+		t.Errorf("-l team notin (a): %v, want a usage error with the reason", err)
+	}
 	if _, _, err := b.run(t, "", "schedules", "list", "-l", "team"); exitCode(err) != 2 {
 		t.Errorf("-l team: %v, want a usage error", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -30,6 +31,7 @@ func newRunsCmd(client clientFunc) *cobra.Command {
 // runsListFlags are `runs list`'s flags.
 type runsListFlags struct {
 	id, status, source, since, token string
+	selector                         string
 	pageSize                         int
 	all                              bool
 	out                              *outputFormat
@@ -109,6 +111,9 @@ func newRunsListCmd(client clientFunc) *cobra.Command {
 			if err := checkPageSize(cmd, f.pageSize); err != nil {
 				return err
 			}
+			if f.selector != "" {
+				return f.listByLabel(cmd, client, q)
+			}
 			c, err := client()
 			if err != nil {
 				return err
@@ -163,6 +168,7 @@ func newRunsListCmd(client clientFunc) *cobra.Command {
 	list.Flags().StringVar(&f.status, "status", "", "only runs in this status: "+joinEnum(schedule.AllRunStatuses()))
 	list.Flags().StringVar(&f.source, "source", "", "only runs of this source: "+joinEnum(schedule.AllSources())+" (not with --status or --schedule)")
 	list.Flags().StringVar(&f.since, "since", "", "only runs fired at or after this RFC 3339 time, or this long ago (1h, 30m)")
+	list.Flags().StringVarP(&f.selector, "selector", "l", "", fmt.Sprintf("only the runs of the schedules matching this label selector (key=value, key!=value, key in (v1,v2)); at most %d schedules, the newest page of runs only", maxLabelRunSchedules))
 	list.Flags().IntVar(&f.pageSize, "page-size", 0, fmt.Sprintf("runs per page, 1 to %d (default %d)", catalog.MaxPageSize, catalog.DefaultPageSize))
 	list.Flags().StringVar(&f.token, "page-token", "", "continue from the nextPageToken of an earlier page")
 	list.Flags().BoolVar(&f.all, "all", false, "follow page tokens to the end")
@@ -299,4 +305,90 @@ func runDetail(r schedule.Run) string {
 		return "-"
 	}
 	return s
+}
+
+// maxLabelRunSchedules bounds the schedules `runs list -l` resolves its
+// selector to. Runs carry no labels, so the selector is answered by
+// listing the matching schedules (one page of at most this many, plus one
+// to tell "too many") and then one page of runs of each: at most
+// maxLabelRunSchedules+1 schedule reads and maxLabelRunSchedules ×
+// page-size run reads, bounded whatever the collection holds.
+const maxLabelRunSchedules = 50
+
+// listByLabel is `runs list -l`: the newest page-size runs across the
+// schedules the selector matches, merged newest fire time first (ties by
+// run id, descending, as GET /runs orders them). It has no next page: a
+// token would have to carry one position per schedule.
+func (f *runsListFlags) listByLabel(cmd *cobra.Command, client clientFunc, q url.Values) error {
+	const what = "runs list -l"
+	switch {
+	case f.id != "":
+		return usageError("%s: -l cannot be combined with --schedule (it selects the schedules)", what)
+	case f.source != "":
+		return usageError("%s: -l cannot be combined with --source (no index serves source with a schedule)", what)
+	case f.token != "" || f.all:
+		return usageError("%s: -l lists the newest page only; --page-token and --all are not supported with it", what)
+	case f.watch.on:
+		return usageError("%s: -l cannot be combined with --watch", what)
+	}
+	sel, err := schedule.ParseLabelSelector("--selector", f.selector)
+	if err != nil {
+		return usageError("%s: %v", what, err)
+	}
+	c, err := client()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	scheds, _, err := fetchPages(ctx, c, "/schedules", url.Values{"labelSelector": {sel.String()}}, maxLabelRunSchedules+1, "", false,
+		func(p *catalog.SchedulePage) ([]schedule.Schedule, string) { return p.Schedules, p.NextPageToken })
+	if err != nil {
+		return apiFailure(what, err)
+	}
+	if len(scheds) > maxLabelRunSchedules {
+		return usageError("%s: %q matches more than %d schedules; narrow the selector (runs carry no labels, so each schedule's runs are read separately)", what, sel.String(), maxLabelRunSchedules)
+	}
+	n := f.pageSize
+	if n == 0 {
+		n = catalog.DefaultPageSize
+	}
+	var runs []schedule.Run
+	more := false
+	for _, sc := range scheds {
+		sq := url.Values{"schedule": {sc.ID}}
+		for k, v := range q {
+			sq[k] = v
+		}
+		got, next, err := fetchPages(ctx, c, "/runs", sq, n, "", false,
+			func(p *catalog.RunPage) ([]schedule.Run, string) { return p.Runs, p.NextPageToken })
+		if err != nil {
+			return apiFailure(what, err)
+		}
+		runs = append(runs, got...)
+		more = more || next != ""
+	}
+	slices.SortFunc(runs, func(a, b schedule.Run) int {
+		if c := b.FireTime.Compare(a.FireTime); c != 0 {
+			return c
+		}
+		return strings.Compare(b.ID, a.ID)
+	})
+	if len(runs) > n {
+		runs, more = runs[:n], true
+	}
+	if !f.out.table() {
+		return f.out.print(cmd.OutOrStdout(), catalog.RunPage{Runs: nonNil(runs)}, nil)
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, runsListHeader)
+	for _, r := range runs {
+		fmt.Fprintln(tw, runsListRow(r))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if more {
+		fmt.Fprintf(cmd.ErrOrStderr(), "the newest %d runs of %d schedules; older ones: --since, or runs list --schedule ID\n", n, len(scheds))
+	}
+	return nil
 }

@@ -152,3 +152,57 @@ func TestRunsGet(t *testing.T) {
 		t.Errorf("runs get without an id: exit %d, %v; want 2", exitCode(err), err)
 	}
 }
+
+// TestRunsListByLabel: `runs list -l` resolves the selector to the
+// matching schedules and merges their newest runs, newest first; it reads
+// only the matching schedules' runs, refuses a selector matching more
+// than maxLabelRunSchedules schedules, and refuses the flags it cannot
+// honour.
+func TestRunsListByLabel(t *testing.T) {
+	t.Parallel()
+	b := setupCLI(t)
+	b.ok(t, "schedules", "create", "--id", "a", "--cron", "@daily", "--builtin", "noop", "--label", "team=data")
+	b.ok(t, "schedules", "create", "--id", "b", "--cron", "@daily", "--builtin", "noop", "--label", "team=web")
+	b.ok(t, "schedules", "create", "--id", "c", "--cron", "@daily", "--builtin", "noop")
+	seedCLIRuns(t, b, time.Now())
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-l", "team=data"}, "[r2 r0]"},
+		{[]string{"-l", "team!=data"}, "[r3 r1]"},
+		{[]string{"-l", "team in (data,web)"}, "[r3 r2 r1 r0]"},
+		{[]string{"-l", "team in (data,web)", "--page-size", "3"}, "[r3 r2 r1]"},
+		{[]string{"-l", "team in (data,web)", "--status", "failed"}, "[r2 r0]"},
+		{[]string{"-l", "team=ops"}, "[]"},
+	} {
+		args := append([]string{"runs", "list", "--json"}, tc.args...)
+		if got := fmt.Sprint(runIDsOf(t, b.ok(t, args...))); got != tc.want {
+			t.Errorf("baton %s = %s; want %s", strings.Join(args, " "), got, tc.want)
+		}
+	}
+	_, errOut, err := b.run(t, "", "runs", "list", "-l", "team in (data,web)", "--page-size", "1")
+	if err != nil || !strings.Contains(errOut, "the newest 1 runs of 2 schedules") {
+		t.Errorf("a cut list does not say so: %v %q", err, errOut)
+	}
+	for _, args := range [][]string{
+		{"-l", "team=data", "--schedule", "a"},
+		{"-l", "team=data", "--source", "manual"},
+		{"-l", "team=data", "--all"},
+		{"-l", "team notin (a)"},
+	} {
+		if _, _, err := b.run(t, "", append([]string{"runs", "list"}, args...)...); exitCode(err) != 2 {
+			t.Errorf("runs list %v: %v, want a usage error", args, err)
+		}
+	}
+	for i := range maxLabelRunSchedules {
+		b.ok(t, "schedules", "create", "--id", fmt.Sprintf("m%02d", i), "--cron", "@daily", "--builtin", "noop", "--label", "many=yes")
+	}
+	if _, _, err := b.run(t, "", "runs", "list", "-l", "many=yes"); err != nil {
+		t.Errorf("-l matching %d schedules: %v", maxLabelRunSchedules, err)
+	}
+	b.ok(t, "schedules", "update", "a", "--label", "many=yes")
+	if _, _, err := b.run(t, "", "runs", "list", "-l", "many=yes"); exitCode(err) != 2 || !strings.Contains(err.Error(), "more than 50 schedules") {
+		t.Errorf("-l matching %d schedules: %v, want a usage error naming the bound", maxLabelRunSchedules+1, err)
+	}
+}

@@ -162,7 +162,13 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 			if next != "" {
 				more := ""
 				if len(sel) > 0 {
+					// Quoted when the shell would split or expand it
+					// (in's space and parentheses, !=); a selector holds
+					// no quote of its own.
 					more = " -l " + sel.String()
+					if strings.ContainsAny(sel.String(), " ()!") {
+						more = " -l '" + sel.String() + "'"
+					}
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "more: baton schedules list%s --page-token %s (or --all)\n", more, next)
 			}
@@ -173,7 +179,7 @@ func schedulesListCmd(client clientFunc) *cobra.Command {
 	cmd.Flags().IntVar(&pageSize, "page-size", 0, fmt.Sprintf("schedules per page, 1 to %d (default %d)", catalog.MaxPageSize, catalog.DefaultPageSize))
 	cmd.Flags().StringVar(&token, "page-token", "", "continue from the nextPageToken of an earlier page")
 	cmd.Flags().BoolVar(&all, "all", false, "follow page tokens to the end")
-	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only schedules with these labels: key=value[,key=value…] (all must match)")
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "only schedules matching this label selector: key=value, key!=value, key in (v1,v2), comma-separated, all must match")
 	out = addOutput(cmd, `{"schedules":[…],"nextPageToken":…}`)
 	watch = addWatch(cmd, pagedWatch("the first ids in order"))
 	return cmd

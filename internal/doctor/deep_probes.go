@@ -165,21 +165,23 @@ func probeSet() []probe {
 			return err
 		}},
 		{"Catalog.ListSchedules (labels)", "find schedules {labels: \"k=v\"} sort {_id: 1} limit (labelSelector, the labels index)", func(ctx context.Context, p *probeState) error {
-			page, _, err := p.b.Catalog().ListSchedules(ctx, 10, "", schedule.OwnerLabel+"=doctor")
+			page, _, err := p.b.Catalog().ListSchedules(ctx, 10, "", schedule.Eq(schedule.OwnerLabel, "doctor"))
 			if err == nil && len(page) != 1 {
 				return wrong("%d schedules, want 1", len(page))
 			}
 			return err
 		}},
-		{"Catalog.ListSchedules (two labels)", "find schedules {labels: {$all: [\"k=v\", …]}} sort {_id: 1} limit (a selector of several terms)", func(ctx context.Context, p *probeState) error {
-			page, _, err := p.b.Catalog().ListSchedules(ctx, 10, "", schedule.OwnerLabel+"=doctor", "probe=yes")
+		{"Catalog.ListSchedules (label terms)", "find schedules {$and: [{labels: \"k=v\"}, {labels: {$ne: …}}, {labels: {$in: […]}}]} sort {_id: 1} limit (a selector of =, != and in terms)", func(ctx context.Context, p *probeState) error {
+			owner := schedule.Eq(schedule.OwnerLabel, "doctor")
+			in := schedule.LabelTerm{Key: "probe", Op: schedule.LabelIn, Values: []string{"maybe", "yes"}}
+			page, _, err := p.b.Catalog().ListSchedules(ctx, 10, "", owner, schedule.LabelTerm{Key: "probe", Op: schedule.LabelNotEquals, Values: []string{"no"}}, in)
 			if err == nil && len(page) != 1 {
 				return wrong("%d schedules, want 1", len(page))
 			}
 			if err == nil {
-				page, _, err = p.b.Catalog().ListSchedules(ctx, 10, "", schedule.OwnerLabel+"=doctor", "probe=no")
+				page, _, err = p.b.Catalog().ListSchedules(ctx, 10, "", owner, schedule.LabelTerm{Key: "probe", Op: schedule.LabelNotEquals, Values: []string{"yes"}})
 				if err == nil && len(page) != 0 {
-					return wrong("%d schedules for probe=no, want 0", len(page))
+					return wrong("%d schedules for probe!=yes, want 0", len(page))
 				}
 			}
 			return err

@@ -138,10 +138,22 @@ func TestBadLabelsStoreNothing(t *testing.T) {
 	if res := b.do(t, http.MethodPost, "/schedules", labelledBody("ok", ok)); res.Status != http.StatusCreated {
 		t.Errorf("the longest labels: %d %s", res.Status, res.Body)
 	}
-	for _, q := range []string{"team", "team!=data", "bad key=x", "team=bad value"} {
+	for q, reason := range map[string]string{
+		"team":             "want key=value",
+		"team notin (a,b)": "notin is not supported",
+		"team in ()":       "at least one value",
+		"team in (a,b":     "without ')'",
+		"bad key=x":        "invalid label key",
+		"team!=bad value":  "invalid label value",
+		"team=data,":       "empty term",
+	} {
 		res := b.do(t, http.MethodGet, "/schedules?labelSelector="+url.QueryEscape(q), "")
-		if res.Status != http.StatusBadRequest || res.apiError(t).Field != "labelSelector" {
+		if res.Status != http.StatusBadRequest {
 			t.Errorf("labelSelector %q: %d %s; want 400 labelSelector", q, res.Status, res.Body)
+			continue
+		}
+		if e := res.apiError(t); e.Field != "labelSelector" || !strings.Contains(e.Message, reason) {
+			t.Errorf("labelSelector %q: field %q message %q; want labelSelector with %q", q, e.Field, e.Message, reason)
 		}
 	}
 }
@@ -183,5 +195,62 @@ func TestLabelsPatchAndCalendars(t *testing.T) {
 	res.json(t, &page)
 	if len(page.Calendars) != 1 || page.Calendars[0].ID != "hol-us" {
 		t.Errorf("calendars with region=us: %s", res.Body)
+	}
+}
+
+// TestLabelSelectorSetTerms: != and in through the API, as kubectl reads
+// them: != keeps the schedules without the label, in those with one of
+// the values, the terms ANDed, one keyset page at a time, and a page
+// token stays bound to its selector.
+func TestLabelSelectorSetTerms(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for id, labels := range map[string]map[string]string{
+		"a": {"team": "data", "env": "prod"},
+		"b": {"team": "web", "env": "prod"},
+		"c": {"env": "staging"},
+		"d": {"team": "web", "env": "dev"},
+		"e": {},
+	} {
+		if res := b.do(t, http.MethodPost, "/schedules", labelledBody(id, labels)); res.Status != http.StatusCreated {
+			t.Fatalf("create %s: %d %s", id, res.Status, res.Body)
+		}
+	}
+	list := func(sel string) (ids []string, first string) {
+		token := ""
+		for range 10 {
+			res := b.do(t, http.MethodGet, "/schedules?pageSize=1&labelSelector="+url.QueryEscape(sel)+"&pageToken="+token, "")
+			if res.Status != http.StatusOK {
+				t.Fatalf("%s: %d %s", sel, res.Status, res.Body)
+			}
+			var page catalog.SchedulePage
+			res.json(t, &page)
+			for _, sc := range page.Schedules {
+				ids = append(ids, sc.ID)
+			}
+			if first == "" {
+				first = page.NextPageToken
+			}
+			if token = page.NextPageToken; token == "" {
+				return ids, first
+			}
+		}
+		t.Fatalf("%s: the pages do not end", sel)
+		return nil, ""
+	}
+	for sel, want := range map[string]string{
+		"team!=data":                       "[b c d e]",
+		"env in (prod, staging)":           "[a b c]",
+		"team!=data,env in (prod,staging)": "[b c]",
+		"team in (web),env!=dev":           "[b]",
+	} {
+		if got, _ := list(sel); fmt.Sprint(got) != want {
+			t.Errorf("labelSelector %q listed %v; want %s", sel, got, want)
+		}
+	}
+	_, token := list("team!=data")
+	res := b.do(t, http.MethodGet, "/schedules?pageSize=1&labelSelector=team%3Ddata&pageToken="+token, "")
+	if res.Status != http.StatusBadRequest || res.apiError(t).Field != "pageToken" {
+		t.Errorf("a team!=data token on team=data: %d %s; want 400 pageToken", res.Status, res.Body)
 	}
 }

@@ -147,53 +147,187 @@ func (l Labels) Validate() error {
 	return nil
 }
 
-// LabelSelector is a list of equality terms, "key=value", all of which a
-// labelled object must match. It is the stored form of each term, so the
-// store matches it against the pairs as they are.
-type LabelSelector []string
+// LabelOp is a selector term's operator, as kubectl writes it.
+type LabelOp string
 
-// ParseLabelSelector reads a selector as the API and the CLI take it:
-// comma-separated "key=value" (or "key==value") terms, ANDed. An empty
-// string selects everything. field names the input in the error (the
-// query parameter, "labelSelector", or the CLI flag).
+// The operators a selector term may use: kubectl's equality-based ones
+// and its set-based "in". ("notin" and the existence terms "key" and
+// "!key" are not supported.)
+const (
+	// LabelEquals keeps the objects whose label Key is the one value.
+	LabelEquals LabelOp = "="
+	// LabelNotEquals keeps the objects whose label Key is not the value,
+	// including those without the label, as kubectl's "!=" does.
+	LabelNotEquals LabelOp = "!="
+	// LabelIn keeps the objects whose label Key is one of the values; an
+	// object without the label is not kept.
+	LabelIn LabelOp = "in"
+)
+
+// LabelTerm is one term of a selector: Key Op Values, with one value for
+// = and != and one or more for in.
+type LabelTerm struct {
+	Key    string
+	Op     LabelOp
+	Values []string
+}
+
+// Pairs are the term's values in the stored form, "key=value", which the
+// store matches against the labels array as it is.
+func (t LabelTerm) Pairs() []string {
+	out := make([]string, len(t.Values))
+	for i, v := range t.Values {
+		out[i] = t.Key + "=" + v
+	}
+	return out
+}
+
+// Matches reports whether labels l satisfy the term.
+func (t LabelTerm) Matches(l Labels) bool {
+	got, ok := l[t.Key]
+	switch t.Op {
+	case LabelEquals:
+		return ok && got == t.Values[0]
+	case LabelNotEquals:
+		return !ok || got != t.Values[0]
+	case LabelIn:
+		return ok && slices.Contains(t.Values, got)
+	}
+	return false
+}
+
+// String is the term as ParseLabelSelector reads it.
+func (t LabelTerm) String() string {
+	if t.Op == LabelIn {
+		return t.Key + " in (" + strings.Join(t.Values, ",") + ")"
+	}
+	return t.Key + string(t.Op) + t.Values[0]
+}
+
+// Eq is the equality term key=value.
+func Eq(key, value string) LabelTerm {
+	return LabelTerm{Key: key, Op: LabelEquals, Values: []string{value}}
+}
+
+// LabelSelector is a list of terms, all of which a labelled object must
+// match.
+type LabelSelector []LabelTerm
+
+// MaxSelectorValues bounds the values of a selector's terms together (an
+// in term counts each of its values): each is one more clause of the
+// store's query.
+const MaxSelectorValues = MaxLabels
+
+// ParseLabelSelector reads a selector as the API and the CLI take it,
+// kubectl's syntax: comma-separated terms, ANDed, each "key=value" (or
+// "key==value"), "key!=value" or "key in (v1,v2,…)". An empty string
+// selects everything. field names the input in the error (the query
+// parameter, "labelSelector", or the CLI flag).
 func ParseLabelSelector(field, s string) (LabelSelector, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return nil, nil
 	}
+	terms, err := splitTerms(s)
+	if err != nil {
+		return nil, fieldErr(field, "%s", err)
+	}
 	var out LabelSelector
-	for term := range strings.SplitSeq(s, ",") {
-		term = strings.TrimSpace(term)
-		if strings.Contains(term, "!=") {
-			return nil, fieldErr(field, "term %q: only equality terms (key=value) are supported", term)
+	values := 0
+	for _, raw := range terms {
+		t, err := parseTerm(raw)
+		if err != nil {
+			return nil, fieldErr(field, "term %q: %s", raw, err)
 		}
-		k, v, ok := strings.Cut(term, "=")
-		v = strings.TrimPrefix(v, "=")
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		if !ok {
-			return nil, fieldErr(field, "term %q: want key=value", term)
-		}
-		if why := ValidateLabelKey(k); why != "" {
-			return nil, fieldErr(field, "term %q: invalid label key: %s", term, why)
-		}
-		if why := ValidateLabelValue(v); why != "" {
-			return nil, fieldErr(field, "term %q: invalid label value: %s", term, why)
-		}
-		if !slices.Contains(out, k+"="+v) {
-			out = append(out, k+"="+v)
+		if !slices.ContainsFunc(out, func(o LabelTerm) bool { return o.String() == t.String() }) {
+			out = append(out, t)
+			values += len(t.Values)
 		}
 	}
-	if len(out) > MaxLabels {
-		return nil, fieldErr(field, "has %d terms; at most %d", len(out), MaxLabels)
+	if values > MaxSelectorValues {
+		return nil, fieldErr(field, "has %d values in its terms; at most %d", values, MaxSelectorValues)
 	}
 	return out, nil
 }
 
+// splitTerms splits s at the commas outside parentheses, so that the
+// values of an in term stay in their term.
+func splitTerms(s string) ([]string, error) {
+	var out []string
+	depth, start := 0, 0
+	for i, c := range s {
+		switch c {
+		case '(':
+			if depth++; depth > 1 {
+				return nil, fmt.Errorf("nested '(' at byte %d", i)
+			}
+		case ')':
+			if depth--; depth < 0 {
+				return nil, fmt.Errorf("')' without '(' at byte %d", i)
+			}
+		case ',':
+			if depth == 0 {
+				out = append(out, strings.TrimSpace(s[start:i]))
+				start = i + 1
+			}
+		}
+	}
+	if depth != 0 {
+		return nil, fmt.Errorf("'(' without ')'")
+	}
+	return append(out, strings.TrimSpace(s[start:])), nil
+}
+
+// setTerm is "key in (values)" or "key notin (values)".
+var setTerm = regexp.MustCompile(`^(\S+)\s+(in|notin)\s*\((.*)\)$`)
+
+// parseTerm reads one term and checks its key and values.
+func parseTerm(term string) (LabelTerm, error) {
+	var t LabelTerm
+	if term == "" {
+		return t, fmt.Errorf("empty term (a comma too many?)")
+	}
+	if m := setTerm.FindStringSubmatch(term); m != nil {
+		if m[2] == "notin" {
+			return t, fmt.Errorf("notin is not supported; use key!=value terms, one per value")
+		}
+		t = LabelTerm{Key: m[1], Op: LabelIn}
+		if strings.TrimSpace(m[3]) == "" {
+			return t, fmt.Errorf("in needs at least one value")
+		}
+		for v := range strings.SplitSeq(m[3], ",") {
+			if v = strings.TrimSpace(v); !slices.Contains(t.Values, v) {
+				t.Values = append(t.Values, v)
+			}
+		}
+	} else {
+		k, v, ok := strings.Cut(term, "!=")
+		op := LabelNotEquals
+		if !ok {
+			k, v, ok = strings.Cut(term, "=")
+			v = strings.TrimPrefix(v, "=")
+			op = LabelEquals
+		}
+		if !ok {
+			return t, fmt.Errorf("want key=value, key!=value or key in (v1,v2); existence terms (key, !key) are not supported")
+		}
+		t = LabelTerm{Key: strings.TrimSpace(k), Op: op, Values: []string{strings.TrimSpace(v)}}
+	}
+	if why := ValidateLabelKey(t.Key); why != "" {
+		return t, fmt.Errorf("invalid label key: %s", why)
+	}
+	for _, v := range t.Values {
+		if why := ValidateLabelValue(v); why != "" {
+			return t, fmt.Errorf("invalid label value: %s", why)
+		}
+	}
+	return t, nil
+}
+
 // Matches reports whether labels l satisfy every term of sel.
 func (sel LabelSelector) Matches(l Labels) bool {
-	for _, term := range sel {
-		k, v, _ := strings.Cut(term, "=")
-		if got, ok := l[k]; !ok || got != v {
+	for _, t := range sel {
+		if !t.Matches(l) {
 			return false
 		}
 	}
@@ -201,4 +335,10 @@ func (sel LabelSelector) Matches(l Labels) bool {
 }
 
 // String is the selector as ParseLabelSelector reads it.
-func (sel LabelSelector) String() string { return strings.Join(sel, ",") }
+func (sel LabelSelector) String() string {
+	parts := make([]string, len(sel))
+	for i, t := range sel {
+		parts[i] = t.String()
+	}
+	return strings.Join(parts, ",")
+}

@@ -45,7 +45,7 @@ type Calendars interface {
 	// Catalog.ListSchedules pages schedules (keyset cursor; a page of n
 	// reads n documents). It writes nothing.
 	// sel filters by labels as Catalog.ListSchedules' does.
-	ListCalendars(ctx context.Context, limit int, token string, sel ...string) (page []schedule.Calendar, next string, err error)
+	ListCalendars(ctx context.Context, limit int, token string, sel ...schedule.LabelTerm) (page []schedule.Calendar, next string, err error)
 
 	// DeleteCalendar removes calendar id.
 	//

@@ -62,10 +62,11 @@ type Catalog interface {
 	// next is empty on the last page. A token that is malformed, edited or
 	// from another list is ErrBadPageToken (wrapped). It writes nothing.
 	//
-	// sel, when given, are label terms ("key=value", schedule.LabelSelector)
-	// a schedule must all hold to be listed; the list is then served by the
-	// labels index, still keyset-paged, and a token is bound to sel.
-	ListSchedules(ctx context.Context, limit int, token string, sel ...string) (page []schedule.Schedule, next string, err error)
+	// sel, when given, are label terms (schedule.LabelSelector: =, !=,
+	// in) a schedule must all satisfy to be listed; the filter is part of
+	// the query (= and in are served by the labels index), still
+	// keyset-paged, and a token is bound to sel.
+	ListSchedules(ctx context.Context, limit int, token string, sel ...schedule.LabelTerm) (page []schedule.Schedule, next string, err error)
 
 	// ListRuns reads one page of the runs of schedule scheduleID, newest
 	// fire time first (ties by id), as ListSchedules pages. Runs outlive

@@ -92,7 +92,7 @@ func (v calendars) GetCalendars(ctx context.Context, ids []string) (map[string]*
 	return out, nil
 }
 
-func (v calendars) ListCalendars(ctx context.Context, limit int, token string, sel ...string) ([]schedule.Calendar, string, error) {
+func (v calendars) ListCalendars(ctx context.Context, limit int, token string, sel ...schedule.LabelTerm) ([]schedule.Calendar, string, error) {
 	got, next, err := v.s.page(ctx, pageQuery{coll: calColl, binding: labelBinding(sel), match: hasLabels(sel), limit: limit, token: token})
 	if err != nil {
 		return nil, "", err

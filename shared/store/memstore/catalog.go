@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,7 +54,7 @@ func (v catalog) Get(ctx context.Context, id string) (schedule.Schedule, error) 
 	return schedules(v).Get(ctx, id)
 }
 
-func (v catalog) ListSchedules(ctx context.Context, limit int, token string, sel ...string) ([]schedule.Schedule, string, error) {
+func (v catalog) ListSchedules(ctx context.Context, limit int, token string, sel ...schedule.LabelTerm) ([]schedule.Schedule, string, error) {
 	got, next, err := v.s.page(ctx, pageQuery{coll: schedColl, binding: labelBinding(sel), match: hasLabels(sel), limit: limit, token: token})
 	if err != nil {
 		return nil, "", err
@@ -231,32 +232,43 @@ func (v catalog) DeleteExpiredVersions(ctx context.Context, now time.Time, limit
 
 // labelBinding binds a page token to its label selector, as mongostore
 // binds it to its filter: a token of one selector is refused by another.
-func labelBinding(sel []string) string {
+func labelBinding(sel []schedule.LabelTerm) string {
 	if len(sel) == 0 {
 		return "all"
 	}
-	return "labels=" + strings.Join(sel, ",")
+	return "labels=" + schedule.LabelSelector(sel).String()
 }
 
 // hasLabels matches the documents whose labels array (the stored
-// "key=value" form) holds every term of sel, as mongostore's
-// {labels: term} or {labels: {$all: sel}}; nil for no selector.
-func hasLabels(sel []string) func(bson.M) bool {
+// "key=value" form) satisfies every term of sel, as mongostore's filter
+// does: = is {labels: pair}, != is {labels: {$ne: pair}} (no element is
+// the pair, so a document without labels matches), in is {labels: {$in:
+// pairs}}, several terms are $and. nil for no selector.
+func hasLabels(sel []schedule.LabelTerm) func(bson.M) bool {
 	if len(sel) == 0 {
 		return nil
 	}
 	return func(m bson.M) bool {
-		arr, ok := m["labels"].(bson.A)
-		if !ok {
-			return false
-		}
+		arr, _ := m["labels"].(bson.A)
 		have := make(map[string]bool, len(arr))
 		for _, x := range arr {
 			have[strOf(x)] = true
 		}
 		for _, t := range sel {
-			if !have[t] {
-				return false
+			pairs := t.Pairs()
+			switch t.Op {
+			case schedule.LabelNotEquals:
+				if have[pairs[0]] {
+					return false
+				}
+			case schedule.LabelIn:
+				if !slices.ContainsFunc(pairs, func(p string) bool { return have[p] }) {
+					return false
+				}
+			default:
+				if !have[pairs[0]] {
+					return false
+				}
 			}
 		}
 		return true

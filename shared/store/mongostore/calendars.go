@@ -104,7 +104,7 @@ func (v calendars) GetCalendars(ctx context.Context, ids []string) (map[string]*
 }
 
 // ListCalendars implements store.Calendars.
-func (v calendars) ListCalendars(ctx context.Context, limit int, token string, sel ...string) ([]schedule.Calendar, string, error) {
+func (v calendars) ListCalendars(ctx context.Context, limit int, token string, sel ...schedule.LabelTerm) ([]schedule.Calendar, string, error) {
 	q := PageQuery{Limit: limit, Token: token, IDType: bson.TypeString, Filter: labelFilter(sel)}
 	out := []schedule.Calendar{}
 	p, err := v.coll().Page(ctx, q, &out)

@@ -69,7 +69,7 @@ func (v catalog) Get(ctx context.Context, id string) (schedule.Schedule, error) 
 }
 
 // ListSchedules implements store.Catalog.
-func (v catalog) ListSchedules(ctx context.Context, limit int, token string, sel ...string) ([]schedule.Schedule, string, error) {
+func (v catalog) ListSchedules(ctx context.Context, limit int, token string, sel ...schedule.LabelTerm) ([]schedule.Schedule, string, error) {
 	// Every id is a string: a token carrying anything else was not ours.
 	q := PageQuery{Limit: limit, Token: token, IDType: bson.TypeString, Filter: labelFilter(sel)}
 	out := []schedule.Schedule{}
@@ -224,15 +224,41 @@ func (v catalog) Delete(ctx context.Context, id string, version int64) error {
 }
 
 // labelFilter matches the documents whose stored label pairs
-// (schedule.Labels) hold every term of sel; nil for none. The filter is
-// part of the page query, so a token is bound to its selector, and the
-// "labels" index (labels, _id) serves it in the keyset's order.
-func labelFilter(sel []string) bson.D {
-	if len(sel) == 0 {
+// (schedule.Labels, an array of "key=value") satisfy every term of sel;
+// nil for none. Each term is one condition on the array:
+//
+//	key=value        {labels: "key=value"}
+//	key!=value       {labels: {$ne: "key=value"}}  (no element is the pair: a document without the key matches, as kubectl's != does)
+//	key in (a, b)    {labels: {$in: ["key=a", "key=b"]}}
+//
+// and several terms are {$and: [...]}. $ne, $in and $and are on
+// Firestore's supported operators
+// (https://docs.cloud.google.com/firestore/mongodb-compatibility/docs/supported-features-80,
+// emulator/mongo/allowlist.go). The filter is part of the page query, so
+// a token is bound to its selector, and the "labels" index (labels, _id)
+// serves = and in in the keyset's order; a selector of != terms only
+// reads in _id order and skips what does not match.
+func labelFilter(sel []schedule.LabelTerm) bson.D {
+	cond := func(t schedule.LabelTerm) bson.D {
+		pairs := t.Pairs()
+		switch t.Op {
+		case schedule.LabelNotEquals:
+			return bson.D{{Key: "labels", Value: bson.D{{Key: "$ne", Value: pairs[0]}}}}
+		case schedule.LabelIn:
+			return bson.D{{Key: "labels", Value: bson.D{{Key: "$in", Value: pairs}}}}
+		default:
+			return bson.D{{Key: "labels", Value: pairs[0]}}
+		}
+	}
+	switch len(sel) {
+	case 0:
 		return nil
+	case 1:
+		return cond(sel[0])
 	}
-	if len(sel) == 1 {
-		return bson.D{{Key: "labels", Value: sel[0]}}
+	and := make(bson.A, len(sel))
+	for i, t := range sel {
+		and[i] = cond(t)
 	}
-	return bson.D{{Key: "labels", Value: bson.D{{Key: "$all", Value: sel}}}}
+	return bson.D{{Key: "$and", Value: and}}
 }

@@ -122,6 +122,7 @@ func (s *suite) catalog(t *testing.T) {
 		}
 	})
 	t.Run("ListAllRuns", s.catalogListAllRuns)
+	t.Run("ListSchedulesByLabel", s.catalogListByLabel)
 	t.Run("GetRun", func(t *testing.T) {
 		b := s.backend(t)
 		rd := pendingRecord("r1")
@@ -276,4 +277,80 @@ func runIDs(runs []schedule.Run) []string {
 		ids[i] = r.ID
 	}
 	return ids
+}
+
+// catalogListByLabel: a label selector keeps exactly the schedules that
+// satisfy every term (= needs the label with the value; != keeps what
+// lacks the label, as kubectl does; in needs the label with one of the
+// values), pages over them each once in id order, and binds its token to
+// the selector: a token of one selector is refused by another.
+func (s *suite) catalogListByLabel(t *testing.T) {
+	b := s.backend(t)
+	for id, l := range map[string]schedule.Labels{
+		"s0": {"team": "data", "env": "prod"},
+		"s1": {"team": "web", "env": "prod"},
+		"s2": {"team": "data", "env": "staging"},
+		"s3": {"env": "dev"},
+		"s4": nil,
+		"s5": {"team": "web", "env": "staging"},
+		"s6": {"team": "data"},
+	} {
+		sc := newSchedule(id, t0)
+		sc.Labels = l
+		create(t, b, sc)
+	}
+	m := b.Meter()
+	list := func(t *testing.T, sel schedule.LabelSelector) (ids []string, reads int64, firstToken string) {
+		t.Helper()
+		read0 := m.Total()
+		token := ""
+		for range 10 {
+			page, next, err := b.Catalog().ListSchedules(t.Context(), 2, token, sel...)
+			if err != nil {
+				t.Fatalf("%s: %v", sel, err)
+			}
+			ids = append(ids, idsOf(page)...)
+			if firstToken == "" {
+				firstToken = next
+			}
+			if token = next; token == "" {
+				return ids, m.Total() - read0, firstToken
+			}
+		}
+		t.Fatalf("%s: the pages do not end", sel)
+		return nil, 0, ""
+	}
+	for _, tc := range []struct {
+		sel, want string
+		indexed   bool // served by the labels index: reads = listed
+	}{
+		{"team=data", "[s0 s2 s6]", true},
+		{"team!=data", "[s1 s3 s4 s5]", false},
+		{"env in (prod,staging)", "[s0 s1 s2 s5]", true},
+		{"team!=data,env in (prod,staging)", "[s1 s5]", false},
+		{"team=data,env=prod", "[s0]", true},
+		{"team in (data,web),env!=prod", "[s2 s5 s6]", false},
+		{"team=data,team!=data", "[]", false},
+	} {
+		sel, err := schedule.ParseLabelSelector("sel", tc.sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, reads, _ := list(t, sel)
+		if fmt.Sprint(ids) != tc.want {
+			t.Errorf("%s: listed %v; want %s", tc.sel, ids, tc.want)
+		}
+		if tc.indexed && reads != int64(len(ids)) {
+			t.Errorf("%s: %d documents read for %d listed; want reads = listed", tc.sel, reads, len(ids))
+		}
+	}
+	eq, _ := schedule.ParseLabelSelector("sel", "team=data")
+	ne, _ := schedule.ParseLabelSelector("sel", "team!=data")
+	_, _, token := list(t, eq)
+	if token == "" {
+		t.Fatal("team=data listed on one page of 2")
+	}
+	if _, _, err := b.Catalog().ListSchedules(t.Context(), 2, token, ne...); !errors.Is(err, store.ErrBadPageToken) {
+		t.Errorf("a team=data token on team!=data = %v; want ErrBadPageToken", err)
+	}
 }
