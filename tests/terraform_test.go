@@ -37,6 +37,7 @@ const tfDir = "../infra/terraform"
 // authenticate callers there).
 var cloudForbidden = map[string]string{
 	config.EnvStorageEmu: "it points the storage client at an emulator",
+	config.EnvRunEmu:     "it points the Run Admin API client at an emulator",
 	config.EnvToken:      "in the cloud IAM invoker checks authenticate callers",
 }
 
@@ -1822,16 +1823,16 @@ func TestTerraformRulesFail(t *testing.T) {
 			`ingress             = "INGRESS_TRAFFIC_INTERNAL_ONLY"`, `ingress             = "INGRESS_TRAFFIC_ALL"`,
 			`daemon: ingress must be "INGRESS_TRAFFIC_INTERNAL_ONLY"`},
 		{"daemon env missing", "daemon", "daemon.tf",
-			"    BATON_TICK_LEASE_TTL  = var.tick_lease_ttl\n", "",
+			"    BATON_TICK_LEASE_TTL    = var.tick_lease_ttl\n", "",
 			"daemon: BATON_TICK_LEASE_TTL is read by cmd/baton/daemon.go but not set"},
 		{"daemon token in cloud", "daemon", "daemon.tf",
-			"    BATON_LOG_LEVEL       = var.log_level\n  }\n}", "    BATON_LOG_LEVEL       = var.log_level\n    BATON_TOKEN           = \"s3cret\"\n  }\n}",
+			"    BATON_LOG_LEVEL         = var.log_level\n  }\n}", "    BATON_LOG_LEVEL         = var.log_level\n    BATON_TOKEN             = \"s3cret\"\n  }\n}",
 			"daemon: BATON_TOKEN must not be set in the cloud"},
 		{"daemon port set", "daemon", "daemon.tf",
-			"    BATON_LOG_LEVEL       = var.log_level\n  }\n}", "    BATON_LOG_LEVEL       = var.log_level\n    PORT                  = \"8080\"\n  }\n}",
+			"    BATON_LOG_LEVEL         = var.log_level\n  }\n}", "    BATON_LOG_LEVEL         = var.log_level\n    PORT                    = \"8080\"\n  }\n}",
 			"daemon: PORT must not be set"},
 		{"daemon env it does not read", "daemon", "daemon.tf",
-			"    BATON_LOG_LEVEL       = var.log_level\n  }\n}", "    BATON_LOG_LEVEL       = var.log_level\n    BATON_TASKS_QUEUE     = google_cloud_tasks_queue.runs.id\n  }\n}",
+			"    BATON_LOG_LEVEL         = var.log_level\n  }\n}", "    BATON_LOG_LEVEL         = var.log_level\n    BATON_TASKS_QUEUE       = google_cloud_tasks_queue.runs[0].id\n  }\n}",
 			"daemon: BATON_TASKS_QUEUE is set but cmd/baton/daemon.go does not read it"},
 		{"daemon runs another command", "daemon", "daemon.tf",
 			`args  = ["daemon", "--poll=${var.daemon_poll}"]`, `args  = ["local"]`,
