@@ -157,13 +157,17 @@ func TestCloudRunJobFailedRetried(t *testing.T) {
 }
 
 // TestCloudRunJobLostAnswer: RunJob starts the execution but its answer is
-// lost; the executor looks for the run's execution (by the run id in its
-// env) before calling RunJob again, so one execution runs and the run
-// records it.
+// lost. The executor does not call RunJob again (the execution may not be
+// listed yet while Google still processes the request): the run stays
+// starting, and once its job lease is free the sweep finds the execution
+// by the run id in its env and records it, so one execution runs and the
+// run ends from it.
 func TestCloudRunJobLostAnswer(t *testing.T) {
 	t.Parallel()
 	s := runJobStack(t, map[string]string{"once": `true`})
-	if code := api(t, s.URL, s.Token, "POST", "/Schedules/schedules", runJobSchedule("crj-lost", "once", nil), nil); code != http.StatusCreated {
+	body := runJobSchedule("crj-lost", "once", nil)
+	body["leaseTTL"] = "3s"
+	if code := api(t, s.URL, s.Token, "POST", "/Schedules/schedules", body, nil); code != http.StatusCreated {
 		t.Fatalf("create: %d", code)
 	}
 	s.RunJobs.DropRunJobAnswers(1)
@@ -177,10 +181,10 @@ func TestCloudRunJobLostAnswer(t *testing.T) {
 }
 
 // TestCloudRunJobSweepFindsLostExecution: RunJob lands but its answer is
-// lost, and the executor's lookup fails too, so the executor leaves the
-// run starting. Once its job lease is gone, the sweep finds the execution
-// by the run id in its env and records it rather than starting another;
-// the run then ends from that execution.
+// lost, and the sweep's first lookup fails too. A failed lookup is not
+// "none": the sweep starts nothing and looks again a reservation later,
+// then finds the execution by the run id in its env and records it rather
+// than starting another; the run then ends from that execution.
 func TestCloudRunJobSweepFindsLostExecution(t *testing.T) {
 	t.Parallel()
 	s := runJobStack(t, map[string]string{"once": `true`})
@@ -191,7 +195,23 @@ func TestCloudRunJobSweepFindsLostExecution(t *testing.T) {
 	}
 	s.RunJobs.DropRunJobAnswers(1)
 	s.RunJobs.FailListExecutions(1)
-	r := triggeredRun(t, s, "crj-sweep")
+	if code := api(t, s.URL, s.Token, "POST", "/Schedules/schedules/crj-sweep:trigger", nil, nil); code >= 300 {
+		t.Fatalf("trigger: %d", code)
+	}
+	// The failed lookup postpones the run by a reservation (a minute).
+	deadline := time.Now().Add(3 * time.Minute)
+	var r schedule.Run
+	for {
+		rs := runsOf(t, s, "crj-sweep")
+		if len(rs) == 1 && (rs[0].Status == schedule.RunSucceeded || rs[0].Status == schedule.RunFailed) {
+			r = rs[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run not finished within 3 minutes: %+v", rs)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	if r.Status != schedule.RunSucceeded || r.Execution == "" {
 		t.Errorf("run %+v; want succeeded with the execution the sweep found", r)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -119,9 +118,15 @@ func permanentRunJob(err error) bool {
 }
 
 // startExecution returns the execution of run r, starting it unless one
-// exists: when lookFirst, or after a RunJob whose outcome is unknown, it
-// looks for an execution carrying r's id before calling RunJob (again).
-// A permanent refusal is returned as is (permanentRunJob).
+// exists: when lookFirst, it first looks for an execution carrying r's id.
+// It calls RunJob at most once. RunJob has no request id, and an error
+// other than a refusal (permanentRunJob) leaves its outcome unknown: the
+// execution may have been created, and may not be listed yet while Google
+// still processes the request. So it is not retried here, where a lookup
+// a few milliseconds later could miss it and start a second execution:
+// the run stays starting, and the sweep looks for the execution by the run
+// id once the job lease is free (at least its TTL later), and only then
+// starts one.
 func (e *Engine) startExecution(ctx context.Context, r *schedule.Run, t *schedule.CloudRunJobTarget, lookFirst bool) (string, error) {
 	if e.cfg.RunJobs == nil {
 		return "", ErrNoRunJobs
@@ -129,36 +134,17 @@ func (e *Engine) startExecution(ctx context.Context, r *schedule.Run, t *schedul
 	if !schedule.IsAllowedJob(t.Job, e.cfg.AllowedJobs) {
 		return "", fmt.Errorf("cloudRunJob target %s: %w", t.Job, ErrJobNotAllowed)
 	}
-	req := runJobRequest(r, t)
-	wait := 100 * time.Millisecond
-	var err error
-	for try := 1; ; try++ {
-		if lookFirst {
-			name, found, ferr := e.cfg.RunJobs.FindExecution(ctx, t.Job, schedule.EnvRunID, r.ID)
-			if ferr != nil {
-				// Unknown: starting now could start a second execution.
-				return "", fmt.Errorf("look for the execution of run %s: %w", r.ID, ferr)
-			}
-			if found {
-				return name, nil
-			}
+	if lookFirst {
+		name, found, err := e.cfg.RunJobs.FindExecution(ctx, t.Job, schedule.EnvRunID, r.ID)
+		if err != nil {
+			// Unknown: starting now could start a second execution.
+			return "", fmt.Errorf("look for the execution of run %s: %w", r.ID, err)
 		}
-		var name string
-		name, err = e.cfg.RunJobs.RunJob(ctx, req)
-		if err == nil {
+		if found {
 			return name, nil
 		}
-		if permanentRunJob(err) || try == enqueueTries || ctx.Err() != nil {
-			return "", err
-		}
-		// The RunJob may have landed: the next round looks first.
-		lookFirst = true
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait/2 + rand.N(wait/2+1)): //nolint:gosec // jitter, not a secret
-		}
-		wait *= 2
 	}
+	return e.cfg.RunJobs.RunJob(ctx, runJobRequest(r, t))
 }
 
 // handToRunJob starts the execution of the claimed run r and leaves r
