@@ -178,3 +178,28 @@ func TestStoreMarkerThatDoesNotMatchIsIgnored(t *testing.T) {
 		t.Fatalf("after the holder's release: %v", err)
 	}
 }
+
+// TestLateStoreMarkerKeepsTheNewerOne: a releaser that stalled past its
+// TTL writes its marker after the next holder released: the older
+// acquisition's marker must not replace the newer one's, or the free
+// lease would read as held until its TTL.
+func TestLateStoreMarkerKeepsTheNewerOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	markers := emutest.Store(t).LeaseMarkers()
+	la, err := b.manager("a", lease.Options{Markers: markers}).Acquire(ctx, "job", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release(t, la) // the newer acquisition's marker
+	if err := markers.WriteReleaseMarker(ctx, "leases/job.json.released", la.Epoch()-1, "stalled"); err != nil {
+		t.Fatalf("late marker: %v", err)
+	}
+	if epoch, token, ok, err := markers.ReadReleaseMarker(ctx, "leases/job.json.released"); err != nil || !ok || epoch != la.Epoch() || token == "stalled" {
+		t.Fatalf("marker after a late older one: epoch %d token %q ok %v err %v; want the newer acquisition's (epoch %d)", epoch, token, ok, err, la.Epoch())
+	}
+	if _, err := b.manager("c", lease.Options{Markers: markers}).Acquire(ctx, "job", 30*time.Second); err != nil {
+		t.Fatalf("acquire after the late marker: %v; want the released lease free", err)
+	}
+}

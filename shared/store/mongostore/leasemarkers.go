@@ -37,9 +37,18 @@ type leaseMarkerDoc struct {
 // is retried after a 112 and after a deadline alike.
 func (m LeaseMarkers) WriteReleaseMarker(ctx context.Context, key string, epoch int64, token string) error {
 	err := retryWrite(ctx, true, func() error {
-		_, err := m.c.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: key}},
+		// An older acquisition's marker never replaces a newer one's: a
+		// releaser that stalled past its TTL and writes late must not
+		// overwrite the marker of the holder after it (that lease would
+		// then read as held until its TTL). With a newer marker there, the
+		// filter misses and the upsert's insert meets the _id: nothing to
+		// write. The same epoch rewrites (a retry writes the same value).
+		_, err := m.c.c.UpdateOne(ctx, bson.D{{Key: "_id", Value: key}, {Key: "epoch", Value: bson.D{{Key: "$lte", Value: epoch}}}},
 			bson.D{{Key: "$set", Value: bson.D{{Key: "epoch", Value: epoch}, {Key: "token", Value: token}}}},
 			options.UpdateOne().SetUpsert(true))
+		if mongo.IsDuplicateKeyError(err) {
+			return nil
+		}
 		return err
 	})
 	if err != nil {
