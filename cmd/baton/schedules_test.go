@@ -99,9 +99,10 @@ func (b *cliBundle) stored(t *testing.T, id string) *schedule.Schedule {
 	if err := emutest.Raw(t, b.st).Collection(schedule.SchedulesCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&sc); err != nil {
 		t.Fatalf("read %s: %v", id, err)
 	}
-	// The change that produced the version is bookkeeping the API does not
-	// answer (json:"-"); history_test.go reads it through the API.
-	sc.LastChange = nil
+	// The change that produced the version, and the decider shard, are
+	// bookkeeping the API does not answer (json:"-"); history_test.go
+	// reads the change through the API.
+	sc.LastChange, sc.DeciderShard = nil, 0
 	return &sc
 }
 
