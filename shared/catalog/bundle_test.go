@@ -156,9 +156,10 @@ func (b *testBundle) stored(t *testing.T, id string) *schedule.Schedule {
 	if err := emutest.Raw(t, b.st).Collection(schedule.SchedulesCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: id}}).Decode(&sc); err != nil {
 		t.Fatalf("read %s from the database: %v", id, err)
 	}
-	// The change that produced the version is not part of the schedule
-	// the API answers (json:"-"); versions_test.go checks it.
-	sc.LastChange = nil
+	// The change that produced the version, and the decider shard, are
+	// not part of the schedule the API answers (json:"-");
+	// versions_test.go checks the change, and mongostore's vshard_test.go the shard.
+	sc.LastChange, sc.DeciderShard = nil, 0
 	return &sc
 }
 
