@@ -261,9 +261,12 @@ func TestTenantHintReadAfterUnansweredRun(t *testing.T) {
 
 // TestOneGuessAtATime: four completions answered at once, while the hint
 // says a alone and b has queued unseen. Only one of the four fills may act
-// on the guess; the others read the heads, see b and count the slots, so
-// at most two of the four freed slots go to a (2:2 is b's fair share with
-// equal weights). The stand-in workers at the network edge (a test
+// on the guess; the others read the heads and see b, so b gets at least
+// one of the four freed slots. How many more it gets is fair share by
+// usage over time (docs/gpu.md): b starts level with a (the credit cap),
+// the tie goes to a's older head, and from then on each fill compares the
+// slot-seconds both have used, which on a slow machine (-race) can leave
+// a three of the four. The stand-in workers at the network edge (a test
 // double) only record each POST /run. It fails, as a rule, if every fill
 // may guess at once: all four then go to a.
 func TestOneGuessAtATime(t *testing.T) {
@@ -312,7 +315,7 @@ func TestOneGuessAtATime(t *testing.T) {
 			toA++
 		}
 	}
-	if toA > 2 {
-		t.Errorf("the four freed slots went to %v: %d to a; want at most 2 (one guess, then fair share)", sent, toA)
+	if toA > 3 {
+		t.Errorf("the four freed slots went to %v: %d to a; want at most 3 (one guess, then the heads: b is seen)", sent, toA)
 	}
 }
