@@ -68,7 +68,7 @@ test-unit:
 	BATON_MONGO_WIRELOG="$(WIRELOG)" $(GO) test -count=1 -timeout 30m $$pkgs
 
 test-race:
-	BATON_MONGO_WIRELOG="$(WIRELOG)" $(GO) test -race -count=1 $(RACE_PKGS)
+	BATON_MONGO_WIRELOG="$(WIRELOG)" $(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
 
 build:
 	$(GO) build ./...
