@@ -20,6 +20,7 @@ import (
 	"github.com/baton-cron/baton/emulator/gcs"
 	"github.com/baton-cron/baton/emulator/mongo"
 	"github.com/baton-cron/baton/emulator/stack"
+	"github.com/baton-cron/baton/shared/clock"
 	"github.com/baton-cron/baton/shared/cost"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/logging"
@@ -346,7 +347,7 @@ func (b *costBench) phase(ctx context.Context, name string, scheds []schedBody, 
 	excluded := diffBilling(b.st.MongoServer().Billing(b.db), before.fs)
 	var after meters
 	if len(scheds) == 0 {
-		if err := sleepCtx(ctx, idle); err != nil {
+		if err := clock.Sleep(ctx, idle); err != nil {
 			return nil, err
 		}
 		after = b.read()
@@ -355,7 +356,7 @@ func (b *costBench) phase(ctx context.Context, name string, scheds []schedBody, 
 		// once a year. (remainingRuns would disable the schedule with its
 		// last fire, and Run skips a decided run of a disabled schedule
 		// as paused.) The edits' own cost is taken out of the meters.
-		if err := sleepCtx(ctx, time.Duration(b.fires)*b.every); err != nil {
+		if err := clock.Sleep(ctx, time.Duration(b.fires)*b.every); err != nil {
 			return nil, err
 		}
 		edit0 := b.st.MongoServer().Billing(b.db)
@@ -379,7 +380,7 @@ func (b *costBench) phase(ctx context.Context, name string, scheds []schedBody, 
 			if time.Now().After(deadline) {
 				return nil, fmt.Errorf("bench cost: %s: runs still going after the deadline", name)
 			}
-			if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
+			if err := clock.Sleep(ctx, 500*time.Millisecond); err != nil {
 				return nil, err
 			}
 		}

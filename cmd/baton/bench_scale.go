@@ -300,7 +300,7 @@ type memTasks struct {
 
 // Dispatch implements scheduler.Dispatcher.
 func (m *memTasks) Dispatch(ctx context.Context, t scheduler.Task) error {
-	if err := sleepCtx(ctx, m.latency); err != nil {
+	if err := clock.Sleep(ctx, m.latency); err != nil {
 		return fmt.Errorf("bench scale: create task %s: %w", t.Name, err)
 	}
 	m.mu.Lock()
@@ -318,20 +318,4 @@ func (m *memTasks) done() (int, time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.runs, m.last
-}
-
-// sleepCtx waits d, or less when ctx ends first (its error). The benches
-// pace themselves with it.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -1,6 +1,9 @@
 package clock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Clock tells the time.
 type Clock interface {
@@ -24,4 +27,21 @@ func Or(c Clock) Clock {
 		return System
 	}
 	return c
+}
+
+// Sleep waits d, or less when ctx ends first, and then returns ctx's
+// error. A d of zero or less returns at once. The benchmarks and the
+// in-memory store's modelled latencies pace themselves with it.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

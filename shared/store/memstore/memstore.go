@@ -13,6 +13,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/baton-cron/baton/shared/clock"
 	"github.com/baton-cron/baton/shared/store"
 	"github.com/baton-cron/baton/shared/store/mongostore"
 )
@@ -143,7 +144,7 @@ var _ store.Backend = (*Store)(nil)
 func New(o Options) *Store {
 	s := &Store{opts: o, meter: store.NewMeter(), colls: map[string]map[string]bson.M{}, byShard: map[int64]map[string]bson.M{}, dueIdx: map[string]int64{},
 		inflight: map[string]int{}, pace: map[string]time.Time{}, now: time.Now,
-		sleep: func(ctx context.Context, _ string, d time.Duration) error { return sleep(ctx, d) }}
+		sleep: func(ctx context.Context, _ string, d time.Duration) error { return clock.Sleep(ctx, d) }}
 	s.born = s.now()
 	_, _ = rand.Read(s.key[:])
 	return s
@@ -543,20 +544,6 @@ func (s *Store) wait(ctx context.Context, kind string) error {
 
 // kindPace is the sleep of a write held back by a hot range or the ramp.
 const kindPace = "pace"
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // rangeKey is the hot range the document after a write falls in, for the
 // range h; "" when the write does not touch h's index (another
