@@ -421,33 +421,42 @@ func (e *Engine) Tick(ctx context.Context, scheduleTime time.Time) (*Summary, er
 	cancel()
 	// A tick that stopped early still starts the work it committed (see
 	// decide); only the sweep is left to the next tick.
-	goOn := func(work []*scheduleWork) {
-		if e.cfg.Tasks != nil {
-			// Hand off, never execute inline: Tick's time must not
-			// depend on how long any target takes.
-			e.handOff(ctx, work, &c)
-			return
-		}
-		e.execute(ctx, work, &c)
-	}
-	goOn(work)
+	e.handOffOrExecute(ctx, work, &c)
 	if derr != nil {
 		e.log.Warn("tick stopped early; the schedules it had decided were started", "schedules", len(work), "err", derr)
 		read1, _ := e.readMeter()
 		e.metrics.Tick(ctx, "failed", time.Since(start), read1-read0)
 		return nil, fmt.Errorf("scheduler: tick: %w", derr)
 	}
-	goOn(e.sweep(ctx, &c, sum))
+	e.handOffOrExecute(ctx, e.sweep(ctx, &c, sum), &c)
 	// In the background: a tick that waited for a slow receiver would
 	// start the next tick late, and its runs with it.
 	e.deliverPendingBackground(ctx)
+	e.finishTick(ctx, "tick", sum, &c, start, read0, sched0)
+	return sum, nil
+}
+
+// handOffOrExecute starts a tick's work: handed off when the engine has a
+// queue (Tick's time must not depend on how long any target takes), else
+// executed here, before the tick answers (baton daemon's inline ticks).
+func (e *Engine) handOffOrExecute(ctx context.Context, work []*scheduleWork, c *counters) {
+	if e.cfg.Tasks != nil {
+		e.handOff(ctx, work, c)
+		return
+	}
+	e.execute(ctx, work, c)
+}
+
+// finishTick completes an ok tick's summary (counters, documents read
+// since read0 and sched0, its time since start), records the tick's
+// metric and logs the summary as what ("tick", "tick partition").
+func (e *Engine) finishTick(ctx context.Context, what string, sum *Summary, c *counters, start time.Time, read0, sched0 int64) {
 	c.fill(sum)
 	read1, sched1 := e.readMeter()
 	sum.DocsRead, sum.SchedulesRead = read1-read0, sched1-sched0
 	sum.Took = time.Since(start).String()
 	e.metrics.Tick(ctx, "ok", time.Since(start), sum.DocsRead)
-	e.log.Info("tick", "summary", sum)
-	return sum, nil
+	e.log.Info(what, "summary", sum)
 }
 
 // TickHeld decides under a tick lease the caller already holds and keeps

@@ -291,20 +291,10 @@ func (e *Engine) TickPartition(ctx context.Context, scheduleTime time.Time, p, n
 	if p == 0 {
 		// One sweep a tick, as before partitions: it reads runs by time,
 		// across shards (issue 28 leaves the per-shard sweep for later).
-		work := e.sweep(ctx, &c, sum)
-		if e.cfg.Tasks != nil {
-			e.handOff(ctx, work, &c)
-		} else {
-			e.execute(ctx, work, &c)
-		}
+		e.handOffOrExecute(ctx, e.sweep(ctx, &c, sum), &c)
 		e.deliverPendingBackground(ctx)
 	}
-	c.fill(sum)
-	read1, sched1 := e.readMeter()
-	sum.DocsRead, sum.SchedulesRead = read1-read0, sched1-sched0
-	sum.Took = time.Since(start).String()
-	e.metrics.Tick(ctx, "ok", time.Since(start), sum.DocsRead)
-	e.log.Info("tick partition", "summary", sum)
+	e.finishTick(ctx, "tick partition", sum, &c, start, read0, sched0)
 	return sum, nil
 }
 
