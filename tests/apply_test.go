@@ -36,12 +36,7 @@ func TestApplyAgainstLocal(t *testing.T) {
 	defer s.Close(context.Background())
 
 	work := t.TempDir()
-	bin := filepath.Join(work, "baton")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/baton")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/baton: %v\n%s", err, out)
-	}
+	bin := buildBaton(t, work)
 	baton := func(args ...string) (string, int) {
 		t.Helper()
 		cmd := exec.CommandContext(ctx, bin, args...)

@@ -1,15 +1,12 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,12 +29,7 @@ import (
 func TestCloudRunJobSurvivesLocalRestart(t *testing.T) {
 	t.Parallel()
 	work := t.TempDir()
-	bin := filepath.Join(work, "baton")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/baton")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/baton: %v\n%s", err, out)
-	}
+	bin := buildBaton(t, work)
 	dataDir := filepath.Join(work, "data")
 	runJobsAddr := freeAddr(t)
 	args := []string{"local", "--tick", "1s", "--data-dir", dataDir, "--gpu-workers", "0", "--log-level", "info", "--log-format", "json",
@@ -53,42 +45,10 @@ func TestCloudRunJobSurvivesLocalRestart(t *testing.T) {
 	var cur *batonProc
 	start := func() *batonProc {
 		t.Helper()
-		cmd := exec.Command(bin, args...) //nolint:gosec // the binary just built
-		cmd.Stderr = logFile
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		p := &batonProc{cmd: cmd}
-		cur = p
-		lines := bufio.NewScanner(out)
-		for lines.Scan() {
-			line := lines.Text()
-			if v, ok := strings.CutPrefix(line, "export BATON_TOKEN="); ok {
-				p.token = strings.Trim(v, "'")
-			}
-			if v, ok := strings.CutPrefix(line, "export BATON_URL="); ok {
-				p.url = strings.Trim(v, "'")
-			}
-			if strings.HasPrefix(line, "# Ctrl-C") {
-				break
-			}
-		}
-		go func() { _, _ = bufio.NewReader(out).WriteTo(discard{}) }()
-		if p.token == "" || p.url == "" {
-			t.Fatalf("baton local printed no BATON_URL/BATON_TOKEN; log in %s:\n%s", logPath, tail(logPath, 40))
-		}
-		return p
+		cur = startLocal(t, bin, args, logFile)
+		return cur
 	}
-	kill := func(p *batonProc) {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		_ = p.cmd.Wait()
-	}
-	t.Cleanup(func() { kill(cur) })
+	t.Cleanup(func() { cur.kill() })
 	runs := func(p *batonProc) []schedule.Run {
 		var page struct{ Runs []schedule.Run }
 		api(t, p.url, p.token, http.MethodGet, "/Schedules/schedules/crj-restart/runs", nil, &page)
@@ -121,7 +81,7 @@ func TestCloudRunJobSurvivesLocalRestart(t *testing.T) {
 	r := waitRun(p, "run running with its execution recorded", func(rs []schedule.Run) bool {
 		return len(rs) == 1 && rs[0].Status == schedule.RunRunning && rs[0].Execution != ""
 	})[0]
-	kill(p)
+	p.kill()
 
 	p = start()
 	ended := func(r schedule.Run) bool { return r.Status != schedule.RunRunning && r.Status != schedule.RunPending }

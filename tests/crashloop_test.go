@@ -71,11 +71,69 @@ func newCrashTargets(t *testing.T, kills *atomic.Int64) *crashTargets {
 	return ct
 }
 
-// batonProc is one `baton local` process of the loop.
+// batonProc is one `baton local` process, started by startLocal.
 type batonProc struct {
 	cmd   *exec.Cmd
 	url   string
 	token string
+}
+
+// kill SIGKILLs p's whole process group (the functions and the
+// emulators, as a crash would) and waits for it.
+func (p *batonProc) kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	_ = p.cmd.Wait()
+}
+
+// buildBaton builds cmd/baton into dir, for the tests that run the real
+// binary as a user would, and returns its path.
+func buildBaton(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "baton")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/baton")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/baton: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startLocal starts `bin args...` (a `baton local` command line) in a
+// process group of its own, its stderr to logFile, and returns once its
+// export lines gave BATON_URL and BATON_TOKEN; otherwise it kills it and
+// fails the test with the log's tail.
+func startLocal(t *testing.T, bin string, args []string, logFile *os.File) *batonProc {
+	t.Helper()
+	cmd := exec.Command(bin, args...) //nolint:gosec // the binary the test just built
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &batonProc{cmd: cmd}
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		line := lines.Text()
+		if v, ok := strings.CutPrefix(line, "export BATON_TOKEN="); ok {
+			p.token = strings.Trim(v, "'")
+		}
+		if v, ok := strings.CutPrefix(line, "export BATON_URL="); ok {
+			p.url = strings.Trim(v, "'")
+		}
+		if strings.HasPrefix(line, "# Ctrl-C") {
+			break
+		}
+	}
+	go func() { _, _ = bufio.NewReader(out).WriteTo(discard{}) }()
+	if p.token == "" || p.url == "" {
+		p.kill()
+		t.Fatalf("baton local printed no BATON_URL/BATON_TOKEN; log in %s:\n%s", logFile.Name(), tail(logFile.Name(), 40))
+	}
+	return p
 }
 
 // freeAddr returns a loopback address with a free port, to reuse across
@@ -116,12 +174,7 @@ func TestCrashLoop(t *testing.T) {
 		crashFor, cleanFor = 2*time.Minute, 2*time.Minute
 	}
 	work := t.TempDir()
-	bin := filepath.Join(work, "baton")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/baton")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/baton: %v\n%s", err, out)
-	}
+	bin := buildBaton(t, work)
 	dataDir := filepath.Join(work, "data")
 	addrs := []string{"--addr", freeAddr(t), "--mongo-addr", freeAddr(t), "--gcs-addr", freeAddr(t), "--tasks-addr", freeAddr(t), "--pubsub-addr", freeAddr(t)}
 	logPath := filepath.Join(work, "baton.log")
@@ -136,50 +189,17 @@ func TestCrashLoop(t *testing.T) {
 
 	start := func() *batonProc {
 		t.Helper()
-		args := append([]string{"local", "--tick", "2s", "--data-dir", dataDir, "--gpu-workers", "0", "--log-level", "info", "--log-format", "json"}, addrs...)
-		cmd := exec.Command(bin, args...)
-		cmd.Stderr = logFile
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		p := &batonProc{cmd: cmd}
-		lines := bufio.NewScanner(out)
-		for lines.Scan() {
-			line := lines.Text()
-			if v, ok := strings.CutPrefix(line, "export BATON_TOKEN="); ok {
-				p.token = strings.Trim(v, "'")
-			}
-			if v, ok := strings.CutPrefix(line, "export BATON_URL="); ok {
-				p.url = strings.Trim(v, "'")
-			}
-			if strings.HasPrefix(line, "# Ctrl-C") {
-				break
-			}
-		}
-		go func() { _, _ = bufio.NewReader(out).WriteTo(discard{}) }()
-		if p.token == "" || p.url == "" {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			_ = cmd.Wait()
-			t.Fatalf("baton local printed no BATON_URL/BATON_TOKEN; log in %s:\n%s", logPath, tail(logPath, 40))
-		}
-		return p
+		return startLocal(t, bin, append([]string{"local", "--tick", "2s", "--data-dir", dataDir, "--gpu-workers", "0", "--log-level", "info", "--log-format", "json"}, addrs...), logFile)
 	}
 	kill := func(p *batonProc) {
 		kills.Add(1)
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		_ = p.cmd.Wait()
+		p.kill()
 	}
 
 	p := start()
 	t.Cleanup(func() {
 		if p != nil {
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			_ = p.cmd.Wait()
+			p.kill()
 		}
 	})
 	type sched struct{ id, kind, overlap string }
