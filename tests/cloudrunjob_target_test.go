@@ -49,20 +49,32 @@ func runsOf(t *testing.T, s *stack.Stack, id string) []schedule.Run {
 	return page.Runs
 }
 
-// waitRuns polls the runs of id until ok says they are as wanted.
+// waitRuns polls the runs of id until ok says they are as wanted, for at
+// most a minute.
 func waitRuns(t *testing.T, s *stack.Stack, id, what string, ok func([]schedule.Run) bool) []schedule.Run {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	return waitRunsFor(t, s, id, what, time.Minute, ok)
+}
+
+// waitRunsFor is waitRuns for at most within.
+func waitRunsFor(t *testing.T, s *stack.Stack, id, what string, within time.Duration, ok func([]schedule.Run) bool) []schedule.Run {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for {
 		runs := runsOf(t, s, id)
 		if ok(runs) {
 			return runs
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 60 s: %+v", what, runs)
+			t.Fatalf("%s: not within %s: %+v", what, within, runs)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// finished reports whether r has ended.
+func finished(r schedule.Run) bool {
+	return r.Status == schedule.RunSucceeded || r.Status == schedule.RunFailed || r.Status == schedule.RunSkipped
 }
 
 // TestCloudRunJobTarget: a triggered run starts one execution with the
@@ -199,19 +211,9 @@ func TestCloudRunJobSweepFindsLostExecution(t *testing.T) {
 		t.Fatalf("trigger: %d", code)
 	}
 	// The failed lookup postpones the run by a reservation (a minute).
-	deadline := time.Now().Add(3 * time.Minute)
-	var r schedule.Run
-	for {
-		rs := runsOf(t, s, "crj-sweep")
-		if len(rs) == 1 && (rs[0].Status == schedule.RunSucceeded || rs[0].Status == schedule.RunFailed) {
-			r = rs[0]
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run not finished within 3 minutes: %+v", rs)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	r := waitRunsFor(t, s, "crj-sweep", "the run finished", 3*time.Minute, func(rs []schedule.Run) bool {
+		return len(rs) == 1 && (rs[0].Status == schedule.RunSucceeded || rs[0].Status == schedule.RunFailed)
+	})[0]
 	if r.Status != schedule.RunSucceeded || r.Execution == "" {
 		t.Errorf("run %+v; want succeeded with the execution the sweep found", r)
 	}
@@ -370,18 +372,9 @@ func TestCloudRunJobFortySecondsThenExit3(t *testing.T) {
 			t.Fatalf("during the 40 s: runs %+v; want only %s, running", rs, first.ID)
 		}
 	}
-	deadline := time.Now().Add(3 * time.Minute)
-	var rs []schedule.Run
-	for {
-		rs = runsOf(t, s, "crj-forty")
-		if len(rs) == 2 && rs[0].Status == schedule.RunFailed && rs[1].Status == schedule.RunFailed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("both attempts not failed within 3 minutes: %+v", rs)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	rs := waitRunsFor(t, s, "crj-forty", "both attempts failed", 3*time.Minute, func(rs []schedule.Run) bool {
+		return len(rs) == 2 && rs[0].Status == schedule.RunFailed && rs[1].Status == schedule.RunFailed
+	})
 	for _, r := range rs {
 		if !strings.Contains(r.Error, "exit code of 3") || r.Execution == "" {
 			t.Errorf("run %s: error %q, execution %q; want the exit reason and its execution", r.ID, r.Error, r.Execution)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -71,20 +72,8 @@ func triggeredRun(t *testing.T, s *stack.Stack, id string) schedule.Run {
 	if code := api(t, s.URL, s.Token, "POST", "/Schedules/schedules/"+id+":trigger", nil, nil); code >= 300 {
 		t.Fatalf("trigger %s: %d", id, code)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var page struct{ Runs []schedule.Run }
-		api(t, s.URL, s.Token, "GET", "/Schedules/schedules/"+id+"/runs", nil, &page)
-		for _, r := range page.Runs {
-			if r.Status == schedule.RunSucceeded || r.Status == schedule.RunFailed || r.Status == schedule.RunSkipped {
-				return r
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run of %s not finished within 60 s: %+v", id, page.Runs)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	runs := waitRuns(t, s, id, "a run of "+id+" finished", func(rs []schedule.Run) bool { return slices.ContainsFunc(rs, finished) })
+	return runs[slices.IndexFunc(runs, finished)]
 }
 
 // TestPubSubTarget: a pubsub target's topic is created by the Schedules
