@@ -38,18 +38,28 @@ func (e *Engine) callPubSub(ctx context.Context, r *schedule.Run, p *schedule.Pu
 	defer cancel()
 	attrs := make(map[string]string, len(p.Attributes)+4)
 	maps.Copy(attrs, p.Attributes)
-	attrs[schedule.AttrRunID] = r.ID
-	attrs[schedule.AttrSchedule] = r.ScheduleID
-	attrs[schedule.AttrFireTime] = r.FireTime.UTC().Format(time.RFC3339)
-	if r.Epoch > 0 {
-		// The job lease's fencing token, as an http target's X-Baton-Fence
-		// header: a subscriber that keeps the highest epoch per lease can
-		// refuse a message from a holder that lost its lease.
-		attrs[schedule.AttrFence] = fence.Token{Lease: runJobLease(r), Epoch: r.Epoch}.String()
-	}
+	addRunIdentity(attrs, r, identityKeys{schedule.AttrRunID, schedule.AttrSchedule, schedule.AttrFireTime, schedule.AttrFence})
 	id, err := e.cfg.Publisher.Publish(ctx, p.Topic, notify.Message{Data: []byte(p.Data), Attributes: attrs, OrderingKey: p.OrderingKey, Timeout: timeout})
 	if err != nil {
 		return "", fmt.Errorf("pubsub target: %w", err)
 	}
 	return "published message " + id, nil
+}
+
+// identityKeys are the names a target gives a run's identity: its id, its
+// schedule, its fire time and its fencing token.
+type identityKeys struct{ runID, schedule, fireTime, fence string }
+
+// addRunIdentity adds run r's identity to m under k's names: the run id
+// (the receiver's deduplication key), its schedule, its fire time (RFC
+// 3339) and, for a run that holds a job lease, the lease's fencing token,
+// as an http target's X-Baton-Fence header: a receiver that keeps the
+// highest epoch per lease can refuse a holder that lost its lease.
+func addRunIdentity(m map[string]string, r *schedule.Run, k identityKeys) {
+	m[k.runID] = r.ID
+	m[k.schedule] = r.ScheduleID
+	m[k.fireTime] = r.FireTime.UTC().Format(time.RFC3339)
+	if r.Epoch > 0 {
+		m[k.fence] = fence.Token{Lease: runJobLease(r), Epoch: r.Epoch}.String()
+	}
 }

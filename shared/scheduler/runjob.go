@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/baton-cron/baton/shared/errcode"
-	"github.com/baton-cron/baton/shared/fence"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
 )
@@ -87,12 +86,7 @@ func handedOffWork(r *runDoc) string {
 func runJobRequest(r *schedule.Run, t *schedule.CloudRunJobTarget) *runpb.RunJobRequest {
 	env := map[string]string{}
 	maps.Copy(env, t.Env)
-	env[schedule.EnvRunID] = r.ID
-	env[schedule.EnvSchedule] = r.ScheduleID
-	env[schedule.EnvFireTime] = r.FireTime.UTC().Format(time.RFC3339)
-	if r.Epoch > 0 {
-		env[schedule.EnvFence] = fence.Token{Lease: runJobLease(r), Epoch: r.Epoch}.String()
-	}
+	addRunIdentity(env, r, identityKeys{schedule.EnvRunID, schedule.EnvSchedule, schedule.EnvFireTime, schedule.EnvFence})
 	co := &runpb.RunJobRequest_Overrides_ContainerOverride{Args: t.Args}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		co.Env = append(co.Env, &runpb.EnvVar{Name: k, Values: &runpb.EnvVar_Value{Value: env[k]}})
