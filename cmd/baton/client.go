@@ -77,16 +77,25 @@ func (c *apiClient) do(ctx context.Context, method, path string, q url.Values, h
 		return nil, usageError("%v", err)
 	}
 	h, err := sdk.Do(ctx, method, path, q, header, body, out)
+	if err != nil {
+		return nil, c.cliError(err, config.EnvSchedulesURL)
+	}
+	return h, nil
+}
+
+// cliError is a client error as the CLI reports it: the API's answer as
+// an *apiError (its exit code and field), no answer at all as unreachable
+// naming env (the variable that sets this function's URL), and anything
+// else as it is.
+func (c *apiClient) cliError(err error, env string) error {
 	var ce *client.Error
 	switch {
-	case err == nil:
-		return h, nil
 	case errors.As(err, &ce) && ce.Status != 0:
-		return nil, &apiError{Status: ce.Status, Code: ce.Code, Message: ce.Message, Field: ce.Field}
+		return &apiError{Status: ce.Status, Code: ce.Code, Message: ce.Message, Field: ce.Field}
 	case errors.As(err, &ce):
-		return nil, unreachable(c.base, config.EnvSchedulesURL, ce)
+		return unreachable(c.base, env, ce)
 	}
-	return nil, err
+	return err
 }
 
 // unreachable says that no answer came from base, and which variables

@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/baton-cron/baton/client"
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/gpu"
 )
@@ -135,14 +134,8 @@ func (c *apiClient) stream(ctx context.Context, path string, q url.Values, w io.
 		return nil, usageError("%v", err)
 	}
 	h, err := sdk.Stream(ctx, path, q, w)
-	var ce *client.Error
-	switch {
-	case err == nil:
-		return h, nil
-	case errors.As(err, &ce) && ce.Status != 0:
-		return nil, &apiError{Status: ce.Status, Code: ce.Code, Message: ce.Message, Field: ce.Field}
-	case errors.As(err, &ce):
-		return nil, unreachable(c.base, config.EnvGPUURL, ce)
+	if err != nil {
+		return nil, c.cliError(err, config.EnvGPUURL)
 	}
-	return nil, err
+	return h, nil
 }
