@@ -196,14 +196,14 @@ locals {
         BATON_TASKS_QUEUE           = local.tasks_queues
         BATON_RUN_URL               = local.run_url
         BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
-        # A schedule's decider shard is stored on every write.
-        BATON_DECIDER_SHARDS = tostring(var.decider_shards)
         # Seconds-level crons fire only where something ticks every second;
         # without the daemon they are refused rather than fired once a minute.
         # The daemon is deployed exactly when daemon_image is set; naming its
         # resource here would be a cycle (it waits for the functions' grants
         # in terraform_data.iam_ready).
         BATON_SUBMINUTE = var.daemon_image != "" ? "true" : "false"
+        # A schedule's decider shard is stored on every write.
+        BATON_DECIDER_SHARDS = tostring(var.decider_shards)
         # Signs the schedule and run lists' page tokens; every instance must
         # share it, so it is one secret per deployment.
         BATON_PAGE_TOKEN_SECRET = var.page_token_secret
