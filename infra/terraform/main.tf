@@ -68,8 +68,9 @@ locals {
       name        = "baton-tick"
       description = "baton tick: decides due runs (or, partitioned, coordinates partition tasks and decides each) and hands each run to the Run function through Cloud Tasks, sweeps leases, dispatches GPU jobs (called by Cloud Scheduler and the baton-ticks queue)"
       # Cloud Run's ingress docs (run/docs/securing/ingress) count Cloud
-      # Scheduler in the same project, calling the default run.app URL, as
-      # internal; nothing else needs to reach Tick.
+      # Scheduler and Cloud Tasks in the same project, calling the default
+      # run.app URL, as internal: the tick and its partition tasks (which
+      # target the URL the tick reached) are all that needs to reach Tick.
       ingress = "ALLOW_INTERNAL_ONLY"
       timeout = var.tick_timeout_seconds
       memory  = "512Mi"

@@ -31,8 +31,13 @@ resource "google_cloud_tasks_queue" "ticks" {
   project  = var.project
   location = var.region
   name     = "baton-ticks"
-  # A deleted queue's name cannot be reused for 7 days (as the run queues).
-  deletion_policy = var.deletion_protection ? "PREVENT" : "DELETE"
+  # Not protected, unlike the run queues: it holds only partition tasks of
+  # the current minute, which the next minute's partitions make redundant,
+  # and a protected queue would stop the apply that turns P to 0 (or adds
+  # the daemon) halfway. The price: a deleted queue's name is held for days
+  # (https://cloud.google.com/tasks/docs/reference/rest/v2/projects.locations.queues/delete),
+  # so P cannot go above 0 again until then (docs/deploy.md).
+  deletion_policy = "DELETE"
 
   # A partition task is worth retrying only until the next tick's partition
   # decides what is still due, so the retries fit in the minute, as the

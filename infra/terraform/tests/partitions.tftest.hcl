@@ -87,6 +87,10 @@ run "partitions_default" {
     error_message = "the default deploys one queue, baton-ticks, dispatching the 8 partition tasks of a minute at once and no more"
   }
   assert {
+    condition     = google_cloud_tasks_queue.ticks[0].deletion_policy == "DELETE" && google_cloud_tasks_queue.runs[0].deletion_policy == "PREVENT"
+    error_message = "baton-ticks is deletable under deletion_protection (its tasks are the current minute's, and turning P to 0 must not stop the apply halfway), while baton-runs stays protected"
+  }
+  assert {
     condition = (google_cloud_tasks_queue.ticks[0].retry_config[0].max_attempts == 3 &&
       google_cloud_tasks_queue.ticks[0].retry_config[0].max_retry_duration == "50s" &&
     google_cloud_tasks_queue.ticks[0].retry_config[0].max_backoff == "20s")
