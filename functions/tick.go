@@ -140,11 +140,21 @@ func partitionBody(r *http.Request) (scheduler.PartitionTask, bool, error) {
 
 // selfURL is the URL this request reached: the partition tasks' target,
 // and the audience of their OIDC token. Behind Google's front end the
-// scheme is in X-Forwarded-Proto.
+// scheme is in X-Forwarded-Proto. The root path is left off: Cloud
+// Scheduler calls Tick at its service URL, and Cloud Run wants a token's
+// audience to match the service's run.app URL
+// (https://cloud.google.com/run/docs/configuring/custom-audiences), the
+// very audience the Scheduler job's own token carries (scheduler.tf); a
+// trailing "/" would be a different string. Locally Tick is mounted under
+// /Tick, which stays.
 func selfURL(r *http.Request) string {
 	scheme := "http"
 	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
 		scheme = "https"
 	}
-	return scheme + "://" + r.Host + r.URL.Path
+	path := r.URL.Path
+	if path == "/" {
+		path = ""
+	}
+	return scheme + "://" + r.Host + path
 }

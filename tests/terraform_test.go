@@ -1209,6 +1209,9 @@ func checkTasksIAM(m *tfModule) []string {
 				problems = append(problems, fmt.Sprintf("%s grants %s; the functions only need roles/cloudtasks.enqueuer", name, role))
 				continue
 			}
+			if typ == "google_cloud_tasks_queue_iam_member" && m.text(attrOrEmpty(b, "name")) == tickQueueName {
+				continue // the tick queue's: checkTickIAM
+			}
 			nEnq++
 			if typ != "google_cloud_tasks_queue_iam_member" {
 				problems = append(problems, fmt.Sprintf("%s grants roles/cloudtasks.enqueuer on more than the queue; grant it with google_cloud_tasks_queue_iam_member on google_cloud_tasks_queue.runs only", name))
@@ -1222,6 +1225,9 @@ func checkTasksIAM(m *tfModule) []string {
 			if role != "roles/iam.serviceAccountUser" || typ != "google_service_account_iam_member" {
 				problems = append(problems, fmt.Sprintf("%s grants %q with %s; only roles/iam.serviceAccountUser on baton-tasks (google_service_account_iam_member) is needed, to create tasks carrying its OIDC token", name, role, typ))
 				continue
+			}
+			if m.text(attrOrEmpty(b, "service_account_id")) == tickTasksAccountName {
+				continue // actAs on baton-tick-tasks: checkTickIAM
 			}
 			nActAs++
 			if sa := m.text(attrOrEmpty(b, "service_account_id")); sa != "google_service_account.tasks.name" && sa != "google_service_account.tasks.id" {

@@ -74,6 +74,13 @@ resource "google_cloudfunctions2_function" "fn" {
       condition     = each.key != "Run" || local.run_max_instances >= local.run_instances_needed
       error_message = "run_max_instances is below tasks_queue_count × tasks_max_concurrent_dispatches / run_concurrency: dispatches beyond Run's capacity would get 429s."
     }
+    # V is fixed per deployment (ticks.tf, terraform_data.decider_shards):
+    # a changed decider_shards re-homes almost every schedule while the
+    # deciders run, so it is refused until the migration's deliberate step.
+    precondition {
+      condition     = each.key != "Tick" || terraform_data.decider_shards.output == var.decider_shards
+      error_message = "decider_shards differs from the V this deployment was applied with (terraform_data.decider_shards). Changing V is an offline migration: follow docs/deploy.md, \"Changing decider_shards\", whose apply step is terraform apply -replace=terraform_data.decider_shards."
+    }
   }
 
   # The build account's grants and the runtime accounts' grants are in

@@ -272,7 +272,8 @@ resource "google_cloud_run_v2_service_iam_member" "worker_type_invoker" {
   member   = google_service_account.function[each.value.fn].member
 }
 
-# Who may call each function: the scheduler calls Tick, the worker calls
+# Who may call each function: the scheduler calls Tick (and, partitioned,
+# baton-tick-tasks calls it back with each partition), the worker calls
 # GPUCallback (heartbeat and complete, the only routes it serves), operators
 # call Schedules and GPU (which refuses the callback routes), and Cloud
 # Tasks calls Run as baton-tasks. Nobody else calls Run, operators
@@ -285,6 +286,9 @@ locals {
     { "Tick/scheduler" = { fn = "Tick", member = google_service_account.scheduler.member } },
     { "GPUCallback/worker" = { fn = "GPUCallback", member = google_service_account.gpu_worker.member } },
     { "Run/tasks" = { fn = "Run", member = google_service_account.tasks.member } },
+    # Partition tasks call Tick back as baton-tick-tasks (ticks.tf), which
+    # invokes nothing else.
+    local.tick_queue_count > 0 ? { "Tick/tick-tasks" = { fn = "Tick", member = google_service_account.tick_tasks[0].member } } : {},
     { for m in var.operator_members : "Schedules/${m}" => { fn = "Schedules", member = m } },
     { for m in var.operator_members : "GPU/${m}" => { fn = "GPU", member = m } },
     # Rent kept private (rent_public = false): the operators may call it.
@@ -347,6 +351,8 @@ resource "terraform_data" "iam_ready" {
     [for g in google_storage_bucket_iam_member.lease_list : g.id],
     [for g in google_cloud_tasks_queue_iam_member.enqueuer : g.id],
     [for g in google_service_account_iam_member.tasks_actas : g.id],
+    [for g in google_cloud_tasks_queue_iam_member.tick_enqueuer : g.id],
+    [for g in google_service_account_iam_member.tick_tasks_actas : g.id],
     google_project_iam_member.daemon_datastore[*].id,
     [for g in google_project_iam_member.function_metrics : g.id],
     google_project_iam_member.daemon_metrics[*].id,

@@ -66,14 +66,18 @@ locals {
   functions = {
     Tick = {
       name        = "baton-tick"
-      description = "baton tick: decides due runs and hands each to the Run function through Cloud Tasks, sweeps leases, dispatches GPU jobs (called by Cloud Scheduler)"
+      description = "baton tick: decides due runs (or, partitioned, coordinates partition tasks and decides each) and hands each run to the Run function through Cloud Tasks, sweeps leases, dispatches GPU jobs (called by Cloud Scheduler and the baton-ticks queue)"
       # Cloud Run's ingress docs (run/docs/securing/ingress) count Cloud
-      # Scheduler in the same project, calling the default run.app URL, as
-      # internal; nothing else needs to reach Tick.
-      ingress       = "ALLOW_INTERNAL_ONLY"
-      timeout       = var.tick_timeout_seconds
-      memory        = "512Mi"
-      max_instances = 10
+      # Scheduler and Cloud Tasks in the same project, calling the default
+      # run.app URL, as internal: the tick and its partition tasks (which
+      # target the URL the tick reached) are all that needs to reach Tick.
+      ingress = "ALLOW_INTERNAL_ONLY"
+      timeout = var.tick_timeout_seconds
+      memory  = "512Mi"
+      # One request an instance (0.33 vCPU): the P partition tasks the tick
+      # queue may have in flight, the coordinator and a retry of it. Fewer
+      # would answer partition tasks 429, which use up their attempts.
+      max_instances = max(10, local.decider_partitions + 2)
       env = {
         # The default notification channel (docs/notifications.md).
         BATON_NOTIFY_WEBHOOK_URL    = var.notify_webhook_url
@@ -100,6 +104,13 @@ locals {
         BATON_TASKS_QUEUE           = local.tasks_queues
         BATON_RUN_URL               = local.run_url
         BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
+        # Partitioned deciding (ticks.tf): P, the tick queue and the
+        # identity of the partition tasks, empty when P is 0; and V, which
+        # every function that writes schedules must agree on.
+        BATON_PARTITIONS                 = tostring(local.decider_partitions)
+        BATON_TICK_QUEUE                 = join("", google_cloud_tasks_queue.ticks[*].id)
+        BATON_TICK_TASKS_SERVICE_ACCOUNT = join("", google_service_account.tick_tasks[*].email)
+        BATON_DECIDER_SHARDS             = tostring(var.decider_shards)
       }
     }
     # Run executes the runs that Tick and Schedules hand over, one Cloud Task
@@ -149,6 +160,7 @@ locals {
         BATON_TASKS_QUEUE           = local.tasks_queues
         BATON_RUN_URL               = local.run_url
         BATON_TASKS_SERVICE_ACCOUNT = google_service_account.tasks.email
+        BATON_DECIDER_SHARDS        = tostring(var.decider_shards)
       }
     }
     Schedules = {
@@ -191,6 +203,8 @@ locals {
         # resource here would be a cycle (it waits for the functions' grants
         # in terraform_data.iam_ready).
         BATON_SUBMINUTE = var.daemon_image != "" ? "true" : "false"
+        # A schedule's decider shard is stored on every write.
+        BATON_DECIDER_SHARDS = tostring(var.decider_shards)
         # Signs the schedule and run lists' page tokens; every instance must
         # share it, so it is one secret per deployment.
         BATON_PAGE_TOKEN_SECRET = var.page_token_secret

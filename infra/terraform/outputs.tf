@@ -18,6 +18,11 @@ output "tasks_queues" {
   value       = google_cloud_tasks_queue.runs[*].id
 }
 
+output "tick_queue" {
+  description = "Full ID of the baton-ticks queue of the partition tasks (BATON_TICK_QUEUE), or null when decider_partitions is 0."
+  value       = one(google_cloud_tasks_queue.ticks[*].id)
+}
+
 output "daemon_service" {
   description = "Name of the baton daemon's Cloud Run service, or null when daemon_image is empty."
   value       = one(google_cloud_run_v2_service.daemon[*].name)

@@ -454,6 +454,28 @@ variable "tasks_queue_count" {
   }
 }
 
+variable "decider_partitions" {
+  description = "P, the partitions of a tick (BATON_PARTITIONS on Tick): 1 or more makes the Cloud Scheduler tick a coordinator that creates P partition tasks a minute on the baton-ticks queue, each deciding the decider shards v mod P == p (docs/scheduler.md). 0 deploys no tick queue and decides every schedule in the tick under one lease. null (the default) is 8, or 0 when daemon_image is set (the daemon needs the single lease). At most decider_shards; may change while running. docs/deploy.md, \"Sizing\", explains the 8."
+  type        = number
+  default     = null
+
+  validation {
+    condition     = var.decider_partitions == null || try(var.decider_partitions >= 0 && var.decider_partitions <= 4096 && floor(var.decider_partitions) == var.decider_partitions, false)
+    error_message = "decider_partitions must be a whole number from 0 (one decider) to decider_shards (at most 4096, schedule.MaxDeciderShards), or null for the default."
+  }
+}
+
+variable "decider_shards" {
+  description = "V, the virtual decider shards (BATON_DECIDER_SHARDS on Tick, Schedules and Run): each schedule's shard is FNV-1a(id) mod V, stored on it. Fixed per deployment: changing it is an offline migration (docs/deploy.md, \"Changing decider_shards\"), and a plan that changes it is refused until terraform_data.decider_shards is replaced."
+  type        = number
+  default     = 64
+
+  validation {
+    condition     = var.decider_shards >= 1 && var.decider_shards <= 4096 && floor(var.decider_shards) == var.decider_shards
+    error_message = "decider_shards must be a whole number from 1 to 4096 (schedule.MaxDeciderShards: each shard is one lease object written every minute)."
+  }
+}
+
 variable "run_cpu" {
   description = "vCPUs of each Run instance (service_config.available_cpu). Cloud Run serves concurrent requests only with at least 1 vCPU (https://cloud.google.com/run/docs/about-concurrency); a run mostly waits on its target, the database and the bucket, so one vCPU serves run_concurrency of them."
   type        = string

@@ -165,11 +165,10 @@ var Vars = []Var{
 	{EnvNotifyTopic, []string{FnTick, FnSchedules, FnRun, CLI}, "", "Default Pub/Sub notification channel, `projects/PROJECT/topics/TOPIC`, for every schedule without a `notify` block: each event of `BATON_NOTIFY_ON` is published there too (docs/notifications.md). The functions' service accounts need `roles/pubsub.publisher` on it. `baton local` serves `projects/local/topics/baton-events` from an in-memory fake."},
 	{EnvConsoleURL, []string{FnTick, FnSchedules, FnRun, CLI}, "", "Base URL of the console; each notification links to `$BATON_CONSOLE_URL/runs/<id>`. Empty leaves the link out, except under `baton local`, which links to its own console."},
 	{EnvPartitions, []string{FnTick}, "0", "P, the partitions of a tick: with 1 or more, Tick is a coordinator that creates P partition tasks on `BATON_TICK_QUEUE` per schedule time, and each delivery decides the decider shards `v mod P == p`, each under its own lease `leases/tick-<v>.json` (docs/scheduler.md). 0 decides every schedule in the tick itself under `leases/tick.json`, as `baton daemon` does; do not mix the two on one database. At most `BATON_DECIDER_SHARDS`; may change while running."},
-	// No users yet: Tick reads it, but Terraform does not deploy the
-	// partition queue yet (issue 28), and an empty default would make the
-	// deployment checks require it.
-	{EnvTickQueue, nil, "", "Read by Tick. Cloud Tasks queue of the partition tasks (`projects/P/locations/L/queues/baton-ticks`), whose target is the Tick function's own URL (taken from the coordinating request). Empty with `BATON_PARTITIONS` set decides the partitions inside the coordinating tick, one after another."},
-	{EnvTickTasksAccount, nil, "", "Read by Tick. Service account whose OIDC token each partition task carries back to Tick: one that may invoke Tick only, never `baton-tasks` (which invokes Run only). Empty sends no token (local use)."},
+	// Terraform sets both on Tick, empty when decider_partitions is 0
+	// (infra/terraform/ticks.tf).
+	{EnvTickQueue, []string{FnTick}, "", "Read by Tick. Cloud Tasks queue of the partition tasks (`projects/P/locations/L/queues/baton-ticks`), whose target is the Tick function's own URL (taken from the coordinating request). Empty with `BATON_PARTITIONS` set decides the partitions inside the coordinating tick, one after another."},
+	{EnvTickTasksAccount, []string{FnTick}, "", "Read by Tick. Service account whose OIDC token each partition task carries back to Tick: one that may invoke Tick only, never `baton-tasks` (which invokes Run only). Empty sends no token (local use)."},
 	{EnvDeciderShards, []string{FnTick, FnSchedules, FnRun, CLI}, "64", "V, the virtual decider shards: each schedule's shard is FNV-1a 32 of its id mod V, stored as `vshard`. Fixed per deployment: changing it is an offline migration (docs/scheduler.md). 1 to 4096."},
 	{EnvDecideConcurrency, []string{FnTick, CLI}, "32", "Schedules one decider (a tick, or one decider shard of a partition) decides at once; sized for Firestore's 10 to 50 ms a write (docs/scheduler.md)."},
 	{EnvShardConcurrency, []string{FnTick}, "4", "Decider shards one partition decides at once."},

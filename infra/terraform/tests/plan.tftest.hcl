@@ -228,8 +228,8 @@ run "plan" {
     error_message = "__name__ may only be an index's last field (the admin API's rule)"
   }
   assert {
-    condition     = length(google_cloud_run_v2_service_iam_member.function_invoker) == 5
-    error_message = "expected invokers: scheduler on Tick, worker on GPU, baton-tasks on Run, the operator on Schedules and GPU"
+    condition     = length(google_cloud_run_v2_service_iam_member.function_invoker) == 6
+    error_message = "expected invokers: scheduler and baton-tick-tasks on Tick, worker on GPU, baton-tasks on Run, the operator on Schedules and GPU"
   }
   assert {
     condition     = [for k, v in local.function_invokers : k if v.fn == "Run"] == ["Run/tasks"]
