@@ -353,8 +353,8 @@ func probeSet() []probe {
 			}
 			return err
 		}},
-		{"Runs.Stale", "find runs {status, sweepAt: {$lte}} sort {sweepAt: 1} limit (the sweep)", func(ctx context.Context, p *probeState) error {
-			got, err := p.b.Runs().Stale(ctx, schedule.RunRunning, p.now.Add(2*time.Minute), 10)
+		{"Runs.Stale", "find runs {vshard, status, sweepAt: {$lte}} sort {sweepAt: 1} limit (the sweep, one decider shard)", func(ctx context.Context, p *probeState) error {
+			got, err := p.b.Runs().Stale(ctx, schedule.RunDeciderShard(probeSchedule), schedule.RunRunning, p.now.Add(2*time.Minute), 10)
 			if err == nil && len(got) != 1 {
 				return wrong("%d stale runs, want 1", len(got))
 			}
@@ -420,7 +420,7 @@ func probeSet() []probe {
 			return p.b.Runs().MarkWaiting(ctx, probeRun2)
 		}},
 		{"Runs.WaitForGroup", "update runs {_id, status: pending} $set", func(ctx context.Context, p *probeState) error {
-			return p.b.Runs().WaitForGroup(ctx, probeRun2, "doctor-group", "baton doctor", p.now.Add(2*time.Minute))
+			return p.b.Runs().WaitForGroup(ctx, probeRun2, "doctor-group", "baton doctor", p.now, p.now.Add(2*time.Minute))
 		}},
 		{"Runs.MoveSweep", "update runs {_id, status, sweepAt} $set", func(ctx context.Context, p *probeState) error {
 			return p.b.Runs().MoveSweep(ctx, probeRun2, schedule.RunPending, p.now.Add(2*time.Minute), p.now.Add(3*time.Minute))

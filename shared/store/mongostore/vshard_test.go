@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
 )
 
 // TestBackfillDeciderShards: schedules stored before decider shards (no
@@ -49,5 +51,62 @@ func TestBackfillDeciderShards(t *testing.T) {
 	}
 	if n, err := st.BackfillDeciderShards(ctx, 64, 4); err != nil || n != 0 {
 		t.Errorf("second backfill = %d, %v; want 0 written", n, err)
+	}
+}
+
+// TestRunsWithoutDeciderShard: a run stored before runs carried vshard
+// (the field missing) is still found where it must be: the sweep reads it
+// as store.LegacyRuns (and not as any shard), and the runs list, which
+// merges the decider shards, lists it in its place, newest first.
+func TestRunsWithoutDeciderShard(t *testing.T) {
+	t.Parallel()
+	st := emutest.Store(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+	old := bson.D{{Key: "_id", Value: "old@1"}, {Key: "scheduleId", Value: "old"}, {Key: "fireTime", Value: t0.Add(time.Minute)},
+		{Key: "source", Value: "scheduled"}, {Key: "status", Value: "pending"}, {Key: "attempt", Value: 1},
+		{Key: "createdAt", Value: t0}, {Key: "fence", Value: 0}, {Key: "sweepAt", Value: t0}}
+	if ok, err := st.Collection(schedule.RunsCollection).InsertIdempotent(ctx, old); err != nil || !ok {
+		t.Fatalf("insert a run without vshard: %v %v", ok, err)
+	}
+	for i, ft := range []time.Time{t0, t0.Add(2 * time.Minute)} {
+		rd := &store.RunRecord{Run: schedule.Run{ID: fmt.Sprintf("new@%d", i), ScheduleID: fmt.Sprintf("new-%d", i), FireTime: ft,
+			Source: schedule.SourceScheduled, Status: schedule.RunPending, Attempt: 1, CreatedAt: t0}, SweepAt: t0}
+		if ok, err := st.Runs().Insert(ctx, rd); err != nil || !ok {
+			t.Fatalf("insert: %v %v", ok, err)
+		}
+	}
+	got, err := st.Runs().Stale(ctx, store.LegacyRuns, schedule.RunPending, t0, 10)
+	if err != nil || len(got) != 1 || got[0].ID != "old@1" {
+		t.Fatalf("stale runs without a shard = %v, %v; want old@1 alone", got, err)
+	}
+	for v := range schedule.DeciderShards() {
+		got, err := st.Runs().Stale(ctx, v, schedule.RunPending, t0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range got {
+			if r.ID == "old@1" {
+				t.Errorf("shard %d swept the run without a shard", v)
+			}
+		}
+	}
+	var ids []string
+	token := ""
+	for {
+		page, next, err := st.Catalog().ListAllRuns(ctx, store.RunFilter{}, 2, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page {
+			ids = append(ids, r.ID)
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	if want := "[new@1 old@1 new@0]"; fmt.Sprint(ids) != want {
+		t.Errorf("runs list = %v; want %s (newest first, the run without a shard in its place)", ids, want)
 	}
 }
