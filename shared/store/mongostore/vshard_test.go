@@ -110,3 +110,55 @@ func TestRunsWithoutDeciderShard(t *testing.T) {
 		t.Errorf("runs list = %v; want %s (newest first, the run without a shard in its place)", ids, want)
 	}
 }
+
+// TestDueWalksEveryShardAndTheUnsharded: with no unsharded due index, the
+// unpartitioned Due walks the decider shards one by one and then the
+// schedules without vshard (stored before decider shards, not yet
+// backfilled), each due schedule once across pages; NextDue is the
+// earliest of them all, the unsharded one included.
+func TestDueWalksEveryShardAndTheUnsharded(t *testing.T) {
+	t.Parallel()
+	st := emutest.Store(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+	c := st.Collection(schedule.SchedulesCollection)
+	want := map[string]bool{}
+	for i := range 9 {
+		id := fmt.Sprintf("due-%d", i)
+		doc := bson.D{{Key: "_id", Value: id}, {Key: "enabled", Value: true}, {Key: "nextRunAt", Value: t0.Add(time.Duration(i) * time.Second)}}
+		if i != 0 { // due-0, the earliest, has no vshard
+			doc = append(doc, bson.E{Key: "vshard", Value: schedule.DeciderShardOf(id, schedule.DeciderShards())})
+		}
+		if ok, err := c.InsertIdempotent(ctx, doc); err != nil || !ok {
+			t.Fatalf("insert: %v %v", ok, err)
+		}
+		want[id] = true
+	}
+	seen := map[string]int{}
+	token := ""
+	for pages := 0; ; pages++ {
+		if pages > 200 {
+			t.Fatal("Due never ended")
+		}
+		page, next, err := st.Schedules().Due(ctx, t0.Add(time.Minute), 2, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range page {
+			seen[s.ID]++
+		}
+		if next == "" {
+			break
+		}
+		token = next
+	}
+	for id := range want {
+		if seen[id] != 1 {
+			t.Errorf("%s returned %d times; want once", id, seen[id])
+		}
+	}
+	at, ok, err := st.Schedules().NextDue(ctx)
+	if err != nil || !ok || !at.Equal(t0) {
+		t.Errorf("NextDue = %s, %v, %v; want %s (due-0, without vshard)", at, ok, err, t0)
+	}
+}
