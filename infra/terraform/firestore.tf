@@ -27,9 +27,9 @@ locals {
   #   a collection."
   #   https://firebase.google.com/docs/firestore/enterprise/behavior-differences#indexes
   #
-  # 21 of these name `_id`, always as the last field: the whole key of the
+  # 22 of these name `_id`, always as the last field: the whole key of the
   # schedule and calendar lists, the keyset order or its tie-breaker in the
-  # other 19. The resource
+  # other 20. The resource
   # below declares it as var.index_id_field, by default `__name__`, the field
   # path the admin API documents for the document name, from which Firestore
   # computes `_id` (Query Explain: `$__id__1: _id($__key__)`):
