@@ -80,7 +80,9 @@ func sweepShards(p, n int) []int {
 // shards at a time (with V=64 the unpartitioned tick reads 3 × 65 small
 // queries; one after another at Firestore's 10 to 25 ms each would take
 // seconds). A shard's runs belong to its own schedules, so two shards'
-// steps never touch one run or one schedule.
+// steps never touch one run; the legacy runs (store.LegacyRuns) share
+// their schedules with a shard, and, as two instances' sweeps always
+// could, meet only through conditional writes.
 func (e *Engine) sweepRuns(ctx context.Context, now time.Time, c *counters, shards []int) []*scheduleWork {
 	var (
 		mu   sync.Mutex
