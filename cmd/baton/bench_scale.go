@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -17,7 +19,9 @@ import (
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/scheduler"
+	"github.com/baton-cron/baton/shared/store"
 	"github.com/baton-cron/baton/shared/store/memstore"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 func init() { benchCmd.AddCommand(newBenchScaleCmd()) }
@@ -41,8 +45,10 @@ operation (Firestore's latency, not the emulator's: FerretDB on SQLite
 cannot hold 100,000 schedules at a realistic speed). It models Firestore's
 documented limits: Aborted (112) when two writes to one document overlap
 (--contention), a cap of --hot-range-cap writes a second into one range of
-a time-ordered index (nextRunAt, fireTime; ranges are split by the
-document's vshard field, which leads the indexes), and, with --ramp, the
+a time-ordered index (every index of mongostore.SchedulerIndexes on
+schedules and runs that holds a time field, with the keys before that
+field as the range's prefix: vshard splits a range by decider shard,
+scheduleId by schedule), and, with --ramp, the
 500/50/5 ramp of a new database. The tick lease is a real lease on
 fake-gcs-server behind baton's GCS front. Cloud Tasks' CreateTask is an
 in-memory test double at the edge, taking --task-latency per call and
@@ -204,14 +210,7 @@ func scaleOnce(ctx context.Context, f scaleFlags, partitions int, leases *lease.
 	var start, lastAdvance time.Time
 	var ranges []memstore.HotRange
 	if f.hotRangeCap > 0 {
-		// The time-ordered indexes a decision writes into
-		// (mongostore.Indexes): the advance's nextRunAt ("due", led by
-		// enabled, always true), the run's fireTime ("all") and sweepAt
-		// ("sweep", led by status, always pending). An index led by vshard
-		// splits each into V ranges; a document without vshard is in one.
-		for _, h := range []struct{ coll, field string }{{"schedules", "nextRunAt"}, {"runs", "fireTime"}, {"runs", "sweepAt"}} {
-			ranges = append(ranges, memstore.HotRange{Collection: h.coll, Field: h.field, Prefix: []string{"vshard"}, PerSecond: f.hotRangeCap})
-		}
+		ranges = scaleHotRanges(f.hotRangeCap)
 	}
 	st := memstore.New(memstore.Options{
 		DefaultLatency: f.latency, Contention: f.contention, HotRanges: ranges, Ramp: f.ramp,
@@ -283,6 +282,59 @@ func scaleOnce(ctx context.Context, f scaleFlags, partitions int, leases *lease.
 	stats := st.Stats()
 	r.aborts, r.paced = stats.Aborts, stats.Paced
 	return r, nil
+}
+
+// scaleHotRanges is memstore's hot-range model of the real indexes: for
+// every index of mongostore.SchedulerIndexes on schedules or runs whose
+// keys hold a time field (a time.Time of schedule.Schedule or
+// store.RunRecord), a range on the first such field with the keys before
+// it as its prefix, exactly as the index orders its entries. So the bench
+// models what a decision writes (the run insert's fireTime in history,
+// all, by_status, by_source, history_status and waiting; its sweepAt;
+// its createdAt in siblings; the advance's nextRunAt in due_vshard), each
+// with the prefix its index really has, and an index added or changed
+// later is modelled as it is declared. A prefix field the document lacks
+// is null, as in Firestore's DENSE indexes; a time field it lacks (a
+// run's groupAt, notifyAt, expireAt at insert) puts its entry outside any
+// time range.
+func scaleHotRanges(perSecond float64) []memstore.HotRange {
+	times := map[string]map[string]bool{
+		schedule.SchedulesCollection: timeFields(reflect.TypeFor[schedule.Schedule]()),
+		schedule.RunsCollection:      timeFields(reflect.TypeFor[store.RunRecord]()),
+	}
+	var out []memstore.HotRange
+	for _, ix := range mongostore.SchedulerIndexes {
+		tf := times[ix.Collection]
+		if tf == nil {
+			continue
+		}
+		var prefix []string
+		for _, k := range ix.Keys {
+			if tf[k.Key] {
+				out = append(out, memstore.HotRange{Collection: ix.Collection, Field: k.Key, Prefix: prefix, PerSecond: perSecond})
+				break
+			}
+			prefix = append(prefix, k.Key)
+		}
+	}
+	return out
+}
+
+// timeFields is the bson names of t's time.Time fields, inline structs
+// included.
+func timeFields(t reflect.Type) map[string]bool {
+	out := map[string]bool{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("bson"), ",")
+		switch {
+		case strings.Contains(opts, "inline") && f.Type.Kind() == reflect.Struct:
+			maps.Copy(out, timeFields(f.Type))
+		case f.Type == reflect.TypeFor[time.Time]() && name != "" && name != "-":
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // memTasks is an in-memory test double of Cloud Tasks' CreateTask, at the

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/baton-cron/baton/shared/schedule"
 )
 
 // TestBenchScaleSmoke runs `baton bench scale` small and fast, end to
@@ -61,6 +63,32 @@ func TestBenchScaleUsage(t *testing.T) {
 		var ee *exitError
 		if !errors.As(err, &ee) || ee.code != 2 {
 			t.Errorf("%v: err = %v, want a usage error (exit 2)", args, err)
+		}
+	}
+}
+
+// TestScaleHotRangesAreTheIndexes: the bench models the time-ordered
+// indexes a decision writes with the prefixes they really have: runs'
+// fireTime led by vshard (all) and by scheduleId (history), sweepAt led
+// by vshard, the schedules' nextRunAt led by vshard (due_vshard), and no
+// range on a time field a run insert writes without vshard or scheduleId
+// before it.
+func TestScaleHotRangesAreTheIndexes(t *testing.T) {
+	got := map[string]bool{}
+	for _, h := range scaleHotRanges(500) {
+		key := h.Collection + "." + h.Field + "[" + strings.Join(h.Prefix, ",") + "]"
+		got[key] = true
+		if h.Collection == schedule.RunsCollection && (h.Field == "fireTime" || h.Field == "sweepAt" || h.Field == "createdAt") &&
+			(len(h.Prefix) == 0 || (h.Prefix[0] != "vshard" && h.Prefix[0] != "scheduleId")) {
+			t.Errorf("range %s: a time field every run insert writes, in an index led by neither vshard nor scheduleId: one hot range", key)
+		}
+		if h.Collection == schedule.SchedulesCollection && h.Field == "nextRunAt" && (len(h.Prefix) == 0 || h.Prefix[0] != "vshard") {
+			t.Errorf("range %s: every advance writes nextRunAt; an index on it not led by vshard is one hot range", key)
+		}
+	}
+	for _, want := range []string{"runs.fireTime[vshard]", "runs.fireTime[vshard,status]", "runs.fireTime[scheduleId]", "runs.sweepAt[vshard,status]", "schedules.nextRunAt[vshard,enabled]", "runs.groupAt[group,status]"} {
+		if !got[want] {
+			t.Errorf("no hot range %s; have %v", want, got)
 		}
 	}
 }

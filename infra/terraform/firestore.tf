@@ -27,9 +27,9 @@ locals {
   #   a collection."
   #   https://firebase.google.com/docs/firestore/enterprise/behavior-differences#indexes
   #
-  # 21 of these name `_id`, always as the last field: the whole key of the
+  # 22 of these name `_id`, always as the last field: the whole key of the
   # schedule and calendar lists, the keyset order or its tie-breaker in the
-  # other 19. The resource
+  # other 20. The resource
   # below declares it as var.index_id_field, by default `__name__`, the field
   # path the admin API documents for the document name, from which Firestore
   # computes `_id` (Query Explain: `$__id__1: _id($__key__)`):
@@ -57,9 +57,8 @@ locals {
   # Google does not state it for find({_id: x}) in as many words; an explain
   # of such a lookup on the real database settles it.
   firestore_indexes = [
-    # scheduler: due schedules, keyset on (nextRunAt, _id).
-    { collection = "schedules", fields = [{ path = "enabled", order = "ASCENDING" }, { path = "nextRunAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
-    # scheduler: a partition's due schedules, one decider shard (vshard) at a time.
+    # scheduler: due schedules, one decider shard (vshard) at a time, keyset on (nextRunAt, _id): a partition reads its shards,
+    # the unpartitioned tick walks them all. No unsharded due index: it would take every advance of a tick in one range.
     { collection = "schedules", fields = [{ path = "vshard", order = "ASCENDING" }, { path = "enabled", order = "ASCENDING" }, { path = "nextRunAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # catalog.List: the schedule list, keyset on _id alone.
     { collection = "schedules", fields = [{ path = "_id", order = "ASCENDING" }] },
@@ -69,18 +68,20 @@ locals {
     { collection = "schedules", fields = [{ path = "updatedAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # scheduler: run history of a schedule, newest first.
     { collection = "runs", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "fireTime", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
-    # catalog.ListAllRuns: runs across schedules, newest first; unfiltered, by status, by source, a schedule's by status.
-    { collection = "runs", fields = [{ path = "fireTime", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
-    { collection = "runs", fields = [{ path = "status", order = "ASCENDING" }, { path = "fireTime", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
-    { collection = "runs", fields = [{ path = "source", order = "ASCENDING" }, { path = "fireTime", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
+    # catalog.ListAllRuns: runs across schedules, newest first; unfiltered, by status, by source (each led by the
+    # decider shard vshard, so that a minute's run inserts write V ranges, not one; the list merges the shards), a schedule's by status.
+    { collection = "runs", fields = [{ path = "vshard", order = "ASCENDING" }, { path = "fireTime", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
+    { collection = "runs", fields = [{ path = "vshard", order = "ASCENDING" }, { path = "status", order = "ASCENDING" }, { path = "fireTime", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
+    { collection = "runs", fields = [{ path = "vshard", order = "ASCENDING" }, { path = "source", order = "ASCENDING" }, { path = "fireTime", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
     { collection = "runs", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "status", order = "ASCENDING" }, { path = "fireTime", order = "DESCENDING" }, { path = "_id", order = "DESCENDING" }] },
-    # scheduler: the sweeps (pending runs due, running runs whose heartbeat expired).
-    { collection = "runs", fields = [{ path = "status", order = "ASCENDING" }, { path = "sweepAt", order = "ASCENDING" }] },
+    # scheduler: the sweeps (pending runs due, running runs whose heartbeat expired), one decider shard at a time.
+    { collection = "runs", fields = [{ path = "vshard", order = "ASCENDING" }, { path = "status", order = "ASCENDING" }, { path = "sweepAt", order = "ASCENDING" }] },
     # scheduler: the recovery sweep's check for a live sibling decided by the same tick.
     { collection = "runs", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "status", order = "ASCENDING" }, { path = "createdAt", order = "ASCENDING" }, { path = "sweepAt", order = "DESCENDING" }] },
     # scheduler: the job lease holder's look for retries that waited for it, oldest fire first.
     { collection = "runs", fields = [{ path = "scheduleId", order = "ASCENDING" }, { path = "status", order = "ASCENDING" }, { path = "waiting", order = "ASCENDING" }, { path = "fireTime", order = "ASCENDING" }] },
-    { collection = "runs", fields = [{ path = "group", order = "ASCENDING" }, { path = "status", order = "ASCENDING" }, { path = "fireTime", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
+    # scheduler: a concurrency group's line, oldest fire first (groupAt: only waiting runs carry it, so the other runs' entries are not time-ordered).
+    { collection = "runs", fields = [{ path = "group", order = "ASCENDING" }, { path = "status", order = "ASCENDING" }, { path = "groupAt", order = "ASCENDING" }, { path = "_id", order = "ASCENDING" }] },
     # scheduler: the timed-pause sweep (paused schedules whose pausedUntil has come).
     { collection = "schedules", fields = [{ path = "enabled", order = "ASCENDING" }, { path = "pausedUntil", order = "ASCENDING" }] },
     # scheduler: the stranded-misfire sweep (misfire flag set, holder gone), paged by _id across sweeps.

@@ -39,17 +39,17 @@ type hotQuery struct {
 func hotQueries(now time.Time) []hotQuery {
 	lte := func(t time.Time) bson.D { return bson.D{{Key: "$lte", Value: t}} }
 	return []hotQuery{
-		{"due page (Schedules.Due)", schedule.SchedulesCollection,
-			bson.D{{Key: "enabled", Value: true}, {Key: "nextRunAt", Value: lte(now)}},
-			bson.D{{Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}, 100, "due"},
+		{"due page (Schedules.DueInShard)", schedule.SchedulesCollection,
+			bson.D{{Key: "vshard", Value: 0}, {Key: "enabled", Value: true}, {Key: "nextRunAt", Value: lte(now)}},
+			bson.D{{Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}, 100, "due_vshard"},
 		{"run history page (Catalog.ListRuns)", schedule.RunsCollection,
 			bson.D{{Key: "scheduleId", Value: probeSchedule}},
 			bson.D{{Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}, 50, "history"},
 		{"failover sweep (Runs.Stale running)", schedule.RunsCollection,
-			bson.D{{Key: "status", Value: schedule.RunRunning}, {Key: "sweepAt", Value: lte(now)}},
+			bson.D{{Key: "vshard", Value: 0}, {Key: "status", Value: schedule.RunRunning}, {Key: "sweepAt", Value: lte(now)}},
 			bson.D{{Key: "sweepAt", Value: 1}}, 100, "sweep"},
 		{"recovery sweep (Runs.Stale pending)", schedule.RunsCollection,
-			bson.D{{Key: "status", Value: schedule.RunPending}, {Key: "sweepAt", Value: lte(now)}},
+			bson.D{{Key: "vshard", Value: 0}, {Key: "status", Value: schedule.RunPending}, {Key: "sweepAt", Value: lte(now)}},
 			bson.D{{Key: "sweepAt", Value: 1}}, 100, "sweep"},
 		{"notification sweep (Runs.PendingNotices)", schedule.RunsCollection,
 			bson.D{{Key: "notifyAt", Value: lte(now)}},

@@ -186,14 +186,14 @@ func probeSet() []probe {
 			}
 			return err
 		}},
-		{"Schedules.Due", "find schedules {enabled, nextRunAt: {$lte}} sort {nextRunAt: 1, _id: 1} limit (the due page)", func(ctx context.Context, p *probeState) error {
+		{"Schedules.Due", "find schedules {vshard, enabled, nextRunAt: {$lte}} sort {nextRunAt: 1, _id: 1} limit, shard by shard, then {vshard: null} (the unpartitioned due walk)", func(ctx context.Context, p *probeState) error {
 			page, _, err := p.b.Schedules().Due(ctx, p.now, 100, "")
 			if err == nil && len(page) != 1 {
 				return wrong("%d due schedules, want 1", len(page))
 			}
 			return err
 		}},
-		{"Schedules.NextDue", "find schedules {enabled} sort {enabled, nextRunAt, _id} projection {nextRunAt} limit 1", func(ctx context.Context, p *probeState) error {
+		{"Schedules.NextDue", "find schedules {vshard, enabled} sort {vshard, enabled, nextRunAt, _id} projection {nextRunAt} limit 1, one per decider shard", func(ctx context.Context, p *probeState) error {
 			_, ok, err := p.b.Schedules().NextDue(ctx)
 			if err == nil && !ok {
 				return wrong("no enabled schedule found")
@@ -346,15 +346,15 @@ func probeSet() []probe {
 			}
 			return err
 		}},
-		{"Runs.OldestGroupWaiting", "find runs {group, status: pending} sort {fireTime: 1, _id: 1} limit 1", func(ctx context.Context, p *probeState) error {
+		{"Runs.OldestGroupWaiting", "find runs {group, status: pending} sort {groupAt: 1, _id: 1} limit 1", func(ctx context.Context, p *probeState) error {
 			_, err := p.b.Runs().OldestGroupWaiting(ctx, "doctor-group")
 			if errors.Is(err, store.ErrNotFound) {
 				return nil
 			}
 			return err
 		}},
-		{"Runs.Stale", "find runs {status, sweepAt: {$lte}} sort {sweepAt: 1} limit (the sweep)", func(ctx context.Context, p *probeState) error {
-			got, err := p.b.Runs().Stale(ctx, schedule.RunRunning, p.now.Add(2*time.Minute), 10)
+		{"Runs.Stale", "find runs {vshard, status, sweepAt: {$lte}} sort {sweepAt: 1} limit (the sweep, one decider shard)", func(ctx context.Context, p *probeState) error {
+			got, err := p.b.Runs().Stale(ctx, schedule.RunDeciderShard(probeSchedule), schedule.RunRunning, p.now.Add(2*time.Minute), 10)
 			if err == nil && len(got) != 1 {
 				return wrong("%d stale runs, want 1", len(got))
 			}
@@ -371,7 +371,7 @@ func probeSet() []probe {
 			}
 			return err
 		}},
-		{"Catalog.ListAllRuns", "find runs {status, fireTime: {$gte}} sort {fireTime: -1, _id: -1} limit", func(ctx context.Context, p *probeState) error {
+		{"Catalog.ListAllRuns", "find runs {vshard, status, fireTime: {$gte}} sort {fireTime: -1, _id: -1} limit, one per decider shard, merged", func(ctx context.Context, p *probeState) error {
 			page, _, err := p.b.Catalog().ListAllRuns(ctx, store.RunFilter{Status: schedule.RunSucceeded, Since: p.now.Add(-time.Hour)}, 10, "")
 			if err == nil && len(page) != 1 {
 				return wrong("%d runs, want 1", len(page))
@@ -420,7 +420,7 @@ func probeSet() []probe {
 			return p.b.Runs().MarkWaiting(ctx, probeRun2)
 		}},
 		{"Runs.WaitForGroup", "update runs {_id, status: pending} $set", func(ctx context.Context, p *probeState) error {
-			return p.b.Runs().WaitForGroup(ctx, probeRun2, "doctor-group", "baton doctor", p.now.Add(2*time.Minute))
+			return p.b.Runs().WaitForGroup(ctx, probeRun2, "doctor-group", "baton doctor", p.now, p.now.Add(2*time.Minute))
 		}},
 		{"Runs.MoveSweep", "update runs {_id, status, sweepAt} $set", func(ctx context.Context, p *probeState) error {
 			return p.b.Runs().MoveSweep(ctx, probeRun2, schedule.RunPending, p.now.Add(2*time.Minute), p.now.Add(3*time.Minute))

@@ -93,7 +93,7 @@ func TestDeepPassesOnAFitDatabase(t *testing.T) {
 	if !rep.OK || rep.Mode != "deep" {
 		t.Errorf("ok %v, mode %q", rep.OK, rep.Mode)
 	}
-	for _, want := range []string{"probe GPU.ClaimBestJob", "probe Schedules.Advance", "explain due page (Schedules.Due)",
+	for _, want := range []string{"probe GPU.ClaimBestJob", "probe Schedules.Advance", "explain due page (Schedules.DueInShard)",
 		"explain GPU queue claim (GPU.ClaimBestJob)", "race: 20 conditional writers on one document", "latency: conditional write",
 		"gcs: create-if-absent", "gcs: stale generation", "gcs: per-object write rate", "deep: cleanup", "gcs: cleanup", "deep: cost"} {
 		r := findRow(t, rep, want)

@@ -422,6 +422,13 @@ type Run struct {
 	Group      string `bson:"group,omitempty" json:"group,omitempty"`
 	// Fence is the epoch of the last lease holder that wrote the run.
 	Fence int64 `bson:"fence" json:"-"`
+	// DeciderShard is the virtual decider shard of the run's schedule
+	// (RunDeciderShard), stored as vshard as on the schedule. The store
+	// stamps it on every insert, so that the runs' time-ordered indexes
+	// can lead with it: a minute's runs then write V index ranges, not
+	// one hot one, and a partition sweeps its own shards' runs. Runs
+	// stored before it have none (docs/scheduler.md).
+	DeciderShard int `bson:"vshard" json:"-"`
 	// BatchAt is, on a retry, when its first attempt was decided (that
 	// run's createdAt): the retry of a catch-up batch's run belongs to
 	// that batch, and the batch's later runs wait behind it rather than

@@ -49,3 +49,10 @@ func DeciderShardOf(id string, v int) int {
 	_, _ = h.Write([]byte(id))
 	return int(h.Sum32() % uint32(v)) //nolint:gosec // 1 < v ≤ MaxDeciderShards
 }
+
+// RunDeciderShard is the decider shard a run of schedule scheduleID is
+// stored under: its schedule's, DeciderShardOf(scheduleID, DeciderShards()),
+// so that the partition deciding a schedule also sweeps its runs.
+func RunDeciderShard(scheduleID string) int {
+	return DeciderShardOf(scheduleID, DeciderShards())
+}

@@ -428,7 +428,7 @@ func (e *Engine) Tick(ctx context.Context, scheduleTime time.Time) (*Summary, er
 		e.metrics.Tick(ctx, "failed", time.Since(start), read1-read0)
 		return nil, fmt.Errorf("scheduler: tick: %w", derr)
 	}
-	e.handOffOrExecute(ctx, e.sweep(ctx, &c, sum), &c)
+	e.handOffOrExecute(ctx, e.sweep(ctx, &c, sum, sweepShards(0, 0), true), &c)
 	// In the background: a tick that waited for a slow receiver would
 	// start the next tick late, and its runs with it.
 	e.deliverPendingBackground(ctx)
@@ -483,7 +483,7 @@ func (e *Engine) TickHeld(ctx, execCtx context.Context, l *lease.Lease, sweep bo
 		return nil, fmt.Errorf("scheduler: tick under held lease: %w", err)
 	}
 	if sweep {
-		e.startOrHandOff(execCtx, e.sweep(lctx, c, sum), c)
+		e.startOrHandOff(execCtx, e.sweep(lctx, c, sum, sweepShards(0, 0), true), c)
 		e.deliverPendingBackground(execCtx)
 	}
 	c.fill(sum)

@@ -131,7 +131,7 @@ func (e *Engine) waitForGroup(ctx context.Context, s *schedule.Schedule, r *runD
 	if e.beforeGroupWait != nil {
 		e.beforeGroupWait(r.ID)
 	}
-	err := e.runs.WaitForGroup(ctx, r.ID, g, reason, e.now().UTC().Add(GroupRecheck))
+	err := e.runs.WaitForGroup(ctx, r.ID, g, reason, r.FireTime, e.now().UTC().Add(GroupRecheck))
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		e.log.Warn("record the wait for the concurrency group failed; the run is delivered again", "run", r.ID, "group", g, "err", err)
 		return

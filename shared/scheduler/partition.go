@@ -215,8 +215,9 @@ func (e *Engine) backfillOnce(ctx context.Context) {
 // that shard's due schedules (DueInShard). A shard whose lease another
 // holder has is skipped, not waited on: that holder decides it. Deciding and
 // enqueuing overlap: each page's committed runs are handed off while the
-// next page is decided. The sweep and the notification deliveries run in
-// partition 0 only. scheduleTime is the coordinating tick's; decisions use
+// next page is decided. Each partition then sweeps its shards' runs
+// (sweep); the sweeps across shards and the notification deliveries run
+// in partition 0 only. scheduleTime is the coordinating tick's; decisions use
 // the engine's clock, as in Tick.
 //
 // An error means some shard could not be decided (other than held); the
@@ -288,10 +289,11 @@ func (e *Engine) TickPartition(ctx context.Context, scheduleTime time.Time, p, n
 		e.metrics.Tick(ctx, "failed", time.Since(start), read1-read0)
 		return nil, fmt.Errorf("scheduler: tick partition %d of %d: %w", p, n, errors.Join(errs...))
 	}
+	// Each partition sweeps the runs of its own shards (and partition 0
+	// the runs stored without one); partition 0 also runs the sweeps that
+	// read across shards, and the notification deliveries.
+	e.handOffOrExecute(ctx, e.sweep(ctx, &c, sum, sweepShards(p, n), p == 0), &c)
 	if p == 0 {
-		// One sweep a tick, as before partitions: it reads runs by time,
-		// across shards (issue 28 leaves the per-shard sweep for later).
-		e.handOffOrExecute(ctx, e.sweep(ctx, &c, sum), &c)
 		e.deliverPendingBackground(ctx)
 	}
 	e.finishTick(ctx, "tick partition", sum, &c, start, read0, sched0)

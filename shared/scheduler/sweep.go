@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/baton-cron/baton/shared/lease"
@@ -31,11 +32,20 @@ import (
 //   - GPU: GPU.Sweep requeues expired slot leases and dispatches.
 //
 // Reads grow with the runs that need attention, not with the history.
-func (e *Engine) sweep(ctx context.Context, c *counters, sum *Summary) []*scheduleWork {
+//
+// The runs' steps (failover, owed retries, recovery) read one decider
+// shard at a time (Runs.Stale; the sweep index leads with vshard), the
+// shards of sweepShards: a partition sweeps only the runs of the shards it
+// decides, the unpartitioned tick all of them. The schedules' steps
+// (stranded misfires, timed pauses), retention and the GPU sweep read
+// across shards and run where whole is set: the unpartitioned tick and
+// partition 0.
+func (e *Engine) sweep(ctx context.Context, c *counters, sum *Summary, shards []int, whole bool) []*scheduleWork {
 	now := e.now().UTC()
-	e.failover(ctx, now, c)
-	e.owedRetries(ctx, now, c)
-	work := e.recover(ctx, now, c)
+	work := e.sweepRuns(ctx, now, c, shards)
+	if !whole {
+		return work
+	}
 	work = append(work, e.strandedMisfires(ctx, c)...)
 	e.endPauses(ctx, now, sum, c)
 	e.expire(ctx, now, c) // retention.go
@@ -48,6 +58,52 @@ func (e *Engine) sweep(ctx context.Context, c *counters, sum *Summary) []*schedu
 		sum.GPURequeued += requeued
 		sum.GPUDead += dead
 	}
+	return work
+}
+
+// sweepShards is the decider shards whose runs partition p of n sweeps:
+// the shards it decides (PartitionShards), and, in partition 0, the runs
+// stored before runs carried a shard (store.LegacyRuns). n == 0 is the
+// unpartitioned tick: every shard.
+func sweepShards(p, n int) []int {
+	var out []int
+	if p == 0 {
+		out = append(out, store.LegacyRuns)
+	}
+	if n == 0 {
+		n = 1
+	}
+	return append(out, PartitionShards(p, n)...)
+}
+
+// sweepRuns runs the runs' steps of the sweep over shards, ShardConcurrency
+// shards at a time (with V=64 the unpartitioned tick reads 3 × 65 small
+// queries; one after another at Firestore's 10 to 25 ms each would take
+// seconds). A shard's runs belong to its own schedules, so two shards'
+// steps never touch one run; the legacy runs (store.LegacyRuns) share
+// their schedules with a shard, and, as two instances' sweeps always
+// could, meet only through conditional writes.
+func (e *Engine) sweepRuns(ctx context.Context, now time.Time, c *counters, shards []int) []*scheduleWork {
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		work []*scheduleWork
+		sem  = make(chan struct{}, max(e.cfg.ShardConcurrency, 1))
+	)
+	for _, v := range shards {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			e.failover(ctx, v, now, c)
+			e.owedRetries(ctx, v, now, c)
+			w := e.recover(ctx, v, now, c)
+			mu.Lock()
+			work = append(work, w...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
 	return work
 }
 
@@ -100,16 +156,16 @@ func (e *Engine) endPauses(ctx context.Context, now time.Time, sum *Summary, c *
 	}
 }
 
-func (e *Engine) stale(ctx context.Context, status schedule.RunStatus, now time.Time) ([]runDoc, error) {
-	out, err := e.runs.Stale(ctx, status, now, e.cfg.PageSize)
+func (e *Engine) stale(ctx context.Context, vshard int, status schedule.RunStatus, now time.Time) ([]runDoc, error) {
+	out, err := e.runs.Stale(ctx, vshard, status, now, e.cfg.PageSize)
 	if err != nil {
-		return nil, fmt.Errorf("sweep %s runs: %w", status, err)
+		return nil, fmt.Errorf("sweep %s runs of decider shard %d: %w", status, vshard, err)
 	}
 	return out, nil
 }
 
-func (e *Engine) failover(ctx context.Context, now time.Time, c *counters) {
-	runs, err := e.stale(ctx, schedule.RunRunning, now)
+func (e *Engine) failover(ctx context.Context, vshard int, now time.Time, c *counters) {
+	runs, err := e.stale(ctx, vshard, schedule.RunRunning, now)
 	if err != nil {
 		c.errors.Add(1)
 		e.log.Error("failover sweep failed", "err", err)
@@ -213,8 +269,8 @@ func (e *Engine) wakeBehind(ctx context.Context, r *runDoc, now time.Time) {
 
 // owedRetries gives each failed run that still carries its owed-retry mark
 // the retry its executor, or the failover, did not record.
-func (e *Engine) owedRetries(ctx context.Context, now time.Time, c *counters) {
-	runs, err := e.stale(ctx, schedule.RunFailed, now)
+func (e *Engine) owedRetries(ctx context.Context, vshard int, now time.Time, c *counters) {
+	runs, err := e.stale(ctx, vshard, schedule.RunFailed, now)
 	if err != nil {
 		c.errors.Add(1)
 		e.log.Error("owed-retry sweep failed", "err", err)
@@ -289,8 +345,8 @@ func (e *Engine) postpone(ctx context.Context, r *runDoc, now time.Time, left ti
 	}
 }
 
-func (e *Engine) recover(ctx context.Context, now time.Time, c *counters) []*scheduleWork {
-	runs, err := e.stale(ctx, schedule.RunPending, now)
+func (e *Engine) recover(ctx context.Context, vshard int, now time.Time, c *counters) []*scheduleWork {
+	runs, err := e.stale(ctx, vshard, schedule.RunPending, now)
 	if err != nil {
 		c.errors.Add(1)
 		e.log.Error("pending sweep failed", "err", err)

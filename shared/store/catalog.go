@@ -7,6 +7,13 @@ import (
 	"github.com/baton-cron/baton/shared/schedule"
 )
 
+// MaxMergedReads bounds the documents one page of limit runs of
+// Catalog.ListAllRuns reads without a ScheduleID: a query per decider
+// shard (and one for the runs stored without a shard), each at most limit.
+func MaxMergedReads(limit int) int64 {
+	return int64(schedule.DeciderShards()+1) * int64(limit)
+}
+
 // RunFilter selects runs across schedules for Catalog.ListAllRuns. A zero
 // field matches every run.
 type RunFilter struct {
@@ -74,8 +81,12 @@ type Catalog interface {
 	ListRuns(ctx context.Context, scheduleID string, limit int, token string) (page []schedule.Run, next string, err error)
 
 	// ListAllRuns reads one page of the runs f selects, across schedules,
-	// newest fire time first (ties by id), as ListSchedules pages: a page
-	// of n reads n documents. A token is bound to f: one from another
+	// newest fire time first (ties by id), as ListSchedules pages. With
+	// ScheduleID set, a page of n reads n documents. Without it, the
+	// indexes lead with the decider shard (the runs' vshard, so that a
+	// minute's inserts do not write one hot range), and a page may merge
+	// one query per shard: it reads at most (DeciderShards()+1) × limit
+	// documents (MaxMergedReads). A token is bound to f: one from another
 	// filter is ErrBadPageToken (wrapped). A filter that is not Indexed is
 	// ErrUnindexed (wrapped), with nothing read. It writes nothing.
 	ListAllRuns(ctx context.Context, f RunFilter, limit int, token string) (page []schedule.Run, next string, err error)

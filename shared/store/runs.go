@@ -28,6 +28,14 @@ type RunRecord struct {
 	// its schedule's job lease held: its holder, or the failover of a dead
 	// one, runs it next.
 	Waiting bool `bson:"waiting,omitempty"`
+	// GroupAt is, on a run waiting for a slot of its concurrency group
+	// (WaitForGroup), its fire time: the group line's order. A field of
+	// its own, not fireTime, because the line's index is DENSE (it holds
+	// every run, a run without group under null): ordered by fireTime, it
+	// would take every run insert of a tick in one time-ordered range; by
+	// groupAt, which only waiting runs carry, the others sit under (null,
+	// status, null, _id), spread by their ids.
+	GroupAt time.Time `bson:"groupAt,omitempty"`
 	// NotifyAt is the notification outbox: set, the run owes its schedule
 	// a NotifyEvent, due for delivery at NotifyAt. The write that records
 	// the run's outcome sets it, so the outcome and the event land
@@ -97,6 +105,13 @@ type RunOutcome struct {
 	Notice *Notice
 }
 
+// LegacyRuns is the vshard of Stale (and of the runs list's merge) that
+// names the runs stored before runs carried a decider shard: they have no
+// vshard field, and an index led by vshard keeps them under null (the
+// Firestore indexes are DENSE, as MongoDB's are), so one more query per
+// sweep finds them until they finish and expire.
+const LegacyRuns = -1
+
 // Runs is the scheduler's view of the runs collection: deterministic-id
 // inserts, claims, heartbeats, outcomes and the sweeps.
 //
@@ -150,13 +165,14 @@ type Runs interface {
 	// looks at every run of the schedule.
 	NextWaiting(ctx context.Context, scheduleID string, shard *int) (*RunRecord, error)
 	// WaitForGroup records on a pending run that it waits for a slot of
-	// concurrency group (waitingFor reason, group group), and moves its
-	// sweepAt to sweepAt, when the sweep looks at it again. Guard: the run
-	// is pending; otherwise ErrConflict. Claim clears both fields.
-	WaitForGroup(ctx context.Context, id, group, reason string, sweepAt time.Time) error
+	// concurrency group (waitingFor reason, group group, groupAt its fire
+	// time fireTime), and moves its sweepAt to sweepAt, when the sweep
+	// looks at it again. Guard: the run is pending; otherwise ErrConflict.
+	// Claim clears the three fields.
+	WaitForGroup(ctx context.Context, id, group, reason string, fireTime, sweepAt time.Time) error
 	// OldestGroupWaiting returns the pending run waiting for a slot of
-	// group with the oldest fire time (then the smallest id), or an error
-	// wrapping ErrNotFound: the run next in line for the group.
+	// group with the oldest fire time (groupAt, then the smallest id), or
+	// an error wrapping ErrNotFound: the run next in line for the group.
 	OldestGroupWaiting(ctx context.Context, group string) (*RunRecord, error)
 
 	// Claim moves the run id from pending to running, recording c. Guard:
@@ -213,10 +229,14 @@ type Runs interface {
 	// a claim that landed meanwhile wins; otherwise ErrConflict.
 	MoveSweep(ctx context.Context, id string, status schedule.RunStatus, from, to time.Time) error
 
-	// Stale returns up to limit runs in status whose sweepAt is at or
-	// before now, the oldest sweepAt first: the sweep's failover (running),
-	// owed retries (failed) and recovery (pending).
-	Stale(ctx context.Context, status schedule.RunStatus, now time.Time, limit int) ([]RunRecord, error)
+	// Stale returns up to limit runs of decider shard vshard (their
+	// vshard field; LegacyRuns: the runs stored without one) in status
+	// whose sweepAt is at or before now, the oldest sweepAt first: the
+	// sweep's failover (running), owed retries (failed) and recovery
+	// (pending), one shard at a time, because the sweep index leads with
+	// vshard (every run insert writes sweepAt, all about one minute ahead,
+	// and one unsharded range would take every insert of a tick).
+	Stale(ctx context.Context, vshard int, status schedule.RunStatus, now time.Time, limit int) ([]RunRecord, error)
 	// RunningAt returns a running run of scheduleID claimed under job
 	// lease epoch, or an error wrapping ErrNotFound: what the holder that
 	// a run met is doing. Shards have a job lease each, whose epochs

@@ -212,7 +212,7 @@ run "plan" {
   # The code's _id is declared as __name__ by default, the form Google's
   # admin API documents, and only ever as an index's last field.
   assert {
-    condition     = google_firestore_index.baton["schedules(enabled ASCENDING,nextRunAt ASCENDING,_id ASCENDING)"].fields[2].field_path == "__name__" && google_firestore_index.baton["schedules(_id ASCENDING)"].fields[0].field_path == "__name__" && google_firestore_index.baton["schedule_versions(scheduleId ASCENDING,_id DESCENDING)"].fields[1].order == "DESCENDING"
+    condition     = google_firestore_index.baton["schedules(vshard ASCENDING,enabled ASCENDING,nextRunAt ASCENDING,_id ASCENDING)"].fields[3].field_path == "__name__" && google_firestore_index.baton["schedules(_id ASCENDING)"].fields[0].field_path == "__name__" && google_firestore_index.baton["schedule_versions(scheduleId ASCENDING,_id DESCENDING)"].fields[1].order == "DESCENDING"
     error_message = "by default (index_id_field = \"__name__\") the code's _id must be declared as the field path __name__, in the code's direction"
   }
   assert {
@@ -257,7 +257,7 @@ run "index_id_field_mongo" {
     index_id_field = "_id"
   }
   assert {
-    condition     = google_firestore_index.baton["schedules(enabled ASCENDING,nextRunAt ASCENDING,_id ASCENDING)"].fields[2].field_path == "_id" && google_firestore_index.baton["schedules(_id ASCENDING)"].fields[0].field_path == "_id" && google_firestore_index.baton["gpu_jobs(status ASCENDING,preemptible ASCENDING,priority ASCENDING,startedAt DESCENDING,_id ASCENDING)"].fields[4].order == "ASCENDING"
+    condition     = google_firestore_index.baton["schedules(vshard ASCENDING,enabled ASCENDING,nextRunAt ASCENDING,_id ASCENDING)"].fields[3].field_path == "_id" && google_firestore_index.baton["schedules(_id ASCENDING)"].fields[0].field_path == "_id" && google_firestore_index.baton["gpu_jobs(status ASCENDING,preemptible ASCENDING,priority ASCENDING,startedAt DESCENDING,_id ASCENDING)"].fields[4].order == "ASCENDING"
     error_message = "index_id_field = \"_id\" must declare the code's _id as the field path _id, in the code's direction"
   }
   assert {

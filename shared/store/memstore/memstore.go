@@ -7,6 +7,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -119,11 +120,17 @@ type Store struct {
 	// serialise deciders that Firestore would serve from separate index
 	// ranges.
 	byShard map[int64]map[string]bson.M
-	// dueIdx is the "due" index (enabled, nextRunAt, _id) with typed
-	// keys: the enabled schedules' nextRunAt in milliseconds, by id. The
-	// due read scans it instead of every schedule's BSON, so that its cost
-	// (a tick reads 1,000 pages of 100,000 schedules) is not the store's
-	// CPU but the latency the bench sets.
+	// runsByShard is the same for the runs, whose sweep reads one decider
+	// shard at a time; runs without vshard are under store.LegacyRuns.
+	runsByShard map[int64]map[string]bson.M
+	// dueIdx is the enabled schedules' nextRunAt in milliseconds, by id:
+	// the store's own typed index for the unpartitioned due read (which
+	// returns the schedules mongostore's walk over the shards does, in
+	// one order rather than shard by shard), scanned
+	// instead of every schedule's BSON, so that its cost (a tick reads
+	// 1,000 pages of 100,000 schedules) is not the store's CPU but the
+	// latency the bench sets. It is no model of a Firestore index: the
+	// write-rate model is HotRanges.
 	dueIdx   map[string]int64
 	inflight map[string]int // collection/id → writes committing
 	faults   []*fault
@@ -142,7 +149,7 @@ var _ store.Backend = (*Store)(nil)
 
 // New returns an empty store.
 func New(o Options) *Store {
-	s := &Store{opts: o, meter: store.NewMeter(), colls: map[string]map[string]bson.M{}, byShard: map[int64]map[string]bson.M{}, dueIdx: map[string]int64{},
+	s := &Store{opts: o, meter: store.NewMeter(), colls: map[string]map[string]bson.M{}, byShard: map[int64]map[string]bson.M{}, runsByShard: map[int64]map[string]bson.M{}, dueIdx: map[string]int64{},
 		inflight: map[string]int{}, pace: map[string]time.Time{}, now: time.Now,
 		sleep: func(ctx context.Context, _ string, d time.Duration) error { return clock.Sleep(ctx, d) }}
 	s.born = s.now()
@@ -225,6 +232,18 @@ func (s *Store) Load(coll string, docs ...any) error {
 // s.mu held.
 func (s *Store) put(coll, id string, m bson.M) {
 	c := s.coll(coll)
+	if coll == runsColl {
+		if old := c[id]; old != nil {
+			delete(s.runsByShard[runShard(old)], id)
+		}
+		v := runShard(m)
+		b := s.runsByShard[v]
+		if b == nil {
+			b = map[string]bson.M{}
+			s.runsByShard[v] = b
+		}
+		b[id] = m
+	}
 	if coll == schedColl {
 		s.unindex(c[id])
 		if t, ok := msOf(m["nextRunAt"]); ok && isTrue(m, "enabled") {
@@ -246,10 +265,24 @@ func (s *Store) put(coll, id string, m bson.M) {
 // held.
 func (s *Store) del(coll, id string) {
 	c := s.coll(coll)
+	if coll == runsColl {
+		if old := c[id]; old != nil {
+			delete(s.runsByShard[runShard(old)], id)
+		}
+	}
 	if coll == schedColl {
 		s.unindex(c[id])
 	}
 	delete(c, id)
+}
+
+// runShard is the decider shard a run is indexed under: its vshard, or
+// store.LegacyRuns without one.
+func runShard(m bson.M) int64 {
+	if v, ok := intOf(m["vshard"]); ok {
+		return v
+	}
+	return store.LegacyRuns
 }
 
 func (s *Store) unindex(old bson.M) {
@@ -546,36 +579,72 @@ func (s *Store) wait(ctx context.Context, kind string) error {
 const kindPace = "pace"
 
 // rangeKey is the hot range the document after a write falls in, for the
-// range h; "" when the write does not touch h's index (another
-// collection, Field missing or unchanged).
+// range h; "" when the write does not touch h's index entry (another
+// collection, Field missing after the write, or the entry's key, Prefix
+// and Field, unchanged: Firestore rewrites an index entry only when its
+// values change).
 func rangeKey(h HotRange, coll string, before, after bson.M) string {
 	if h.Collection != coll {
 		return ""
 	}
-	v, ok := after[h.Field]
-	if !ok {
+	if _, ok := after[h.Field]; !ok {
 		return ""
 	}
-	if before != nil {
-		if old, ok := before[h.Field]; ok && fmt.Sprint(old) == fmt.Sprint(v) {
-			return ""
-		}
+	key := entryRange(h, after)
+	if before != nil && entryRange(h, before) == key {
+		return ""
 	}
+	return key
+}
+
+// entryRange is the range of h that document m's index entry is in: its
+// Prefix values, then Field's value (a time by its Bucket).
+func entryRange(h HotRange, m bson.M) string {
 	var b strings.Builder
-	b.WriteString(coll + "/" + h.Field)
+	b.Grow(64)
+	b.WriteString(h.Collection)
+	b.WriteByte('/')
+	b.WriteString(h.Field)
 	for _, p := range h.Prefix {
-		fmt.Fprintf(&b, "/%s=%v", p, after[p])
+		b.WriteByte('/')
+		b.WriteString(p)
+		b.WriteByte('=')
+		writeKeyValue(&b, m[p])
 	}
+	b.WriteByte('@')
+	v := m[h.Field]
 	if t, ok := msOf(v); ok {
 		bucket := h.Bucket
 		if bucket <= 0 {
 			bucket = time.Minute
 		}
-		fmt.Fprintf(&b, "@%d", t/bucket.Milliseconds())
+		b.WriteString(strconv.FormatInt(t/bucket.Milliseconds(), 10))
 	} else {
-		fmt.Fprintf(&b, "@%v", v)
+		writeKeyValue(&b, v)
 	}
 	return b.String()
+}
+
+// writeKeyValue writes an index key's value: the stored kinds directly
+// (every write of a benchmark computes a dozen of these), anything else
+// as fmt prints it.
+func writeKeyValue(b *strings.Builder, v any) {
+	switch x := v.(type) {
+	case nil:
+		b.WriteString("<nil>")
+	case string:
+		b.WriteString(x)
+	case int64:
+		b.WriteString(strconv.FormatInt(x, 10))
+	case int32:
+		b.WriteString(strconv.FormatInt(int64(x), 10))
+	case bool:
+		b.WriteString(strconv.FormatBool(x))
+	case bson.DateTime:
+		b.WriteString(strconv.FormatInt(int64(x), 10))
+	default:
+		fmt.Fprint(b, v)
+	}
 }
 
 // slot admits one write into the paced lane key at perSecond, and
@@ -951,8 +1020,8 @@ func (s *Store) find(ctx context.Context, coll, op string, match func(bson.M) bo
 	return s.findIn(ctx, coll, op, nil, match, less, limit)
 }
 
-// findIn is find over one vshard's schedules when shard is set (match
-// must then require it: the index only narrows the scan).
+// findIn is find over one vshard's schedules or runs when shard is set
+// (match must then require it: the index only narrows the scan).
 func (s *Store) findIn(ctx context.Context, coll, op string, shard *int64, match func(bson.M) bool, less func(a, b bson.M) bool, limit int) ([]bson.M, error) {
 	if err := s.wait(ctx, KindQuery); err != nil {
 		return nil, fmt.Errorf("store: %s in %s: %w", op, coll, err)
@@ -961,6 +1030,9 @@ func (s *Store) findIn(ctx context.Context, coll, op string, shard *int64, match
 	docs := s.colls[coll]
 	if shard != nil && coll == schedColl {
 		docs = s.byShard[*shard]
+	}
+	if shard != nil && coll == runsColl {
+		docs = s.runsByShard[*shard]
 	}
 	var out []bson.M
 	if less != nil && limit > 0 {

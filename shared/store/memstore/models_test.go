@@ -207,6 +207,26 @@ func TestHotRangeUnchangedField(t *testing.T) {
 	}
 }
 
+// TestHotRangeEntryMoves: a write that changes a field the index leads
+// with (status, in by_status) moves the run's entry to another range even
+// with fireTime unchanged: a claim writes the (running, minute) range, and
+// two claims into it at 1 a second pace the second.
+func TestHotRangeEntryMoves(t *testing.T) {
+	st := memstore.New(memstore.Options{HotRanges: []memstore.HotRange{{Collection: schedule.RunsCollection, Field: "fireTime", Prefix: []string{"status"}, PerSecond: 1}}})
+	rec := newRecorder(st)
+	if err := st.Load(schedule.RunsCollection, pendingRun("r1", "s", t0, 0), pendingRun("r2", "s", t0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"r1", "r2"} {
+		if err := st.Runs().Claim(t.Context(), id, store.RunClaim{Token: fmt.Sprint(i), Holder: "h", At: t0, SweepAt: t0.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p := rec.kinds(memstore.KindPace); len(p) != 1 || p[0] != time.Second {
+		t.Errorf("two claims into one (status, minute) range at 1/s waited %v; want one wait of 1s", p)
+	}
+}
+
 // TestRamp: a new database takes 500 writes a second, and 50% more every
 // 5 minutes (the 500/50/5 rule).
 func TestRamp(t *testing.T) {

@@ -80,8 +80,22 @@ func (r runs) up(ctx context.Context, id string, pred func(bson.M) bool, apply f
 	return err
 }
 
+// Insert implements store.Runs, stamping the decider shard as
+// mongostore's does.
 func (r runs) Insert(ctx context.Context, rd *store.RunRecord) (bool, error) {
+	rd.DeciderShard = schedule.RunDeciderShard(rd.ScheduleID)
 	return r.s.insert(ctx, runsColl, rd)
+}
+
+// inDeciderShard is mongostore's: vshard equal, or missing for
+// store.LegacyRuns.
+func inDeciderShard(m bson.M, vshard int) bool {
+	v, ok := m["vshard"]
+	if vshard == store.LegacyRuns {
+		return !ok || v == nil
+	}
+	n, isNum := intOf(v)
+	return ok && isNum && n == int64(vshard)
 }
 
 func (r runs) Get(ctx context.Context, id string) (*store.RunRecord, error) {
@@ -161,12 +175,12 @@ func (r runs) NextWaiting(ctx context.Context, scheduleID string, shard *int) (*
 	return r.one(ctx, ofSchedule(scheduleID, shard, func(m bson.M) bool { return pending(m) && isTrue(m, "waiting") }), byTime("fireTime"))
 }
 
-func (r runs) WaitForGroup(ctx context.Context, id, group, reason string, sweepAt time.Time) error {
-	return r.up(ctx, id, pending, upd(bson.M{"waitingFor": reason, "group": group, "sweepAt": sweepAt}))
+func (r runs) WaitForGroup(ctx context.Context, id, group, reason string, fireTime, sweepAt time.Time) error {
+	return r.up(ctx, id, pending, upd(bson.M{"waitingFor": reason, "group": group, "groupAt": fireTime.UTC(), "sweepAt": sweepAt}))
 }
 
 func (r runs) OldestGroupWaiting(ctx context.Context, group string) (*store.RunRecord, error) {
-	return r.one(ctx, func(m bson.M) bool { return eqStr(m, "group", group) && pending(m) }, byTimeThenID("fireTime"))
+	return r.one(ctx, func(m bson.M) bool { return eqStr(m, "group", group) && pending(m) }, byTimeThenID("groupAt"))
 }
 
 func (r runs) Claim(ctx context.Context, id string, c store.RunClaim) error {
@@ -184,7 +198,7 @@ func (r runs) Claim(ctx context.Context, id string, c store.RunClaim) error {
 	if c.RunJob != "" {
 		set["runJob"] = c.RunJob
 	}
-	err := r.update(ctx, id, c.Epoch, pending, upd(set, "waitingFor", "group"))
+	err := r.update(ctx, id, c.Epoch, pending, upd(set, "waitingFor", "group", "groupAt"))
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		if m, gerr := r.s.get(context.WithoutCancel(ctx), runsColl, id); gerr == nil && running(m) && eqStr(m, "claim", c.Token) {
 			return nil
@@ -248,8 +262,15 @@ func (r runs) MoveSweep(ctx context.Context, id string, status schedule.RunStatu
 	return r.up(ctx, id, func(m bson.M) bool { return statusIs(m, status) && timeEq(m, "sweepAt", from) }, upd(bson.M{"sweepAt": to}))
 }
 
-func (r runs) Stale(ctx context.Context, status schedule.RunStatus, now time.Time, limit int) ([]store.RunRecord, error) {
-	return r.many(ctx, func(m bson.M) bool { return statusIs(m, status) && timeLTE(m, "sweepAt", now) }, byTime("sweepAt"), limit)
+func (r runs) Stale(ctx context.Context, vshard int, status schedule.RunStatus, now time.Time, limit int) ([]store.RunRecord, error) {
+	shard := int64(vshard)
+	got, err := r.s.findIn(ctx, runsColl, "find", &shard, func(m bson.M) bool {
+		return inDeciderShard(m, vshard) && statusIs(m, status) && timeLTE(m, "sweepAt", now)
+	}, byTime("sweepAt"), limit)
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll[store.RunRecord](runsColl, got)
 }
 
 func (r runs) RunningAt(ctx context.Context, scheduleID string, shard *int, epoch int64) (*store.RunRecord, error) {

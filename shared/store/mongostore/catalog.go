@@ -89,30 +89,53 @@ func (v catalog) ListRuns(ctx context.Context, scheduleID string, limit int, tok
 // time first: the order of every run list, which the history index and
 // runIndexes serve.
 func (v catalog) runsPage(ctx context.Context, filter bson.D, limit int, token string) ([]schedule.Run, string, error) {
-	q := PageQuery{
-		Filter:    filter,
-		SortField: "fireTime", SortType: bson.TypeDateTime, Desc: true,
-		IDType: bson.TypeString,
-		Limit:  limit, Token: token,
-	}
 	out := []schedule.Run{}
-	p, err := v.runs().Page(ctx, q, &out)
+	p, err := v.runs().Page(ctx, runsQuery(filter, limit, token), &out)
 	if err != nil {
 		return nil, "", err
 	}
 	return out, p.NextToken, nil
 }
 
+// runsQuery is the keyset query of a run list: newest fire time first.
+func runsQuery(filter bson.D, limit int, token string) PageQuery {
+	return PageQuery{
+		Filter:    filter,
+		SortField: "fireTime", SortType: bson.TypeDateTime, Desc: true,
+		IDType: bson.TypeString,
+		Limit:  limit, Token: token,
+	}
+}
+
 // runIndexes names, for each filter combination ListAllRuns serves (the
 // equality fields it fixes, in index order), the index of SchedulerIndexes
-// that serves it: those fields, then fireTime and _id descending, the
-// keyset's order. A test holds each entry to its index's keys.
-var runIndexes = map[string]string{
-	"":                  "all",
-	"status":            "by_status",
-	"source":            "by_source",
-	"scheduleId":        "history",
-	"scheduleId,status": "history_status",
+// that serves it: vshard when merged (a query per decider shard, whose
+// pages ListAllRuns merges), then those fields, then fireTime and _id
+// descending, the keyset's order. A test holds each entry to its index's
+// keys.
+var runIndexes = map[string]runIndex{
+	"":                  {"all", true},
+	"status":            {"by_status", true},
+	"source":            {"by_source", true},
+	"scheduleId":        {"history", false},
+	"scheduleId,status": {"history_status", false},
+}
+
+// runIndex is an index of runIndexes; merged when it leads with vshard.
+type runIndex struct {
+	name   string
+	merged bool
+}
+
+// runShards is the values of vshard a merged runs list reads: the runs
+// stored before runs carried one (null), then every decider shard of this
+// deployment.
+func runShards() []any {
+	out := []any{nil}
+	for v := range schedule.DeciderShards() {
+		out = append(out, v)
+	}
+	return out
 }
 
 // runFilter is f as a filter, its equality fields in index order, then
@@ -145,10 +168,19 @@ func runFilter(f store.RunFilter) (bson.D, string) {
 // ListAllRuns implements store.Catalog.
 func (v catalog) ListAllRuns(ctx context.Context, f store.RunFilter, limit int, token string) ([]schedule.Run, string, error) {
 	filter, key := runFilter(f)
-	if _, ok := runIndexes[key]; !ok || !f.Indexed() {
+	ix, ok := runIndexes[key]
+	if !ok || !f.Indexed() {
 		return nil, "", fmt.Errorf("store: list runs by %s: %w", key, store.ErrUnindexed)
 	}
-	return v.runsPage(ctx, filter, limit, token)
+	if !ix.merged {
+		return v.runsPage(ctx, filter, limit, token)
+	}
+	out := []schedule.Run{}
+	p, err := v.runs().MergedPage(ctx, runsQuery(filter, limit, token), DeciderShardField, runShards(), &out)
+	if err != nil {
+		return nil, "", err
+	}
+	return out, p.NextToken, nil
 }
 
 // GetRun implements store.Catalog.

@@ -29,11 +29,14 @@ const (
 // need. EnsureIndexes them
 // locally; Terraform declares the same ones.
 var SchedulerIndexes = []Index{
-	// The due query: {enabled: true, nextRunAt <= now} sorted by (nextRunAt, _id).
-	{Collection: schedule.SchedulesCollection, Name: "due", Keys: bson.D{{Key: "enabled", Value: 1}, {Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}},
-	// A partition's due query (DueInShard): the same, led by the decider
-	// shard, so that every shard's advances (which all move nextRunAt to
-	// the same next minute) write their own index range, not one hot one.
+	// The due query, one decider shard at a time: {vshard, enabled: true,
+	// nextRunAt <= now} sorted by (nextRunAt, _id). A partition reads its
+	// shards (DueInShard); the unpartitioned tick walks all of them and
+	// the schedules without a shard (Due), and NextDue takes the earliest
+	// of each shard's first. Led by vshard so that every shard's advances
+	// (which all move nextRunAt to the same next minute) write their own
+	// index range, not one hot one; there is no unsharded due index, which
+	// would take every advance of a tick in one range.
 	{Collection: schedule.SchedulesCollection, Name: "due_vshard", Keys: bson.D{{Key: "vshard", Value: 1}, {Key: "enabled", Value: 1}, {Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}},
 	// The schedule list (catalog.List): keyset on _id alone. MongoDB
 	// indexes _id by itself; Firestore with MongoDB compatibility does not
@@ -56,13 +59,26 @@ var SchedulerIndexes = []Index{
 	// Each is the filter's equality fields, then the keyset order; a
 	// filter on fireTime (since) is a range on the sort key, which each
 	// serves. runIndexes maps the filters to these.
-	{Collection: schedule.RunsCollection, Name: "all", Keys: bson.D{{Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}},
-	{Collection: schedule.RunsCollection, Name: "by_status", Keys: bson.D{{Key: "status", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}},
-	{Collection: schedule.RunsCollection, Name: "by_source", Keys: bson.D{{Key: "source", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}},
+	//
+	// all, by_status and by_source lead with the decider shard (vshard,
+	// stamped on every run by Insert): every run a tick inserts has the
+	// same fireTime, and an index on a time field that only grows takes
+	// 500 writes a second in all
+	// (https://cloud.google.com/firestore/docs/best-practices#high_read_write_and_delete_rates_to_a_narrow_document_range);
+	// led by vshard, a minute's inserts write V ranges. The list, which
+	// does not know the shard, merges the V+1 shards' pages
+	// (catalog.ListAllRuns). The indexes led by scheduleId need no vshard:
+	// one schedule's runs are a few a minute.
+	{Collection: schedule.RunsCollection, Name: "all", Keys: bson.D{{Key: "vshard", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: schedule.RunsCollection, Name: "by_status", Keys: bson.D{{Key: "vshard", Value: 1}, {Key: "status", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}},
+	{Collection: schedule.RunsCollection, Name: "by_source", Keys: bson.D{{Key: "vshard", Value: 1}, {Key: "source", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}},
 	{Collection: schedule.RunsCollection, Name: "history_status", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "status", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}},
-	// The sweeps: pending runs that are due or orphaned, running runs whose
-	// heartbeat expired. sweepAt is when the sweeper should look at a run.
-	{Collection: schedule.RunsCollection, Name: "sweep", Keys: bson.D{{Key: "status", Value: 1}, {Key: "sweepAt", Value: 1}}},
+	// The sweeps (Runs.Stale): pending runs that are due or orphaned,
+	// running runs whose heartbeat expired, one decider shard at a time.
+	// sweepAt is when the sweeper should look at a run; every insert sets
+	// it about a minute ahead, so it leads with vshard as the list's do,
+	// and a partition reads its own shards' runs.
+	{Collection: schedule.RunsCollection, Name: "sweep", Keys: bson.D{{Key: "vshard", Value: 1}, {Key: "status", Value: 1}, {Key: "sweepAt", Value: 1}}},
 	// The recovery sweep's check for a live sibling: a running run decided
 	// by the same tick (same createdAt) as a pending one.
 	{Collection: schedule.RunsCollection, Name: "siblings", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "status", Value: 1}, {Key: "createdAt", Value: 1}, {Key: "sweepAt", Value: -1}}},
@@ -70,8 +86,11 @@ var SchedulerIndexes = []Index{
 	// (drainWaiting), oldest fire first.
 	{Collection: schedule.RunsCollection, Name: "waiting", Keys: bson.D{{Key: "scheduleId", Value: 1}, {Key: "status", Value: 1}, {Key: "waiting", Value: 1}, {Key: "fireTime", Value: 1}}},
 	// A concurrency group's line (OldestGroupWaiting): its waiting runs,
-	// oldest fire first. Only waiting runs carry group.
-	{Collection: schedule.RunsCollection, Name: "group_waiting", Keys: bson.D{{Key: "group", Value: 1}, {Key: "status", Value: 1}, {Key: "fireTime", Value: 1}, {Key: "_id", Value: 1}}},
+	// oldest fire first. Only waiting runs carry group and groupAt (their
+	// fire time): the index is DENSE, and every other run is in it under
+	// (null, status, null, _id), which a tick's inserts spread by run id;
+	// ordered by fireTime, they would all write one time-ordered range.
+	{Collection: schedule.RunsCollection, Name: "group_waiting", Keys: bson.D{{Key: "group", Value: 1}, {Key: "status", Value: 1}, {Key: "groupAt", Value: 1}, {Key: "_id", Value: 1}}},
 	// The timed-pause sweep (PausedUntil): paused schedules whose pause is
 	// over, oldest first. Only timed pauses carry pausedUntil.
 	{Collection: schedule.SchedulesCollection, Name: "paused_until", Keys: bson.D{{Key: "enabled", Value: 1}, {Key: "pausedUntil", Value: 1}}},

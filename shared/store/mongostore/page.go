@@ -2,12 +2,17 @@ package mongostore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/baton-cron/baton/shared/store"
 
@@ -313,4 +318,125 @@ func decodeAll(raws []bson.Raw, out any) error {
 	}
 	v.Elem().Set(sl)
 	return nil
+}
+
+// mergeQueries bounds the shard queries of one MergedPage in flight.
+const mergeQueries = 16
+
+// MergedPage is Page over an index that leads with field, for a list that
+// does not know field's value: one keyset query per value of values (each
+// {field: value} plus q.Filter, served by the index), merged in the page
+// order. A token is the position of the last document returned, bound to
+// q as Page's is, so every value's query resumes after it. It reads at
+// most len(values) × q.Limit documents a page: the price of an index that
+// spreads its writes over len(values) ranges
+// (docs/scheduler.md, "Runs and their decider shard").
+func (c *Collection) MergedPage(ctx context.Context, q PageQuery, field string, values []any, out any) (Page, error) {
+	if err := q.normalize(); err != nil {
+		return Page{}, err
+	}
+	var after bson.D
+	if q.Token != "" {
+		t, err := c.decodeToken(q)
+		if err != nil {
+			return Page{}, fmt.Errorf("store: page %s: %w", c.name, err)
+		}
+		after = keysetAfter(q, t)
+	}
+	dir := 1
+	if q.Desc {
+		dir = -1
+	}
+	sort := bson.D{}
+	if q.SortField != "" {
+		sort = append(sort, bson.E{Key: q.SortField, Value: dir})
+	}
+	sort = append(sort, bson.E{Key: "_id", Value: dir})
+	var (
+		mu   sync.Mutex
+		all  []bson.Raw
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, mergeQueries)
+	)
+	for _, v := range values {
+		filter := append(bson.D{{Key: field, Value: v}}, q.Filter...)
+		if after != nil {
+			filter = bson.D{{Key: "$and", Value: bson.A{filter, after}}}
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			raws, err := c.findRaw(ctx, "page", filter, options.Find().SetSort(sort).SetLimit(int64(q.Limit)))
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			all = append(all, raws...)
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return Page{}, errors.Join(errs...)
+	}
+	slices.SortFunc(all, func(a, b bson.Raw) int {
+		c := 0
+		if q.SortField != "" {
+			c = compareRaw(a.Lookup(splitPath(q.SortField)...), b.Lookup(splitPath(q.SortField)...))
+		}
+		if c == 0 {
+			c = compareRaw(a.Lookup("_id"), b.Lookup("_id"))
+		}
+		return c * dir
+	})
+	p := Page{}
+	if len(all) >= q.Limit {
+		all = all[:q.Limit]
+		var err error
+		if p.NextToken, err = c.encodeToken(q, all[len(all)-1]); err != nil {
+			return Page{}, fmt.Errorf("store: page %s: token: %w", c.name, err)
+		}
+	}
+	p.Count = len(all)
+	if err := decodeAll(all, out); err != nil {
+		return Page{}, fmt.Errorf("store: page %s: %w", c.name, err)
+	}
+	return p, nil
+}
+
+// compareRaw orders two values of a sort key as MongoDB does for the types
+// a keyset holds: missing or null first, then numbers, strings and dates
+// by value; other types by their type, then bytes (never met by a sort
+// field of one type).
+func compareRaw(a, b bson.RawValue) int {
+	rank := func(v bson.RawValue) int {
+		switch v.Type {
+		case 0, bson.TypeNull, bson.TypeUndefined:
+			return 0
+		case bson.TypeInt32, bson.TypeInt64, bson.TypeDouble:
+			return 1
+		case bson.TypeString:
+			return 2
+		case bson.TypeDateTime:
+			return 3
+		}
+		return 4 + int(v.Type)
+	}
+	if ra, rb := rank(a), rank(b); ra != rb {
+		return cmp.Compare(ra, rb)
+	}
+	switch a.Type {
+	case 0, bson.TypeNull, bson.TypeUndefined:
+		return 0
+	case bson.TypeInt32, bson.TypeInt64, bson.TypeDouble:
+		return cmp.Compare(a.AsFloat64(), b.AsFloat64())
+	case bson.TypeString:
+		return strings.Compare(a.StringValue(), b.StringValue())
+	case bson.TypeDateTime:
+		return cmp.Compare(a.DateTime(), b.DateTime())
+	}
+	return bytes.Compare(a.Value, b.Value)
 }

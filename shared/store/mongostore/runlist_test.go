@@ -25,13 +25,17 @@ func TestRunIndexesServeTheKeyset(t *testing.T) {
 			byName[ix.Name] = ix.Keys
 		}
 	}
-	for combo, name := range runIndexes {
+	for combo, ix := range runIndexes {
+		name := ix.name
 		keys, ok := byName[name]
 		if !ok {
 			t.Errorf("filter %q: index runs.%s is not in SchedulerIndexes", combo, name)
 			continue
 		}
 		var want bson.D
+		if ix.merged {
+			want = append(want, bson.E{Key: DeciderShardField, Value: 1})
+		}
 		if combo != "" {
 			for _, f := range strings.Split(combo, ",") {
 				want = append(want, bson.E{Key: f, Value: 1})

@@ -71,8 +71,22 @@ func outcomeUpdate(set bson.D, o store.RunOutcome) bson.D {
 	return bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "sweepAt", Value: ""}}}}
 }
 
+// Insert implements store.Runs. It stamps the run's decider shard
+// (schedule.RunDeciderShard), which the runs' time-ordered indexes lead
+// with, so that no caller can store a run outside its shard.
 func (r runs) Insert(ctx context.Context, rd *store.RunRecord) (bool, error) {
+	rd.DeciderShard = schedule.RunDeciderShard(rd.ScheduleID)
 	return r.c().InsertIdempotent(ctx, rd)
+}
+
+// inDeciderShard is the filter on a run's decider shard: vshard, or, for
+// store.LegacyRuns, the runs without one ({vshard: null} matches a missing
+// field, and an index led by vshard holds them under null).
+func inDeciderShard(vshard int) bson.E {
+	if vshard == store.LegacyRuns {
+		return bson.E{Key: DeciderShardField, Value: nil}
+	}
+	return bson.E{Key: DeciderShardField, Value: vshard}
 }
 
 func (r runs) Get(ctx context.Context, id string) (*store.RunRecord, error) {
@@ -124,14 +138,14 @@ func (r runs) NextWaiting(ctx context.Context, scheduleID string, shard *int) (*
 		options.FindOne().SetSort(bson.D{{Key: "fireTime", Value: 1}}))
 }
 
-func (r runs) WaitForGroup(ctx context.Context, id, group, reason string, sweepAt time.Time) error {
+func (r runs) WaitForGroup(ctx context.Context, id, group, reason string, fireTime, sweepAt time.Time) error {
 	return r.c().UpdateOne(ctx, byRunID(id, statusIs(schedule.RunPending)),
-		bson.D{{Key: "$set", Value: bson.D{{Key: "waitingFor", Value: reason}, {Key: "group", Value: group}, {Key: "sweepAt", Value: sweepAt}}}})
+		bson.D{{Key: "$set", Value: bson.D{{Key: "waitingFor", Value: reason}, {Key: "group", Value: group}, {Key: "groupAt", Value: fireTime.UTC()}, {Key: "sweepAt", Value: sweepAt}}}})
 }
 
 func (r runs) OldestGroupWaiting(ctx context.Context, group string) (*store.RunRecord, error) {
 	return r.findOne(ctx, bson.D{{Key: "group", Value: group}, statusIs(schedule.RunPending)},
-		options.FindOne().SetSort(bson.D{{Key: "fireTime", Value: 1}, {Key: "_id", Value: 1}}))
+		options.FindOne().SetSort(bson.D{{Key: "groupAt", Value: 1}, {Key: "_id", Value: 1}}))
 }
 
 func (r runs) Claim(ctx context.Context, id string, c store.RunClaim) error {
@@ -153,7 +167,7 @@ func (r runs) Claim(ctx context.Context, id string, c store.RunClaim) error {
 	}
 	// A run that waited for its concurrency group starts now: it waits no
 	// more (and leaves the group's line, OldestGroupWaiting).
-	upd := bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "waitingFor", Value: ""}, {Key: "group", Value: ""}}}}
+	upd := bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "waitingFor", Value: ""}, {Key: "group", Value: ""}, {Key: "groupAt", Value: ""}}}}
 	err := r.update(ctx, c.Epoch, byRunID(id, statusIs(schedule.RunPending)), upd)
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		// retryWrites=false: the claim may have landed with its answer
@@ -252,9 +266,9 @@ func (r runs) MoveSweep(ctx context.Context, id string, status schedule.RunStatu
 		bson.D{{Key: "$set", Value: bson.D{{Key: "sweepAt", Value: to}}}})
 }
 
-func (r runs) Stale(ctx context.Context, status schedule.RunStatus, now time.Time, limit int) ([]store.RunRecord, error) {
+func (r runs) Stale(ctx context.Context, vshard int, status schedule.RunStatus, now time.Time, limit int) ([]store.RunRecord, error) {
 	var out []store.RunRecord
-	err := r.c().Find(ctx, bson.D{statusIs(status), {Key: "sweepAt", Value: bson.D{{Key: "$lte", Value: now}}}}, &out,
+	err := r.c().Find(ctx, bson.D{inDeciderShard(vshard), statusIs(status), {Key: "sweepAt", Value: bson.D{{Key: "$lte", Value: now}}}}, &out,
 		options.Find().SetSort(bson.D{{Key: "sweepAt", Value: 1}}).SetLimit(int64(limit)))
 	if err != nil {
 		return nil, err

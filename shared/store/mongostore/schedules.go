@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,10 +48,63 @@ func dueQuery(now time.Time, limit int, token string) PageQuery {
 	}
 }
 
-// Due implements store.Schedules.
+// Due implements store.Schedules: a walk over the decider shards, each
+// read as DueInShard reads it, then the schedules stored without a shard
+// (vshard null, before the backfill has reached them). There is no
+// unsharded due index: every advance moves nextRunAt to the same next
+// minute, and an index on it not led by vshard would take all of a
+// tick's advances in one range, 500 a second
+// (https://cloud.google.com/firestore/docs/best-practices#high_read_write_and_delete_rates_to_a_narrow_document_range).
+// So the unpartitioned tick reads V+1 queries at least. Its token is
+// "<i>:<now in ms>" (start at shard i) or that and ".<the shard's page
+// token>": bound to now as a page token is, with the shard's page token
+// signed and bound to its shard's query, and i checked.
 func (v schedules) Due(ctx context.Context, now time.Time, limit int, token string) ([]schedule.Schedule, string, error) {
+	n := schedule.DeciderShards()
+	at := strconv.FormatInt(now.UnixMilli(), 10)
+	i, inner := 0, ""
+	if token != "" {
+		head, rest, _ := strings.Cut(token, ".")
+		shard, tokAt, _ := strings.Cut(head, ":")
+		k, err := strconv.Atoi(shard)
+		if err != nil || k < 0 || k > n || tokAt != at {
+			return nil, "", fmt.Errorf("store: due page: %w", store.ErrBadPageToken)
+		}
+		i, inner = k, rest
+	}
+	for ; i <= n; i++ {
+		page, next, err := v.dueIn(ctx, dueShard(i), now, limit, inner)
+		if err != nil {
+			return nil, "", err
+		}
+		inner = ""
+		switch {
+		case next != "":
+			return page, strconv.Itoa(i) + ":" + at + "." + next, nil
+		case len(page) > 0 && i < n:
+			return page, strconv.Itoa(i+1) + ":" + at, nil
+		case len(page) > 0:
+			return page, "", nil
+		}
+	}
+	return nil, "", nil
+}
+
+// dueShard is the vshard value of the due walk's i-th query: shard i, and
+// after the last shard null (the schedules stored without one).
+func dueShard(i int) any {
+	if i == schedule.DeciderShards() {
+		return nil
+	}
+	return i
+}
+
+// dueIn is one shard's due page (the due_vshard index).
+func (v schedules) dueIn(ctx context.Context, vshard any, now time.Time, limit int, token string) ([]schedule.Schedule, string, error) {
+	q := dueQuery(now, limit, token)
+	q.Filter = append(bson.D{{Key: DeciderShardField, Value: vshard}}, q.Filter...)
 	var page []schedule.Schedule
-	p, err := v.c().Page(ctx, dueQuery(now, limit, token), &page)
+	p, err := v.c().Page(ctx, q, &page)
 	if err != nil {
 		return nil, "", err
 	}
@@ -66,14 +121,7 @@ const backfillWrites = 16
 // DueInShard implements store.Schedules. The filter holds the shard, so a
 // token binds to its shard's query.
 func (v schedules) DueInShard(ctx context.Context, vshard int, now time.Time, limit int, token string) ([]schedule.Schedule, string, error) {
-	q := dueQuery(now, limit, token)
-	q.Filter = append(bson.D{{Key: DeciderShardField, Value: vshard}}, q.Filter...)
-	var page []schedule.Schedule
-	p, err := v.c().Page(ctx, q, &page)
-	if err != nil {
-		return nil, "", err
-	}
-	return page, p.NextToken, nil
+	return v.dueIn(ctx, vshard, now, limit, token)
 }
 
 // BackfillDeciderShards implements store.DeciderShardBackfiller: one pass
@@ -145,21 +193,47 @@ func (s *Store) BackfillDeciderShards(ctx context.Context, v, pageSize int) (int
 	}
 }
 
-// NextDue implements store.Schedules.
+// NextDue implements store.Schedules: the earliest of one indexed read
+// per decider shard (and one for the schedules without a shard), because
+// the due index leads with vshard (see Due). V+1 reads of one document
+// each, 16 in flight.
 func (v schedules) NextDue(ctx context.Context) (time.Time, bool, error) {
-	var s struct {
-		NextRunAt time.Time `bson:"nextRunAt"`
+	n := schedule.DeciderShards()
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		best  time.Time
+		found bool
+		errs  []error
+		sem   = make(chan struct{}, 16)
+	)
+	for i := 0; i <= n; i++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			var s struct {
+				NextRunAt time.Time `bson:"nextRunAt"`
+			}
+			err := v.c().FindOne(ctx, bson.D{{Key: DeciderShardField, Value: dueShard(i)}, {Key: "enabled", Value: true}}, &s,
+				options.FindOne().SetSort(bson.D{{Key: DeciderShardField, Value: 1}, {Key: "enabled", Value: 1}, {Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}).
+					SetProjection(bson.D{{Key: "nextRunAt", Value: 1}}))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+			case err != nil:
+				errs = append(errs, err)
+			case !found || s.NextRunAt.Before(best):
+				best, found = s.NextRunAt, true
+			}
+		}()
 	}
-	err := v.c().FindOne(ctx, bson.D{{Key: "enabled", Value: true}}, &s,
-		options.FindOne().SetSort(bson.D{{Key: "enabled", Value: 1}, {Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}).
-			SetProjection(bson.D{{Key: "nextRunAt", Value: 1}}))
-	if errors.Is(err, store.ErrNotFound) {
-		return time.Time{}, false, nil
+	wg.Wait()
+	if len(errs) > 0 {
+		return time.Time{}, false, errors.Join(errs...)
 	}
-	if err != nil {
-		return time.Time{}, false, err
-	}
-	return s.NextRunAt, true, nil
+	return best, found, nil
 }
 
 // Advance implements store.Schedules.

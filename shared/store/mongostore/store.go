@@ -673,7 +673,11 @@ type Index struct {
 	Unique     bool
 }
 
-// EnsureIndexes creates the indexes if they do not exist.
+// EnsureIndexes creates the indexes if they do not exist. An index that
+// exists under the name with other keys or options (a database kept
+// across versions, baton local's data dir, when a version changed an
+// index: runs.all became (vshard, fireTime, _id)) is dropped and created
+// again with the declared ones.
 func (s *Store) EnsureIndexes(ctx context.Context, idx ...Index) error {
 	for _, ix := range idx {
 		o := options.Index().SetName(ix.Name)
@@ -683,12 +687,28 @@ func (s *Store) EnsureIndexes(ctx context.Context, idx ...Index) error {
 			o.SetUnique(true)
 		}
 		m := mongo.IndexModel{Keys: ix.Keys, Options: o}
-		if _, err := s.db.Collection(ix.Collection).Indexes().CreateOne(ctx, m); err != nil {
+		iv := s.db.Collection(ix.Collection).Indexes()
+		_, err := iv.CreateOne(ctx, m)
+		var ce mongo.CommandError
+		if errors.As(err, &ce) && (ce.Code == codeIndexOptionsConflict || ce.Code == codeIndexKeySpecsConflict) {
+			if derr := iv.DropOne(ctx, ix.Name); derr != nil {
+				return fmt.Errorf("store: replace index %s.%s, whose keys changed: drop: %w", ix.Collection, ix.Name, derr)
+			}
+			_, err = iv.CreateOne(ctx, m)
+		}
+		if err != nil {
 			return fmt.Errorf("store: create index %s.%s: %w", ix.Collection, ix.Name, err)
 		}
 	}
 	return nil
 }
+
+// MongoDB's codes for an index that exists under the name with other
+// options or keys.
+const (
+	codeIndexOptionsConflict  = 85
+	codeIndexKeySpecsConflict = 86
+)
 
 // fenceField is the document field a fence is recorded in.
 func fenceField(f store.Fence) string {

@@ -458,3 +458,44 @@ func TestFencedUpdateNeedsAnID(t *testing.T) {
 		t.Errorf("after the refused call: %+v, want it unchanged", j)
 	}
 }
+
+// TestEnsureIndexesReplacesChangedKeys: a local database kept across
+// versions (baton local's data dir) holds an index under a name whose
+// keys a newer version changed (runs.all became (vshard, fireTime, _id));
+// EnsureIndexes replaces it rather than failing the start.
+func TestEnsureIndexesReplacesChangedKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := emutest.Store(t)
+	old := mongostore.Index{Collection: "runs", Name: "all", Keys: bson.D{{Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}}
+	now := mongostore.Index{Collection: "runs", Name: "all", Keys: bson.D{{Key: "vshard", Value: 1}, {Key: "fireTime", Value: -1}, {Key: "_id", Value: -1}}}
+	if err := s.EnsureIndexes(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnsureIndexes(ctx, now); err != nil {
+		t.Fatalf("EnsureIndexes with the keys changed: %v", err)
+	}
+	cur, err := emutest.Raw(t, s).Collection("runs").Indexes().List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var specs []struct {
+		Name string `bson:"name"`
+		Key  bson.D `bson:"key"`
+	}
+	if err := cur.All(ctx, &specs); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, sp := range specs {
+		if sp.Name == "all" {
+			found = true
+			if fmt.Sprint(sp.Key) != fmt.Sprint(now.Keys) {
+				t.Errorf("index all has keys %v; want %v", sp.Key, now.Keys)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no index all after EnsureIndexes: %v", specs)
+	}
+}

@@ -27,8 +27,50 @@ func (s *suite) runs(t *testing.T) {
 	t.Run("InsertLostAnswer", s.runsInsertLostAnswer)
 	t.Run("ConditionalLostAnswer", s.runsConditionalLostAnswer)
 	t.Run("ShardFilters", s.runsShardFilters)
+	t.Run("StaleByDeciderShard", s.runsStaleByDeciderShard)
 	t.Run("GroupLine", s.runsGroupLine)
 	t.Run("CrashRecoveryQueries", s.runsCrashRecoveryQueries)
+}
+
+// runsStaleByDeciderShard: Insert stamps every run with its schedule's
+// decider shard (schedule.RunDeciderShard), and Stale of shard v returns
+// the stale runs of shard v only, oldest sweepAt first: a partition sweeps
+// its own shards. The runs of one schedule are in one shard.
+func (s *suite) runsStaleByDeciderShard(t *testing.T) {
+	_, r, id := s.runsRig(t)
+	ctx := t.Context()
+	want := map[int][]string{} // shard → run ids, in sweepAt order
+	for i := range 12 {
+		sched := fmt.Sprintf("s-%s-%d", id, i%6)
+		rd := pendingRecord(fmt.Sprintf("%s-%02d", id, i))
+		rd.ScheduleID, rd.SweepAt = sched, runT0.Add(-time.Duration(12-i)*time.Second)
+		rd.DeciderShard = 9999 // the store's to set, whatever the caller says
+		insertRun(t, r, rd)
+		v := schedule.RunDeciderShard(sched)
+		if got := getRun(t, r, rd.ID); got.DeciderShard != v {
+			t.Errorf("run %s of %s stored with vshard %d; want %d", rd.ID, sched, got.DeciderShard, v)
+		}
+		want[v] = append(want[v], rd.ID)
+	}
+	if len(want) < 2 {
+		t.Fatalf("the runs fell in %d decider shard(s); the case needs at least 2", len(want))
+	}
+	for v, ids := range want {
+		got, err := r.Stale(ctx, v, schedule.RunPending, runT0, 100)
+		if err != nil {
+			t.Fatalf("stale of shard %d: %v", v, err)
+		}
+		var gotIDs []string
+		for _, g := range got {
+			gotIDs = append(gotIDs, g.ID)
+		}
+		if fmt.Sprint(gotIDs) != fmt.Sprint(ids) {
+			t.Errorf("stale pending runs of shard %d = %v; want %v", v, gotIDs, ids)
+		}
+	}
+	if got, err := r.Stale(ctx, store.LegacyRuns, schedule.RunPending, runT0, 100); err != nil || len(got) != 0 {
+		t.Errorf("stale runs without a shard = %d, %v; want none (every run here has one)", len(got), err)
+	}
 }
 
 // runsCrashRecoveryQueries: PendingOf lists a schedule's pending runs,
@@ -150,7 +192,7 @@ func (s *suite) runsGroupLine(t *testing.T) {
 	}
 	later := runT0.Add(time.Minute)
 	for _, rid := range ids {
-		if err := r.WaitForGroup(ctx, rid, group, "group "+group, later); err != nil {
+		if err := r.WaitForGroup(ctx, rid, group, "group "+group, getRun(t, r, rid).FireTime, later); err != nil {
 			t.Fatalf("wait for group %s: %v", rid, err)
 		}
 	}
@@ -170,7 +212,7 @@ func (s *suite) runsGroupLine(t *testing.T) {
 			t.Fatalf("claimed run still waits: waitingFor %q group %q", c.WaitingFor, c.Group)
 		}
 		// Running: no longer pending, so it cannot wait.
-		onlyConflict(t, "wait for group of a running run", r.WaitForGroup(ctx, want, group, "group "+group, later))
+		onlyConflict(t, "wait for group of a running run", r.WaitForGroup(ctx, want, group, "group "+group, runT0, later))
 	}
 	if _, err := r.OldestGroupWaiting(ctx, group); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("oldest waiting after every claim = %v; want ErrNotFound", err)
@@ -406,11 +448,11 @@ func (s *suite) runsFinishLostAnswer(t *testing.T) {
 	}
 }
 
-// stalePending returns the ids of the pending runs the sweep would recover
-// at runT0.
-func stalePending(t *testing.T, r store.Runs) []string {
+// stalePending returns the ids of the pending runs of scheduleID's decider
+// shard that the sweep would recover at runT0.
+func stalePending(t *testing.T, r store.Runs, scheduleID string) []string {
 	t.Helper()
-	got, err := r.Stale(t.Context(), schedule.RunPending, runT0, 100)
+	got, err := r.Stale(t.Context(), schedule.RunDeciderShard(scheduleID), schedule.RunPending, runT0, 100)
 	if err != nil {
 		t.Fatalf("stale pending runs: %v", err)
 	}
@@ -441,7 +483,7 @@ func (s *suite) runsInsertTwins(t *testing.T) {
 	if inserted != 1 {
 		t.Errorf("%d twins inserted; want exactly one", inserted)
 	}
-	if ids := stalePending(t, r); len(ids) != 1 || ids[0] != id {
+	if ids := stalePending(t, r, "s-"+id); len(ids) != 1 || ids[0] != id {
 		t.Errorf("runs recorded %v; want one, %s", ids, id)
 	}
 }
@@ -459,7 +501,7 @@ func (s *suite) runsInsertLostAnswer(t *testing.T) {
 	if got := getRun(t, r, id); got.Status != schedule.RunPending {
 		t.Errorf("run %+v; want pending", got)
 	}
-	if ids := stalePending(t, r); len(ids) != 1 {
+	if ids := stalePending(t, r, "s-"+id); len(ids) != 1 {
 		t.Errorf("runs recorded %v; want one", ids)
 	}
 }
