@@ -110,3 +110,28 @@ func BenchmarkIDLookup(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConditionalUpdate runs the compare-and-set shape baton sends,
+// updateOne({_id, k}), on a collection of 5,000 documents: through the
+// front, which narrows it to its _id (pushdown.go), and straight to
+// FerretDB, which decodes every document to find it. Compare the ns/op.
+func BenchmarkConditionalUpdate(b *testing.B) {
+	const n = 5000
+	ctx := context.Background()
+	for _, bc := range []struct{ name, uri string }{
+		{"front", testServer.URI()},
+		{"raw", testServer.backend},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			coll := benchDB(b, bc.uri, n)
+			for i := 0; b.Loop(); i++ {
+				res, err := coll.UpdateOne(ctx,
+					bson.D{{Key: "_id", Value: fmt.Sprintf("d%05d", i%n)}, {Key: "k", Value: i % n}},
+					bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}})
+				if err != nil || res.MatchedCount != 1 {
+					b.Fatal(res, err)
+				}
+			}
+		})
+	}
+}
