@@ -314,6 +314,7 @@ func (f *front) handle(sess *session, req message, client, backend net.Conn, br 
 		}
 		if ok {
 			out = narrowed
+			f.stats.narrowed.Add(1) // counted as forwarded
 		}
 	}
 	if cmd.write && f.hook != nil {
