@@ -80,3 +80,58 @@ func BenchmarkFront(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIDLookup reads documents by _id from a collection of 5,000
+// documents, with and without the index idIndexer adds (the collection
+// written through the front gets it; the one written straight to FerretDB
+// does not), both read straight from FerretDB so that only the index
+// differs. Compare the two ns/op: without it, each lookup parses every
+// row's JSON.
+func BenchmarkIDLookup(b *testing.B) {
+	const n = 5000
+	ctx := context.Background()
+	for _, bc := range []struct{ name, fill string }{
+		{"indexed", testServer.URI()},
+		{"unindexed", testServer.backend},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			filled := benchDB(b, bc.fill, n)
+			c, err := mdriver.Connect(options.Client().ApplyURI(testServer.backend).SetRetryWrites(false))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = c.Disconnect(ctx) })
+			coll := c.Database(filled.Database().Name()).Collection(filled.Name())
+			for i := 0; b.Loop(); i++ {
+				if err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprintf("d%05d", i%n)}}).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkConditionalUpdate runs the compare-and-set shape baton sends,
+// updateOne({_id, k}), on a collection of 5,000 documents: through the
+// front, which narrows it to its _id (pushdown.go), and straight to
+// FerretDB, which decodes every document to find it. Compare the ns/op.
+func BenchmarkConditionalUpdate(b *testing.B) {
+	const n = 5000
+	ctx := context.Background()
+	for _, bc := range []struct{ name, uri string }{
+		{"front", testServer.URI()},
+		{"raw", testServer.backend},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			coll := benchDB(b, bc.uri, n)
+			for i := 0; b.Loop(); i++ {
+				res, err := coll.UpdateOne(ctx,
+					bson.D{{Key: "_id", Value: fmt.Sprintf("d%05d", i%n)}, {Key: "k", Value: i % n}},
+					bson.D{{Key: "$inc", Value: bson.D{{Key: "n", Value: 1}}}})
+				if err != nil || res.MatchedCount != 1 {
+					b.Fatal(res, err)
+				}
+			}
+		})
+	}
+}

@@ -90,6 +90,8 @@ type front struct {
 	hook func(command)
 	// fail is the failCommand fail point (failpoint.go).
 	fail failPoint
+	// ids indexes FerretDB's _id lookups (idindex.go).
+	ids *idIndexer
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -260,12 +262,20 @@ func (f *front) handle(sess *session, req message, client, backend net.Conn, br 
 		return f.explain(req, cmd, client, backend, br) // explain.go
 	}
 
+	db, _ := cmd.body.Lookup("$db").StringValueOK()
+	coll, _ := cmd.body.Index(0).Value().StringValueOK()
+	switch cmd.name {
+	case "drop":
+		f.ids.forget(db, coll)
+	case "dropDatabase":
+		f.ids.forget(db, "")
+	}
+
 	unlock := func() {}
 	committing := false
 	if cmd.write {
 		release, conflict := f.lockWrite(cmd)
 		if conflict != nil {
-			db, _ := cmd.body.Lookup("$db").StringValueOK()
 			f.stats.conflict(db)
 			f.logger.Info("mongo front: write conflict (Firestore contention rule)", "command", cmd.name, "namespace", cmd.namespace(), "code", conflict.code)
 			return f.answer(req, cmd, client, conflict.doc())
@@ -294,6 +304,17 @@ func (f *front) handle(sess *session, req message, client, backend net.Conn, br 
 	if order.limit > 0 {
 		if out, err = order.widen(req, cmd); err != nil {
 			return err
+		}
+	}
+	if cmd.write {
+		// Under the write's locks: see narrow (pushdown.go).
+		narrowed, ok, err := f.narrow(cmd, out, backend, br)
+		if err != nil {
+			return err
+		}
+		if ok {
+			out = narrowed
+			f.stats.narrowed.Add(1) // counted as forwarded
 		}
 	}
 	if cmd.write && f.hook != nil {
@@ -344,6 +365,13 @@ func (f *front) handle(sess *session, req message, client, backend net.Conn, br 
 			}
 			if body, _, err := parseOpMsg(src); err == nil {
 				f.bill.observe(cmd, body)
+			}
+		}
+		if (cmd.write || cmd.name == "create" || cmd.name == "createIndexes") && (reply.opCode != opMsg || reply.flags()&flagMoreToCome == 0) {
+			// The collection exists now; indexed before the client hears
+			// back, so its next lookup uses the index: see idIndexer.
+			if _, err := f.ids.ensure(db, coll); err != nil {
+				f.logger.Warn("mongo front: _id lookup index", "namespace", cmd.namespace(), "err", err)
 			}
 		}
 		if !cmd.moreToCome {

@@ -103,6 +103,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 			"handshakes without loadBalanced are accepted, unsorted results come in insertion order, and document limits are not checked; " +
 			"production Firestore does all of that")
 	}
+	f.ids = &idIndexer{dir: abs}
 	s.front = f
 	s.closers = append(s.closers, f.close)
 	s.uri = f.uri()

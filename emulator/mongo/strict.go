@@ -115,12 +115,15 @@ type Stats struct {
 	Refused int64
 	// Shuffled is the number of unsorted batches whose order it changed.
 	Shuffled int64
+	// Narrowed is the number of conditional writes forwarded with their
+	// filter narrowed to their _id (pushdown.go).
+	Narrowed int64
 }
 
 type stats struct {
-	conflicts, inFlight, maxInFlight, refused, shuffled atomic.Int64
-	mu                                                  sync.Mutex
-	byDB                                                map[string]int64
+	conflicts, inFlight, maxInFlight, refused, shuffled, narrowed atomic.Int64
+	mu                                                            sync.Mutex
+	byDB                                                          map[string]int64
 }
 
 // conflict counts one 112 answered to a write on database db.
@@ -159,5 +162,6 @@ func (s *stats) snapshot() Stats {
 		MaxWritesInFlight:   s.maxInFlight.Load(),
 		Refused:             s.refused.Load(),
 		Shuffled:            s.shuffled.Load(),
+		Narrowed:            s.narrowed.Load(),
 	}
 }
