@@ -354,7 +354,7 @@ func probeSet() []probe {
 			return err
 		}},
 		{"Runs.Stale", "find runs {vshard, status, sweepAt: {$lte}} sort {sweepAt: 1} limit (the sweep, one decider shard)", func(ctx context.Context, p *probeState) error {
-			got, err := p.b.Runs().Stale(ctx, schedule.RunDeciderShard(probeSchedule), schedule.RunRunning, p.now.Add(2*time.Minute), 10)
+			got, err := p.b.Runs().Stale(ctx, []int{schedule.RunDeciderShard(probeSchedule)}, schedule.RunRunning, p.now.Add(2*time.Minute), 10)
 			if err == nil && len(got) != 1 {
 				return wrong("%d stale runs, want 1", len(got))
 			}

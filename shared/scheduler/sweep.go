@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/baton-cron/baton/shared/lease"
@@ -76,35 +75,18 @@ func sweepShards(p, n int) []int {
 	return append(out, PartitionShards(p, n)...)
 }
 
-// sweepRuns runs the runs' steps of the sweep over shards, ShardConcurrency
-// shards at a time (with V=64 the unpartitioned tick reads 3 × 65 small
-// queries; one after another at Firestore's 10 to 25 ms each would take
-// seconds). A shard's runs belong to its own schedules, so two shards'
-// steps never touch one run; the legacy runs (store.LegacyRuns) share
-// their schedules with a shard, and, as two instances' sweeps always
-// could, meet only through conditional writes.
+// sweepRuns runs the runs' steps of the sweep over shards: each step is
+// one query for all of them (Runs.Stale takes the shards, $in on the sweep
+// index's leading vshard), so a sweep is 3 small queries whatever V and P
+// are; one query a shard would be 3 × 65 at V = 64, 195 read units a tick
+// with nothing to sweep. Two partitions' shards are disjoint, so their
+// sweeps never touch one run; the legacy runs (store.LegacyRuns), swept
+// by partition 0, share their schedules with a shard, and, as two
+// instances' sweeps always could, meet only through conditional writes.
 func (e *Engine) sweepRuns(ctx context.Context, now time.Time, c *counters, shards []int) []*scheduleWork {
-	var (
-		mu   sync.Mutex
-		wg   sync.WaitGroup
-		work []*scheduleWork
-		sem  = make(chan struct{}, max(e.cfg.ShardConcurrency, 1))
-	)
-	for _, v := range shards {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			e.failover(ctx, v, now, c)
-			e.owedRetries(ctx, v, now, c)
-			w := e.recover(ctx, v, now, c)
-			mu.Lock()
-			work = append(work, w...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return work
+	e.failover(ctx, shards, now, c)
+	e.owedRetries(ctx, shards, now, c)
+	return e.recover(ctx, shards, now, c)
 }
 
 // endPauses resumes the schedules whose timed pause (pausedUntil) is over,
@@ -156,16 +138,16 @@ func (e *Engine) endPauses(ctx context.Context, now time.Time, sum *Summary, c *
 	}
 }
 
-func (e *Engine) stale(ctx context.Context, vshard int, status schedule.RunStatus, now time.Time) ([]runDoc, error) {
-	out, err := e.runs.Stale(ctx, vshard, status, now, e.cfg.PageSize)
+func (e *Engine) stale(ctx context.Context, shards []int, status schedule.RunStatus, now time.Time) ([]runDoc, error) {
+	out, err := e.runs.Stale(ctx, shards, status, now, e.cfg.PageSize)
 	if err != nil {
-		return nil, fmt.Errorf("sweep %s runs of decider shard %d: %w", status, vshard, err)
+		return nil, fmt.Errorf("sweep %s runs of decider shards %v: %w", status, shards, err)
 	}
 	return out, nil
 }
 
-func (e *Engine) failover(ctx context.Context, vshard int, now time.Time, c *counters) {
-	runs, err := e.stale(ctx, vshard, schedule.RunRunning, now)
+func (e *Engine) failover(ctx context.Context, shards []int, now time.Time, c *counters) {
+	runs, err := e.stale(ctx, shards, schedule.RunRunning, now)
 	if err != nil {
 		c.errors.Add(1)
 		e.log.Error("failover sweep failed", "err", err)
@@ -269,8 +251,8 @@ func (e *Engine) wakeBehind(ctx context.Context, r *runDoc, now time.Time) {
 
 // owedRetries gives each failed run that still carries its owed-retry mark
 // the retry its executor, or the failover, did not record.
-func (e *Engine) owedRetries(ctx context.Context, vshard int, now time.Time, c *counters) {
-	runs, err := e.stale(ctx, vshard, schedule.RunFailed, now)
+func (e *Engine) owedRetries(ctx context.Context, shards []int, now time.Time, c *counters) {
+	runs, err := e.stale(ctx, shards, schedule.RunFailed, now)
 	if err != nil {
 		c.errors.Add(1)
 		e.log.Error("owed-retry sweep failed", "err", err)
@@ -345,8 +327,8 @@ func (e *Engine) postpone(ctx context.Context, r *runDoc, now time.Time, left ti
 	}
 }
 
-func (e *Engine) recover(ctx context.Context, vshard int, now time.Time, c *counters) []*scheduleWork {
-	runs, err := e.stale(ctx, vshard, schedule.RunPending, now)
+func (e *Engine) recover(ctx context.Context, shards []int, now time.Time, c *counters) []*scheduleWork {
+	runs, err := e.stale(ctx, shards, schedule.RunPending, now)
 	if err != nil {
 		c.errors.Add(1)
 		e.log.Error("pending sweep failed", "err", err)

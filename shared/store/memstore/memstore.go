@@ -1020,40 +1020,58 @@ func (s *Store) find(ctx context.Context, coll, op string, match func(bson.M) bo
 	return s.findIn(ctx, coll, op, nil, match, less, limit)
 }
 
-// findIn is find over one vshard's schedules or runs when shard is set
-// (match must then require it: the index only narrows the scan).
+// findIn is findInShards over one vshard (all of coll when shard is nil).
 func (s *Store) findIn(ctx context.Context, coll, op string, shard *int64, match func(bson.M) bool, less func(a, b bson.M) bool, limit int) ([]bson.M, error) {
+	if shard == nil {
+		return s.findInShards(ctx, coll, op, nil, match, less, limit)
+	}
+	return s.findInShards(ctx, coll, op, []int64{*shard}, match, less, limit)
+}
+
+// findInShards is one query over the schedules or runs of the vshards in
+// shards (all of coll when shards is nil): match must require them too,
+// since the per-shard maps only narrow the scan. One wait, as one
+// query with $in on the index's leading key is one round trip.
+func (s *Store) findInShards(ctx context.Context, coll, op string, shards []int64, match func(bson.M) bool, less func(a, b bson.M) bool, limit int) ([]bson.M, error) {
 	if err := s.wait(ctx, KindQuery); err != nil {
 		return nil, fmt.Errorf("store: %s in %s: %w", op, coll, err)
 	}
 	s.mu.Lock()
-	docs := s.colls[coll]
-	if shard != nil && coll == schedColl {
-		docs = s.byShard[*shard]
-	}
-	if shard != nil && coll == runsColl {
-		docs = s.runsByShard[*shard]
+	sets := []map[string]bson.M{s.colls[coll]}
+	if shards != nil && (coll == schedColl || coll == runsColl) {
+		sets = sets[:0]
+		for _, v := range shards {
+			if coll == schedColl {
+				sets = append(sets, s.byShard[v])
+			} else {
+				sets = append(sets, s.runsByShard[v])
+			}
+		}
 	}
 	var out []bson.M
 	if less != nil && limit > 0 {
 		// The first limit in order, kept sorted as they are found: a
 		// page of 100 of 100,000 due schedules never sorts them all.
 		out = make([]bson.M, 0, min(limit, 64))
-		for _, m := range docs {
-			if !match(m) || (len(out) == limit && !less(m, out[limit-1])) {
-				continue
+		for _, docs := range sets {
+			for _, m := range docs {
+				if !match(m) || (len(out) == limit && !less(m, out[limit-1])) {
+					continue
+				}
+				i := sort.Search(len(out), func(i int) bool { return less(m, out[i]) })
+				if len(out) < limit {
+					out = append(out, nil)
+				}
+				copy(out[i+1:], out[i:len(out)-1])
+				out[i] = m
 			}
-			i := sort.Search(len(out), func(i int) bool { return less(m, out[i]) })
-			if len(out) < limit {
-				out = append(out, nil)
-			}
-			copy(out[i+1:], out[i:len(out)-1])
-			out[i] = m
 		}
 	} else {
-		for _, m := range docs {
-			if match(m) {
-				out = append(out, m)
+		for _, docs := range sets {
+			for _, m := range docs {
+				if match(m) {
+					out = append(out, m)
+				}
 			}
 		}
 	}

@@ -262,10 +262,21 @@ func (r runs) MoveSweep(ctx context.Context, id string, status schedule.RunStatu
 	return r.up(ctx, id, func(m bson.M) bool { return statusIs(m, status) && timeEq(m, "sweepAt", from) }, upd(bson.M{"sweepAt": to}))
 }
 
-func (r runs) Stale(ctx context.Context, vshard int, status schedule.RunStatus, now time.Time, limit int) ([]store.RunRecord, error) {
-	shard := int64(vshard)
-	got, err := r.s.findIn(ctx, runsColl, "find", &shard, func(m bson.M) bool {
-		return inDeciderShard(m, vshard) && statusIs(m, status) && timeLTE(m, "sweepAt", now)
+func (r runs) Stale(ctx context.Context, shards []int, status schedule.RunStatus, now time.Time, limit int) ([]store.RunRecord, error) {
+	keys := make([]int64, len(shards))
+	for i, v := range shards {
+		keys[i] = int64(v)
+	}
+	got, err := r.s.findInShards(ctx, runsColl, "find", keys, func(m bson.M) bool {
+		if !statusIs(m, status) || !timeLTE(m, "sweepAt", now) {
+			return false
+		}
+		for _, v := range shards {
+			if inDeciderShard(m, v) {
+				return true
+			}
+		}
+		return false
 	}, byTime("sweepAt"), limit)
 	if err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package mongostore
 import (
 	"context"
 	"errors"
+	"sort"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -266,12 +267,51 @@ func (r runs) MoveSweep(ctx context.Context, id string, status schedule.RunStatu
 		bson.D{{Key: "$set", Value: bson.D{{Key: "sweepAt", Value: to}}}})
 }
 
-func (r runs) Stale(ctx context.Context, vshard int, status schedule.RunStatus, now time.Time, limit int) ([]store.RunRecord, error) {
+func (r runs) Stale(ctx context.Context, shards []int, status schedule.RunStatus, now time.Time, limit int) ([]store.RunRecord, error) {
+	var nums bson.A
+	legacy := false
+	for _, v := range shards {
+		if v == store.LegacyRuns {
+			legacy = true
+		} else {
+			nums = append(nums, v)
+		}
+	}
 	var out []store.RunRecord
-	err := r.c().Find(ctx, bson.D{inDeciderShard(vshard), statusIs(status), {Key: "sweepAt", Value: bson.D{{Key: "$lte", Value: now}}}}, &out,
-		options.Find().SetSort(bson.D{{Key: "sweepAt", Value: 1}}).SetLimit(int64(limit)))
-	if err != nil {
-		return nil, err
+	query := func(shard bson.E) error {
+		var got []store.RunRecord
+		err := r.c().Find(ctx, bson.D{shard, statusIs(status), {Key: "sweepAt", Value: bson.D{{Key: "$lte", Value: now}}}}, &got,
+			options.Find().SetSort(bson.D{{Key: "sweepAt", Value: 1}}).SetLimit(int64(limit)))
+		out = append(out, got...)
+		return err
+	}
+	switch len(nums) {
+	case 0:
+	case 1:
+		if err := query(bson.E{Key: DeciderShardField, Value: nums[0]}); err != nil {
+			return nil, err
+		}
+	default:
+		// One query for all the partition's shards: $in on the sweep
+		// index's leading key (Firestore's supported-features page lists
+		// $in: https://cloud.google.com/firestore/mongodb-compatibility/docs/supported-features).
+		if err := query(bson.E{Key: DeciderShardField, Value: bson.D{{Key: "$in", Value: nums}}}); err != nil {
+			return nil, err
+		}
+	}
+	if legacy {
+		// Apart, not as null inside the $in: {vshard: null} is the
+		// filter on a missing field that both Firestore and the
+		// emulator document.
+		if err := query(inDeciderShard(store.LegacyRuns)); err != nil {
+			return nil, err
+		}
+		if len(nums) > 0 {
+			sort.SliceStable(out, func(i, j int) bool { return out[i].SweepAt.Before(out[j].SweepAt) })
+		}
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
 	}
 	return out, nil
 }

@@ -76,12 +76,12 @@ func TestRunsWithoutDeciderShard(t *testing.T) {
 			t.Fatalf("insert: %v %v", ok, err)
 		}
 	}
-	got, err := st.Runs().Stale(ctx, store.LegacyRuns, schedule.RunPending, t0, 10)
+	got, err := st.Runs().Stale(ctx, []int{store.LegacyRuns}, schedule.RunPending, t0, 10)
 	if err != nil || len(got) != 1 || got[0].ID != "old@1" {
 		t.Fatalf("stale runs without a shard = %v, %v; want old@1 alone", got, err)
 	}
 	for v := range schedule.DeciderShards() {
-		got, err := st.Runs().Stale(ctx, v, schedule.RunPending, t0, 10)
+		got, err := st.Runs().Stale(ctx, []int{v}, schedule.RunPending, t0, 10)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -56,7 +57,7 @@ func (s *suite) runsStaleByDeciderShard(t *testing.T) {
 		t.Fatalf("the runs fell in %d decider shard(s); the case needs at least 2", len(want))
 	}
 	for v, ids := range want {
-		got, err := r.Stale(ctx, v, schedule.RunPending, runT0, 100)
+		got, err := r.Stale(ctx, []int{v}, schedule.RunPending, runT0, 100)
 		if err != nil {
 			t.Fatalf("stale of shard %d: %v", v, err)
 		}
@@ -68,8 +69,40 @@ func (s *suite) runsStaleByDeciderShard(t *testing.T) {
 			t.Errorf("stale pending runs of shard %d = %v; want %v", v, gotIDs, ids)
 		}
 	}
-	if got, err := r.Stale(ctx, store.LegacyRuns, schedule.RunPending, runT0, 100); err != nil || len(got) != 0 {
+	if got, err := r.Stale(ctx, []int{store.LegacyRuns}, schedule.RunPending, runT0, 100); err != nil || len(got) != 0 {
 		t.Errorf("stale runs without a shard = %d, %v; want none (every run here has one)", len(got), err)
+	}
+	// A partition's sweep is one query over all its shards: the union of
+	// the shards asked for (and the legacy runs, here none), oldest
+	// sweepAt first, cut at limit, and nothing of a shard not asked for.
+	var two []int
+	for v := range want {
+		two = append(two, v)
+		if len(two) == 2 {
+			break
+		}
+	}
+	var union []string
+	for i := range 12 {
+		rid := fmt.Sprintf("%s-%02d", id, i)
+		for _, v := range two {
+			if slices.Contains(want[v], rid) {
+				union = append(union, rid)
+			}
+		}
+	}
+	for _, limit := range []int{100, 2} {
+		got, err := r.Stale(ctx, append([]int{store.LegacyRuns}, two...), schedule.RunPending, runT0, limit)
+		if err != nil {
+			t.Fatalf("stale of shards %v: %v", two, err)
+		}
+		var gotIDs []string
+		for _, g := range got {
+			gotIDs = append(gotIDs, g.ID)
+		}
+		if w := union[:min(limit, len(union))]; fmt.Sprint(gotIDs) != fmt.Sprint(w) {
+			t.Errorf("stale pending runs of shards %v (and the legacy), limit %d = %v; want %v", two, limit, gotIDs, w)
+		}
 	}
 }
 
@@ -452,7 +485,7 @@ func (s *suite) runsFinishLostAnswer(t *testing.T) {
 // shard that the sweep would recover at runT0.
 func stalePending(t *testing.T, r store.Runs, scheduleID string) []string {
 	t.Helper()
-	got, err := r.Stale(t.Context(), schedule.RunDeciderShard(scheduleID), schedule.RunPending, runT0, 100)
+	got, err := r.Stale(t.Context(), []int{schedule.RunDeciderShard(scheduleID)}, schedule.RunPending, runT0, 100)
 	if err != nil {
 		t.Fatalf("stale pending runs: %v", err)
 	}
