@@ -48,31 +48,33 @@ func dueQuery(now time.Time, limit int, token string) PageQuery {
 	}
 }
 
-// Due implements store.Schedules: a walk over the decider shards, each
-// read as DueInShard reads it, then the schedules stored without a shard
-// (vshard null, before the backfill has reached them). There is no
-// unsharded due index: every advance moves nextRunAt to the same next
-// minute, and an index on it not led by vshard would take all of a
-// tick's advances in one range, 500 a second
+// Due implements store.Schedules: two keyset-paged queries on the
+// due_vshard index, one for every decider shard at once ($in on its
+// leading vshard, which Firestore serves as one query over V ranges) and
+// then one for the schedules stored without a shard (vshard null, before
+// the backfill has reached them). There is no unsharded due index: every
+// advance moves nextRunAt to the same next minute, and an index on it not
+// led by vshard would take all of a tick's advances in one range, 500 a
+// second
 // (https://cloud.google.com/firestore/docs/best-practices#high_read_write_and_delete_rates_to_a_narrow_document_range).
-// So the unpartitioned tick reads V+1 queries at least. Its token is
-// "<i>:<now in ms>" (start at shard i) or that and ".<the shard's page
-// token>": bound to now as a page token is, with the shard's page token
-// signed and bound to its shard's query, and i checked.
+// One query a shard instead would cost the unpartitioned tick (and the
+// daemon, every second) V+1 read units with nothing due. Its token is
+// "<i>:<now in ms>" (start at query i, 0 or 1) or that and ".<the query's
+// page token>": bound to now as a page token is, with the query's page
+// token signed and bound to its filter, and i checked.
 func (v schedules) Due(ctx context.Context, now time.Time, limit int, token string) ([]schedule.Schedule, string, error) {
-	n := schedule.DeciderShards()
 	at := strconv.FormatInt(now.UnixMilli(), 10)
 	i, inner := 0, ""
 	if token != "" {
 		head, rest, _ := strings.Cut(token, ".")
 		shard, tokAt, _ := strings.Cut(head, ":")
 		k, err := strconv.Atoi(shard)
-		if err != nil || k < 0 || k > n || tokAt != at {
+		if err != nil || k < 0 || k > 1 || tokAt != at {
 			return nil, "", fmt.Errorf("store: due page: %w", store.ErrBadPageToken)
 		}
 		i, inner = k, rest
 	}
-	for ; i <= n; i++ {
+	for ; i <= 1; i++ {
 		page, next, err := v.dueIn(ctx, dueShard(i), now, limit, inner)
 		if err != nil {
 			return nil, "", err
@@ -81,7 +83,7 @@ func (v schedules) Due(ctx context.Context, now time.Time, limit int, token stri
 		switch {
 		case next != "":
 			return page, strconv.Itoa(i) + ":" + at + "." + next, nil
-		case len(page) > 0 && i < n:
+		case len(page) > 0 && i < 1:
 			return page, strconv.Itoa(i+1) + ":" + at, nil
 		case len(page) > 0:
 			return page, "", nil
@@ -90,13 +92,17 @@ func (v schedules) Due(ctx context.Context, now time.Time, limit int, token stri
 	return nil, "", nil
 }
 
-// dueShard is the vshard value of the due walk's i-th query: shard i, and
-// after the last shard null (the schedules stored without one).
+// dueShard is the vshard filter of the due walk's i-th query: every
+// decider shard ($in 0..V-1), then null (the schedules stored without one).
 func dueShard(i int) any {
-	if i == schedule.DeciderShards() {
+	if i == 1 {
 		return nil
 	}
-	return i
+	all := make(bson.A, schedule.DeciderShards())
+	for k := range all {
+		all[k] = k
+	}
+	return bson.D{{Key: "$in", Value: all}}
 }
 
 // dueIn is one shard's due page (the due_vshard index).
@@ -193,45 +199,29 @@ func (s *Store) BackfillDeciderShards(ctx context.Context, v, pageSize int) (int
 	}
 }
 
-// NextDue implements store.Schedules: the earliest of one indexed read
-// per decider shard (and one for the schedules without a shard), because
-// the due index leads with vshard (see Due). V+1 reads of one document
-// each, 16 in flight.
+// NextDue implements store.Schedules: the earlier of two one-document
+// reads on the due_vshard index, every decider shard at once ($in, as in
+// Due) and the schedules without a shard, in place of V+1 reads (the
+// daemon asks on every wake).
 func (v schedules) NextDue(ctx context.Context) (time.Time, bool, error) {
-	n := schedule.DeciderShards()
 	var (
-		mu    sync.Mutex
-		wg    sync.WaitGroup
 		best  time.Time
 		found bool
-		errs  []error
-		sem   = make(chan struct{}, 16)
 	)
-	for i := 0; i <= n; i++ {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			var s struct {
-				NextRunAt time.Time `bson:"nextRunAt"`
-			}
-			err := v.c().FindOne(ctx, bson.D{{Key: DeciderShardField, Value: dueShard(i)}, {Key: "enabled", Value: true}}, &s,
-				options.FindOne().SetSort(bson.D{{Key: DeciderShardField, Value: 1}, {Key: "enabled", Value: 1}, {Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}).
-					SetProjection(bson.D{{Key: "nextRunAt", Value: 1}}))
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-			case err != nil:
-				errs = append(errs, err)
-			case !found || s.NextRunAt.Before(best):
-				best, found = s.NextRunAt, true
-			}
-		}()
-	}
-	wg.Wait()
-	if len(errs) > 0 {
-		return time.Time{}, false, errors.Join(errs...)
+	for i := range 2 {
+		var s struct {
+			NextRunAt time.Time `bson:"nextRunAt"`
+		}
+		err := v.c().FindOne(ctx, bson.D{{Key: DeciderShardField, Value: dueShard(i)}, {Key: "enabled", Value: true}}, &s,
+			options.FindOne().SetSort(bson.D{{Key: "nextRunAt", Value: 1}, {Key: "_id", Value: 1}}).
+				SetProjection(bson.D{{Key: "nextRunAt", Value: 1}}))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return time.Time{}, false, fmt.Errorf("store: next due: %w", err)
+		case !found || s.NextRunAt.Before(best):
+			best, found = s.NextRunAt, true
+		}
 	}
 	return best, found, nil
 }
