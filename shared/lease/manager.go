@@ -82,6 +82,15 @@ type Options struct {
 	// still honoured, so leases released before the switch, or by a
 	// manager without it, read as released.
 	Markers MarkerStore
+	// JobLeases, when set, keeps the job leases (the names that spread,
+	// spread.go) there instead of in the bucket: a Firestore document
+	// (mongostore.LeaseObjects) is a write unit per acquire, a Cloud
+	// Storage object a Class A write, about a twentieth of the price
+	// (docs/cost.md). Every other lease (the tick lease) stays in the
+	// bucket. All of a deployment's processes must agree on it, as on the
+	// names; switching is an upgrade that retires the other store's
+	// object (switch.go).
+	JobLeases ObjectStore
 }
 
 // MarkerStore keeps release markers outside the bucket. A marker is the
@@ -111,6 +120,10 @@ const MinHeartbeat = time.Second
 // for concurrent use.
 type Manager struct {
 	bucket *storage.BucketHandle
+	// gcs is the bucket as an ObjectStore; jobs is Options.JobLeases
+	// (nil: the bucket).
+	gcs    *gcsObjects
+	jobs   ObjectStore
 	prefix string
 	holder string
 	skew   time.Duration
@@ -148,6 +161,8 @@ type Manager struct {
 func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 	m := &Manager{
 		bucket:    b,
+		gcs:       newGCSObjects(b),
+		jobs:      o.JobLeases,
 		prefix:    prefix,
 		holder:    o.Holder,
 		skew:      o.Skew,
@@ -178,6 +193,14 @@ func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 		m.log = slog.New(slog.DiscardHandler)
 	}
 	return m
+}
+
+// objectsFor is the store that keeps lease name.
+func (m *Manager) objectsFor(name string) ObjectStore {
+	if m.jobs != nil && m.spreads(name) {
+		return m.jobs
+	}
+	return m.gcs
 }
 
 // Holder returns this manager's holder id.
