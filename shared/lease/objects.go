@@ -156,6 +156,9 @@ func (g *gcsObjects) WriteObject(ctx context.Context, object string, rec Record,
 		return Object{}, fmt.Errorf("write %s: %w", object, err)
 	}
 	if err := w.Close(); err != nil {
+		if isPreconditionFailed(err) {
+			return Object{}, fmt.Errorf("write %s: %w: %w", object, store.ErrConflict, err)
+		}
 		return Object{}, fmt.Errorf("write %s: %w", object, err)
 	}
 	a := w.Attrs()
@@ -166,8 +169,7 @@ func (g *gcsObjects) WriteObject(ctx context.Context, object string, rec Record,
 // is store.ErrConflict.
 func (g *gcsObjects) DeleteObject(ctx context.Context, object string, gen int64) error {
 	err := g.handle(object).If(storage.Conditions{GenerationMatch: gen}).Delete(ctx)
-	var e *googleapi.Error
-	if errors.Is(err, storage.ErrObjectNotExist) || errors.As(err, &e) && e.Code == http.StatusPreconditionFailed {
+	if errors.Is(err, storage.ErrObjectNotExist) || isPreconditionFailed(err) {
 		return fmt.Errorf("delete %s: %w: %w", object, store.ErrConflict, err)
 	}
 	if err != nil {
