@@ -284,3 +284,59 @@ func TestFirestoreLeaseFaults(t *testing.T) {
 		t.Fatalf("status after the release: want ErrNotFound (free), got %v", err)
 	}
 }
+
+// TestSwitchingJobLeaseStores: while a deployment switches its job leases
+// between the bucket and Firestore, both kinds of manager run, and never
+// both hold one lease (switch.go); epochs keep rising across the switch
+// and back; a manager that knows no other store (an older version) never
+// takes a lease that moved.
+func TestSwitchingJobLeaseStores(t *testing.T) {
+	ctx := context.Background()
+	b := setup(t)
+	st := emutest.Store(t)
+	gcs := func(h string) *lease.Manager {
+		return b.manager(h, lease.Options{Markers: st.LeaseMarkers(), OtherJobLeases: st.LeaseObjects()})
+	}
+	fs := func(h string) *lease.Manager {
+		return b.manager(h, lease.Options{Markers: st.LeaseMarkers(), JobLeases: st.LeaseObjects(), OtherJobLeases: lease.GCSObjects(b.bucket)})
+	}
+	lg, err := gcs("old").Acquire(ctx, "job-x", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs("new").Acquire(ctx, "job-x", 30*time.Second); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("firestore acquirer while the bucket's holder runs: want ErrHeld, got %v", err)
+	}
+	if info, err := fs("new").Status(ctx, "job-x"); err != nil || info.Holder != "old" {
+		t.Fatalf("firestore manager's status during the switch (-want,+got): -old +%+v %v", info, err)
+	}
+	release(t, lg)
+	lf, err := fs("new").Acquire(ctx, "job-x", 30*time.Second)
+	if err != nil {
+		t.Fatalf("firestore acquire after the bucket's release: %v", err)
+	}
+	if lf.Epoch() <= lg.Epoch() {
+		t.Fatalf("epoch across the switch: %d, not above %d", lf.Epoch(), lg.Epoch())
+	}
+	// The bucket's side now finds a tombstone, and Firestore's holder.
+	if _, err := gcs("old2").Acquire(ctx, "job-x", 30*time.Second); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("bucket acquirer while firestore's holder runs: want ErrHeld, got %v", err)
+	}
+	older := b.manager("older", lease.Options{Markers: st.LeaseMarkers()})
+	if _, err := older.Acquire(ctx, "job-x", 30*time.Second); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("a manager that knows no other store: want ErrHeld (the tombstone), got %v", err)
+	}
+	release(t, lf)
+	// And back: the bucket's side retires the document and goes above it.
+	lg2, err := gcs("back").Acquire(ctx, "job-x", 30*time.Second)
+	if err != nil {
+		t.Fatalf("bucket acquire after switching back: %v", err)
+	}
+	if lg2.Epoch() <= lf.Epoch() {
+		t.Fatalf("epoch switching back: %d, not above %d", lg2.Epoch(), lf.Epoch())
+	}
+	if _, err := fs("new2").Acquire(ctx, "job-x", 30*time.Second); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("firestore acquirer after switching back: want ErrHeld, got %v", err)
+	}
+	release(t, lg2)
+}

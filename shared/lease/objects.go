@@ -242,3 +242,29 @@ func decodeStoreToken(prefix, s string) (string, error) {
 	}
 	return t.Token, nil
 }
+
+// Job-lease store kinds, as BATON_JOB_LEASE_STORE names them.
+const (
+	JobStoreGCS       = "gcs"
+	JobStoreFirestore = "firestore"
+)
+
+// JobLeaseStores returns Options.JobLeases and Options.OtherJobLeases for
+// the job-lease store kind: with "firestore" the job leases are in
+// firestore and the bucket is the other store; with "gcs" they are in the
+// bucket and firestore (when not nil) is the other. Both are set whenever
+// both exist, so that a deployment switching kinds is guarded in either
+// direction (switch.go).
+func JobLeaseStores(kind string, bucket *storage.BucketHandle, firestore ObjectStore) (jobs, other ObjectStore, err error) {
+	switch kind {
+	case JobStoreFirestore:
+		if firestore == nil {
+			return nil, nil, fmt.Errorf("lease: job leases in firestore need the Firestore store (BATON_MONGO_URI)")
+		}
+		return firestore, GCSObjects(bucket), nil
+	case JobStoreGCS, "":
+		return nil, firestore, nil
+	default:
+		return nil, nil, fmt.Errorf("lease: job-lease store %q is neither %q nor %q", kind, JobStoreGCS, JobStoreFirestore)
+	}
+}
