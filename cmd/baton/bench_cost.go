@@ -639,7 +639,8 @@ func (r *costReport) print(w io.Writer, o costOptions) {
 		op := r.otherStore.perRun(def, t, o.PerTick)
 		r.printPhase(w, r.otherStore, op, def, "Terraform defaults but job_lease_store="+other)
 		oparts := cost.Bill(op, o.Compute)
-		kv = append(kv, fmt.Sprintf("usd_per_million_runs_lease_%s=%.2f usd_storage_lease_%s=%.2f", other, cost.Total(oparts), other, partOf(oparts, "storage")))
+		kv = append(kv, fmt.Sprintf("classA_per_run_lease_%s=%.2f", other, op.ClassA))
+		kv = append(kv, fmt.Sprintf("usd_per_million_runs_lease_%s=%.2f usd_gcs_ops_lease_%s=%.2f usd_firestore_writes_lease_%s=%.2f", other, cost.Total(oparts), other, partOf(oparts, "gcs_ops"), other, partOf(oparts, "firestore_writes")))
 	}
 	for _, c := range o.Concurrencies {
 		s := def
