@@ -279,7 +279,12 @@ func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer stop()
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+		}
+	}()
 	b := &costBench{fires: o.Fires, every: o.Every, st: st, logs: logs, db: stack.DefaultDatabase, client: &http.Client{Timeout: 30 * time.Second}}
 	rep := &costReport{}
 
@@ -313,6 +318,10 @@ func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 		// a fresh stack: a store is fixed for a deployment's lifetime
 		// but for a switch, so it is not switched under a running one.
 		other := otherLeaseStore(o.LeaseStore)
+		// One stack at a time: the first would load the machine (its
+		// tick) and slow the second's runs.
+		stop()
+		stopped = true
 		ologs := &countingWriter{}
 		ost, ostop, err := costStack(ctx, o, ologs, other)
 		if err != nil {
@@ -398,6 +407,25 @@ func (b *costBench) phase(ctx context.Context, name string, scheds []schedBody, 
 	// What the bench itself writes (the creates, the edits that stop
 	// the schedules) is not the runs' cost: excluded collects it.
 	excluded := diffBilling(b.st.MongoServer().Billing(b.db), before.fs)
+	// The steady state: a schedule's first run does what it does once
+	// in the schedule's life (its job lease created, the other store's
+	// retired: shared/lease/switch.go and spread.go), so the meters are
+	// read again once every schedule has run once and nothing is in
+	// flight, and only the runs created after that are counted.
+	var from time.Time
+	if len(scheds) > 0 {
+		if err := b.warmUp(ctx, scheds); err != nil {
+			return nil, fmt.Errorf("bench cost: %s: %w", name, err)
+		}
+		before = b.read()
+		from = before.at
+		excluded = mongo.Billing{}
+		b.seen = int(before.attempts)
+		ticks := b.st.Scheduler.Attempts(stack.TickJob)
+		for b.ticks < len(ticks) && !ticks[b.ticks].Start.After(before.at) {
+			b.ticks++
+		}
+	}
 	var after meters
 	if len(scheds) == 0 {
 		if err := clock.Sleep(ctx, idle); err != nil {
@@ -478,6 +506,9 @@ func (b *costBench) phase(ctx context.Context, name string, scheds []schedBody, 
 				return nil, fmt.Errorf("bench cost: %s: list runs: %w", name, err)
 			}
 			for _, r := range page {
+				if r.CreatedAt.Before(from) {
+					continue // a warm-up run
+				}
 				key := string(r.Status)
 				if r.Reason != "" {
 					// The reason's kind, not its holder and times.
@@ -538,6 +569,40 @@ func addBilling(a, b mongo.Billing) mongo.Billing {
 }
 
 // quiet reports whether no run is pending or running.
+// warmUp waits until every schedule of scheds has a finished run and no
+// run is pending or running.
+func (b *costBench) warmUp(ctx context.Context, scheds []schedBody) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		ran := 0
+		for _, s := range scheds {
+			id, _ := s["id"].(string)
+			page, _, err := b.st.Deps.Store.Catalog().ListAllRuns(ctx, store.RunFilter{ScheduleID: id}, 1, "")
+			if err != nil {
+				return fmt.Errorf("warm up: list runs: %w", err)
+			}
+			if len(page) > 0 {
+				ran++
+			}
+		}
+		if ran == len(scheds) {
+			done, err := b.quiet(ctx)
+			if err != nil {
+				return err
+			}
+			if done {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("warm up: %d of %d schedules ran after 5 minutes", ran, len(scheds))
+		}
+		if err := clock.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
 func (b *costBench) quiet(ctx context.Context) (bool, error) {
 	for _, stt := range []schedule.RunStatus{schedule.RunPending, schedule.RunRunning} {
 		page, _, err := b.st.Deps.Store.Catalog().ListAllRuns(ctx, store.RunFilter{Status: stt}, 1, "")
