@@ -577,11 +577,6 @@ func (m *Manager) infos(ctx context.Context, attrs []*storage.ObjectAttrs, more 
 			continue
 		}
 		name, legacy := m.nameOf(rel)
-		if m.jobs != nil && m.spreads(name) {
-			// Job leases live in Options.JobLeases; what the bucket has
-			// of them is retired or older than the switch (switch.go).
-			continue
-		}
 		var st state
 		var err error
 		if legacy {
@@ -596,7 +591,11 @@ func (m *Manager) infos(ctx context.Context, attrs []*storage.ObjectAttrs, more 
 			m.log.Warn("lease: list: skipping object", "object", a.Name, "err", err)
 			continue
 		} else if st.Holder == TombstoneHolder && m.switching(name) {
-			continue // the lease lives in the other store (switch.go)
+			// The lease lives in the other store (switch.go). A job lease
+			// the bucket has and JobLeases does not (not taken since a
+			// switch) is shown from here: its first acquire in JobLeases
+			// turns it into a tombstone first, so it is never shown twice.
+			continue
 		}
 		if !st.free() {
 			k, ok := markers[a.Name]
