@@ -102,7 +102,10 @@ func (f *leaseFlags) manager(ctx context.Context, log *slog.Logger) (*lease.Mana
 	// Job leases (job-…) where BATON_JOB_LEASE_STORE says, as the
 	// functions keep them; every other name stays in the bucket.
 	if o.JobLeases, o.OtherJobLeases, err = lease.JobLeaseStores(jobStore, c.Bucket(bucket), objects); err != nil {
-		_ = conns.Close()
+		_ = c.Close()
+		if conns.st != nil {
+			_ = conns.st.Close(ctx)
+		}
 		return nil, leaseConns{}, usageError("lease: %v", err)
 	}
 	return lease.NewManager(c.Bucket(bucket), f.prefix, o), conns, nil
