@@ -123,6 +123,11 @@ func TestObjectStoreConformance(t *testing.T) {
 			if err != nil {
 				t.Fatalf("create: %v", err)
 			}
+			if d := time.Since(o1.Updated); d < -2*time.Second || d > 2*time.Second {
+				// Expiry is Updated + ttl + skew: a store clock off by
+				// seconds would move every takeover by as much.
+				t.Errorf("Updated %s is %s from this machine's clock; want the store's time of the write", o1.Updated, d)
+			}
 			if o1.Generation == 0 || o1.Updated.Before(before) || o1.Record.Token != "t1" {
 				t.Fatalf("created object (-want,+got): -{gen>0 updated>%s t1} +{%d %s %s}", before, o1.Generation, o1.Updated, o1.Record.Token)
 			}
