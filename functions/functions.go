@@ -84,6 +84,9 @@ type Deps struct {
 	TickLeaseTTL time.Duration
 	// ClockSkew is added to every lease expiry (BATON_CLOCK_SKEW).
 	ClockSkew time.Duration
+	// JobLeaseStore is where the job leases live
+	// (BATON_JOB_LEASE_STORE): "gcs" or "firestore"; "" means gcs.
+	JobLeaseStore string
 	// HistoryKeep is how long finished runs and change records are kept
 	// for a schedule without history.keep (BATON_HISTORY_KEEP); 0 means
 	// schedule.DefaultKeep.
@@ -250,6 +253,9 @@ func FromEnv(ctx context.Context) (*Deps, error) {
 	}
 	if d.ClockSkew, err = config.Duration(config.EnvClockSkew); err != nil {
 		return nil, err
+	}
+	if d.JobLeaseStore, err = config.JobLeaseStore(); err != nil {
+		return nil, fmt.Errorf("functions: %w", err)
 	}
 	if d.HistoryKeep, err = schedule.ParseKeep(config.Get(config.EnvHistoryKeep)); err != nil {
 		return nil, fmt.Errorf("functions: %s: %w", config.EnvHistoryKeep, err)

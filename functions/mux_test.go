@@ -38,6 +38,30 @@ func TestFromEnvRefusesMalformedAllowlist(t *testing.T) {
 	}
 }
 
+// TestFromEnvRefusesBadJobLeaseStore: BATON_JOB_LEASE_STORE other than
+// gcs or firestore stops the function from starting, naming the variable:
+// processes that disagree on the store would each take leases the other
+// holds but for the switch guard.
+func TestFromEnvRefusesBadJobLeaseStore(t *testing.T) {
+	t.Setenv("BATON_JOB_LEASE_STORE", "s3")
+	t.Setenv("BATON_MONGO_URI", "")
+	t.Setenv("BATON_BUCKET", "")
+	_, err := FromEnv(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "BATON_JOB_LEASE_STORE") || !strings.Contains(err.Error(), `"s3"`) {
+		t.Fatalf("FromEnv = %v, want an error naming BATON_JOB_LEASE_STORE and its value", err)
+	}
+	for _, ok := range []string{"gcs", "firestore", "Firestore"} {
+		t.Setenv("BATON_JOB_LEASE_STORE", ok)
+		d, err := FromEnv(t.Context())
+		if err != nil {
+			t.Fatalf("BATON_JOB_LEASE_STORE=%s: FromEnv = %v", ok, err)
+		}
+		if want := strings.ToLower(ok); d.JobLeaseStore != want {
+			t.Errorf("BATON_JOB_LEASE_STORE=%s: Deps.JobLeaseStore (-want,+got): -%s +%s", ok, want, d.JobLeaseStore)
+		}
+	}
+}
+
 // TestOpenAPIServed: the contract is served as JSON, without the token, at
 // the root of the mux (baton local) and by the Schedules function, even
 // one that has no database to serve the rest of its API with.

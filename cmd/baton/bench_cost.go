@@ -21,6 +21,7 @@ import (
 	"github.com/baton-cron/baton/emulator/mongo"
 	"github.com/baton-cron/baton/emulator/stack"
 	"github.com/baton-cron/baton/shared/clock"
+	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/cost"
 	"github.com/baton-cron/baton/shared/httpapi"
 	"github.com/baton-cron/baton/shared/logging"
@@ -52,12 +53,26 @@ type costOptions struct {
 	// phase: Run concurrency, the shortest history.keep, log_level=warn.
 	CheapConcurrency int
 	CheapRetention   time.Duration
+	// LeaseStore is where the job leases live (Terraform's
+	// job_lease_store); CompareLeaseStore runs the http phase again on a
+	// second stack with the other store, so both are priced in one run.
+	LeaseStore        string
+	CompareLeaseStore bool
+}
+
+// otherLeaseStore is the job-lease store that is not s.
+func otherLeaseStore(s string) string {
+	if s == config.JobLeaseStoreGCS {
+		return config.JobLeaseStoreFirestore
+	}
+	return config.JobLeaseStoreGCS
 }
 
 func defaultCostOptions() costOptions {
 	return costOptions{Schedules: 10, Fires: 10, Every: 2 * time.Second, Tick: time.Second, Mix: true, PerTick: 100,
 		Compute: cost.DefaultCompute, Concurrencies: []int{80}, Retention: cost.DefaultRetention,
-		CheapConcurrency: 80, CheapRetention: time.Hour}
+		CheapConcurrency: 80, CheapRetention: time.Hour,
+		LeaseStore: config.JobLeaseStoreFirestore, CompareLeaseStore: true}
 }
 
 func newBenchCostCmd() *cobra.Command {
@@ -100,6 +115,9 @@ usd_per_million_runs_mix with --mix.`,
 			if o.Schedules < 1 || o.Fires < 1 || o.Every < time.Second || o.Tick < 100*time.Millisecond || o.PerTick < 1 {
 				return usageError("bench cost: want --schedules ≥ 1, --fires ≥ 1, --every ≥ 1s, --tick ≥ 100ms, --per-tick ≥ 1")
 			}
+			if o.LeaseStore != config.JobLeaseStoreGCS && o.LeaseStore != config.JobLeaseStoreFirestore {
+				return usageError("bench cost: --job-lease-store must be %s or %s, not %q", config.JobLeaseStoreFirestore, config.JobLeaseStoreGCS, o.LeaseStore)
+			}
 			if o.Every%time.Second != 0 || 60%int(o.Every/time.Second) != 0 {
 				return usageError("bench cost: --every must be a whole number of seconds that divides a minute, not %s", o.Every)
 			}
@@ -125,6 +143,8 @@ usd_per_million_runs_mix with --mix.`,
 	f.DurationVar(&o.Retention, "retention", o.Retention, "how long finished runs are kept (history_keep)")
 	f.IntVar(&o.CheapConcurrency, "cheap-concurrency", o.CheapConcurrency, "Run concurrency of the cheapest settings")
 	f.DurationVar(&o.CheapRetention, "cheap-retention", o.CheapRetention, "history_keep of the cheapest settings (1h is the least Terraform takes)")
+	f.StringVar(&o.LeaseStore, "job-lease-store", o.LeaseStore, "where the job leases live, firestore or gcs (Terraform's job_lease_store)")
+	f.BoolVar(&o.CompareLeaseStore, "compare-lease-store", o.CompareLeaseStore, "run the http phase again on a second stack with the other job-lease store")
 	f.BoolVar(&short, "short", false, "a few seconds: 4 schedules, 3 fires, no mix (make test)")
 	flagUsage(cmd)
 	return cmd
@@ -208,6 +228,9 @@ func (p phaseCounts) perRun(set settings, tick *phaseCounts, perTick int) cost.P
 
 type costReport struct {
 	tick, http, allow, mix *phaseCounts
+	// otherStore is the http phase with the other job-lease store
+	// (costOptions.CompareLeaseStore), on a stack of its own.
+	otherStore *phaseCounts
 }
 
 // countingWriter counts the bytes logged, and apart those of INFO and
@@ -230,6 +253,21 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// costStack starts the local stack a bench phase runs on, logging into
+// logs, with the job leases in leaseStore; stop closes it.
+func costStack(ctx context.Context, o costOptions, logs *countingWriter, leaseStore string) (st *stack.Stack, stop func(), err error) {
+	st, err = stack.Start(ctx, stack.Config{Addr: "127.0.0.1:0", Tick: o.Tick, Logger: logging.New(logs, "info"),
+		GPUWorkers: 1, NotifyBackoff: 100 * time.Millisecond, JobLeaseStore: leaseStore})
+	if err != nil {
+		return nil, nil, fmt.Errorf("bench cost: %w", err)
+	}
+	return st, func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = st.Close(cctx)
+	}, nil
+}
+
 func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 	logs := &countingWriter{}
 	target, err := startCostTargets(ctx)
@@ -237,28 +275,28 @@ func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 		return nil, err
 	}
 	defer target.close(ctx)
-	st, err := stack.Start(ctx, stack.Config{Addr: "127.0.0.1:0", Tick: o.Tick, Logger: logging.New(logs, "info"),
-		GPUWorkers: 1, NotifyBackoff: 100 * time.Millisecond})
+	st, stop, err := costStack(ctx, o, logs, o.LeaseStore)
 	if err != nil {
-		return nil, fmt.Errorf("bench cost: %w", err)
+		return nil, err
 	}
+	stopped := false
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = st.Close(cctx)
+		if !stopped {
+			stop()
+		}
 	}()
 	b := &costBench{fires: o.Fires, every: o.Every, st: st, logs: logs, db: stack.DefaultDatabase, client: &http.Client{Timeout: 30 * time.Second}}
 	rep := &costReport{}
 
 	// The tick alone: its fixed cost.
-	if rep.tick, err = b.phase(ctx, "tick", nil, 5*o.Tick); err != nil {
+	if rep.tick, err = b.phase(ctx, "tick", nil, 5*o.Tick, false); err != nil {
 		return nil, err
 	}
 	var scheds []schedBody
 	for i := range o.Schedules {
 		scheds = append(scheds, httpSchedule(fmt.Sprintf("cost-http-%d", i), o, target.ok, nil))
 	}
-	if rep.http, err = b.phase(ctx, "http", scheds, 0); err != nil {
+	if rep.http, err = b.phase(ctx, "http", scheds, 0, true); err != nil {
 		return nil, err
 	}
 	// The same runs with overlap allow, which holds no job lease: priced
@@ -267,11 +305,35 @@ func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 	for i := range o.Schedules {
 		scheds = append(scheds, httpSchedule(fmt.Sprintf("cost-allow-%d", i), o, target.ok, map[string]any{"overlap": "allow"}))
 	}
-	if rep.allow, err = b.phase(ctx, "allow", scheds, 0); err != nil {
+	if rep.allow, err = b.phase(ctx, "allow", scheds, 0, true); err != nil {
 		return nil, err
 	}
 	if o.Mix {
-		if rep.mix, err = b.phase(ctx, "mix", mixSchedules(o, target), 0); err != nil {
+		if rep.mix, err = b.phase(ctx, "mix", mixSchedules(o, target), 0, false); err != nil {
+			return nil, err
+		}
+	}
+	if o.CompareLeaseStore {
+		// The same http runs with the job leases in the other store, on
+		// a fresh stack: a store is fixed for a deployment's lifetime
+		// but for a switch, so it is not switched under a running one.
+		other := otherLeaseStore(o.LeaseStore)
+		// One stack at a time: the first would load the machine (its
+		// tick) and slow the second's runs.
+		stop()
+		stopped = true
+		ologs := &countingWriter{}
+		ost, ostop, err := costStack(ctx, o, ologs, other)
+		if err != nil {
+			return nil, err
+		}
+		defer ostop()
+		ob := &costBench{fires: o.Fires, every: o.Every, st: ost, logs: ologs, db: stack.DefaultDatabase, client: b.client}
+		scheds = scheds[:0]
+		for i := range o.Schedules {
+			scheds = append(scheds, httpSchedule(fmt.Sprintf("cost-http-%d", i), o, target.ok, nil))
+		}
+		if rep.otherStore, err = ob.phase(ctx, "http, job leases in "+other, scheds, 0, true); err != nil {
 			return nil, err
 		}
 	}
@@ -335,7 +397,7 @@ func mixSchedules(o costOptions, t *costTargets) []schedBody {
 // and every run has ended (or, with none, waits idle), and returns the
 // meters' deltas. The meters are read before the reads that find the
 // stack idle, so those reads are not counted.
-func (b *costBench) phase(ctx context.Context, name string, scheds []schedBody, idle time.Duration) (*phaseCounts, error) {
+func (b *costBench) phase(ctx context.Context, name string, scheds []schedBody, idle time.Duration, warm bool) (*phaseCounts, error) {
 	before := b.read()
 	for _, s := range scheds {
 		if err := b.api(ctx, http.MethodPost, "/Schedules/schedules", s, nil); err != nil {
@@ -345,6 +407,26 @@ func (b *costBench) phase(ctx context.Context, name string, scheds []schedBody, 
 	// What the bench itself writes (the creates, the edits that stop
 	// the schedules) is not the runs' cost: excluded collects it.
 	excluded := diffBilling(b.st.MongoServer().Billing(b.db), before.fs)
+	// The steady state: a schedule's first run does what it does once
+	// in the schedule's life (its job lease created, the other store's
+	// retired: shared/lease/switch.go and spread.go), so the meters are
+	// read again once every schedule has run once, and only the runs
+	// created after that are counted.
+	// The mix is not warmed up: some of its schedules never succeed.
+	var from time.Time
+	if warm && len(scheds) > 0 {
+		if err := b.warmUp(ctx, scheds); err != nil {
+			return nil, fmt.Errorf("bench cost: %s: %w", name, err)
+		}
+		before = b.read()
+		from = before.at
+		excluded = mongo.Billing{}
+		b.seen = int(before.attempts)
+		ticks := b.st.Scheduler.Attempts(stack.TickJob)
+		for b.ticks < len(ticks) && !ticks[b.ticks].Start.After(before.at) {
+			b.ticks++
+		}
+	}
 	var after meters
 	if len(scheds) == 0 {
 		if err := clock.Sleep(ctx, idle); err != nil {
@@ -425,6 +507,9 @@ func (b *costBench) phase(ctx context.Context, name string, scheds []schedBody, 
 				return nil, fmt.Errorf("bench cost: %s: list runs: %w", name, err)
 			}
 			for _, r := range page {
+				if r.CreatedAt.Before(from) {
+					continue // a warm-up run
+				}
 				key := string(r.Status)
 				if r.Reason != "" {
 					// The reason's kind, not its holder and times.
@@ -485,6 +570,36 @@ func addBilling(a, b mongo.Billing) mongo.Billing {
 }
 
 // quiet reports whether no run is pending or running.
+// warmUp waits until every schedule of scheds has a run that succeeded.
+// Runs may be in flight then (with overlap allow there always are): what
+// they do after the reading is counted and they are not, which errs
+// towards a higher price per run.
+func (b *costBench) warmUp(ctx context.Context, scheds []schedBody) error {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		ran := 0
+		for _, s := range scheds {
+			id, _ := s["id"].(string)
+			page, _, err := b.st.Deps.Store.Catalog().ListAllRuns(ctx, store.RunFilter{ScheduleID: id, Status: schedule.RunSucceeded}, 1, "")
+			if err != nil {
+				return fmt.Errorf("warm up: list runs: %w", err)
+			}
+			if len(page) > 0 {
+				ran++
+			}
+		}
+		if ran == len(scheds) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("warm up: %d of %d schedules ran after 5 minutes", ran, len(scheds))
+		}
+		if err := clock.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
+
 func (b *costBench) quiet(ctx context.Context) (bool, error) {
 	for _, stt := range []schedule.RunStatus{schedule.RunPending, schedule.RunRunning} {
 		page, _, err := b.st.Deps.Store.Catalog().ListAllRuns(ctx, store.RunFilter{Status: stt}, 1, "")
@@ -573,12 +688,21 @@ func (r *costReport) print(w io.Writer, o costOptions) {
 			t.ticks, float64(t.readUnits)/n, float64(t.writeUnits)/n, float64(t.classA)/n, float64(t.classB)/n, float64(t.logBytes)/n)
 	}
 	head := r.http.perRun(def, t, o.PerTick)
-	r.printPhase(w, r.http, head, def, "Terraform defaults")
+	r.printPhase(w, r.http, head, def, "Terraform defaults, job leases in "+o.LeaseStore)
 	parts := cost.Bill(head, o.Compute)
 	total := cost.Total(parts)
 	kv := []string{fmt.Sprintf("usd_per_million_runs=%.2f", total)}
 	for _, p := range parts {
 		kv = append(kv, fmt.Sprintf("usd_%s=%.2f", p.Name, p.USDPerMillion))
+	}
+	kv = append(kv, "job_lease_store="+o.LeaseStore)
+	if r.otherStore != nil {
+		other := otherLeaseStore(o.LeaseStore)
+		op := r.otherStore.perRun(def, t, o.PerTick)
+		r.printPhase(w, r.otherStore, op, def, "Terraform defaults but job_lease_store="+other)
+		oparts := cost.Bill(op, o.Compute)
+		kv = append(kv, fmt.Sprintf("classA_per_run_lease_%s=%.2f", other, op.ClassA))
+		kv = append(kv, fmt.Sprintf("usd_per_million_runs_lease_%s=%.2f usd_gcs_ops_lease_%s=%.2f usd_firestore_writes_lease_%s=%.2f", other, cost.Total(oparts), other, partOf(oparts, "gcs_ops"), other, partOf(oparts, "firestore_writes")))
 	}
 	for _, c := range o.Concurrencies {
 		s := def

@@ -72,6 +72,10 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 			if err != nil {
 				return usageError("daemon: %v", err)
 			}
+			jobStore, err := config.JobLeaseStore()
+			if err != nil {
+				return usageError("daemon: %v", err)
+			}
 			log := newLogger(cmd, config.Get(config.EnvLogLevel))
 			st, err := mongostore.Open(ctx, mongoURI, mongostore.Options{Database: config.Get(config.EnvDatabase)})
 			if err != nil {
@@ -134,10 +138,16 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 				defer func() { _ = rc.Close() }()
 				runJobs = rc
 			}
+			// The job leases where BATON_JOB_LEASE_STORE says, as the
+			// functions keep them (shared/lease/switch.go guards a switch).
+			jobLeases, otherJobLeases, err := lease.JobLeaseStores(jobStore, gcs.Bucket(bucket), st.LeaseObjects())
+			if err != nil {
+				return fmt.Errorf("daemon: %s: %w", config.EnvJobLeaseStore, err)
+			}
 			eng, err := scheduler.New(scheduler.Config{
 				AllowedJobs: jobs, RunJobs: runJobs,
 				HistoryKeep: keep,
-				Store:       st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log, EpochFloor: scheduler.EpochFloor(st), FloorEachAcquire: scheduler.SharedFenceLease, Metrics: met, Markers: st.LeaseMarkers()}),
+				Store:       st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log, EpochFloor: scheduler.EpochFloor(st), FloorEachAcquire: scheduler.SharedFenceLease, Metrics: met, Markers: st.LeaseMarkers(), JobLeases: jobLeases, OtherJobLeases: otherJobLeases}),
 				TickLeaseTTL: ttl, AllowedTargets: allowed, AllowedTopics: config.List(config.EnvAllowedTopics), Logger: log,
 				IDToken: config.Get(config.EnvTargetIDToken) == "true",
 				GPU:     gpuPool,

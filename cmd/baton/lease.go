@@ -74,13 +74,22 @@ func (f *leaseFlags) manager(ctx context.Context, log *slog.Logger) (*lease.Mana
 	if err != nil {
 		return nil, leaseConns{}, usageError("lease: %v", err)
 	}
+	jobStore, err := config.JobLeaseStore()
+	if err != nil {
+		return nil, leaseConns{}, usageError("lease: %v", err)
+	}
+	uri := config.Get(config.EnvMongoURI)
+	if jobStore == config.JobLeaseStoreFirestore && uri == "" {
+		return nil, leaseConns{}, usageError("lease: %s=%s keeps the job leases in Firestore: set %s", config.EnvJobLeaseStore, jobStore, config.EnvMongoURI)
+	}
 	c, err := storage.NewClient(ctx)
 	if err != nil {
 		return nil, leaseConns{}, fmt.Errorf("lease: storage client: %w", err)
 	}
 	conns := leaseConns{client: c}
 	o := lease.Options{Skew: skew, Logger: log}
-	if uri := config.Get(config.EnvMongoURI); uri != "" {
+	var objects lease.ObjectStore
+	if uri != "" {
 		st, err := mongostore.Open(ctx, uri, mongostore.Options{Database: config.Get(config.EnvDatabase)})
 		if err != nil {
 			_ = c.Close()
@@ -88,6 +97,16 @@ func (f *leaseFlags) manager(ctx context.Context, log *slog.Logger) (*lease.Mana
 		}
 		conns.st = st
 		o.Markers = st.LeaseMarkers()
+		objects = st.LeaseObjects()
+	}
+	// Job leases (job-…) where BATON_JOB_LEASE_STORE says, as the
+	// functions keep them; every other name stays in the bucket.
+	if o.JobLeases, o.OtherJobLeases, err = lease.JobLeaseStores(jobStore, c.Bucket(bucket), objects); err != nil {
+		_ = c.Close()
+		if conns.st != nil {
+			_ = conns.st.Close(ctx)
+		}
+		return nil, leaseConns{}, usageError("lease: %v", err)
 	}
 	return lease.NewManager(c.Bucket(bucket), f.prefix, o), conns, nil
 }

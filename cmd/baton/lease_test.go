@@ -17,7 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/baton-cron/baton/emulator/emutest"
 	"github.com/baton-cron/baton/emulator/gcs"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 // These tests drive the real baton binary, built here with `go build`, as
@@ -139,14 +143,35 @@ func waitLeaseFile(t *testing.T, path string, limit time.Duration) string {
 // run a command that appends start and end stamps to a file; the stamps
 // never interleave and the epochs go up.
 func TestLeaseRunNeverOverlaps(t *testing.T) {
-	env := leaseEnv(t)
+	leaseRunNeverOverlaps(t, leaseEnv(t), "stamp")
+}
+
+// TestLeaseRunNeverOverlapsFirestore is the same torture with the job
+// lease kept in Firestore (BATON_JOB_LEASE_STORE=firestore, the strict
+// emulator): a job-… name lives in the job_leases collection.
+func TestLeaseRunNeverOverlapsFirestore(t *testing.T) {
+	st := emutest.Store(t)
+	env := append(leaseEnv(t),
+		"BATON_MONGO_URI="+emutest.MongoURI(t),
+		"BATON_DATABASE="+st.DatabaseName(),
+		"BATON_JOB_LEASE_STORE=firestore",
+	)
+	leaseRunNeverOverlaps(t, env, "job-stamp")
+	n, err := emutest.Raw(t, st).Collection(mongostore.LeaseObjectsCollection).CountDocuments(context.Background(), bson.D{})
+	if err != nil || n != 1 {
+		t.Fatalf("job_leases documents (-want,+got): -1 +%d %v", n, err)
+	}
+}
+
+func leaseRunNeverOverlaps(t *testing.T, env []string, name string) {
+	t.Helper()
 	stamps := filepath.Join(t.TempDir(), "stamps")
 	script := `echo "start $BATON_LEASE_NAME $BATON_LEASE_EPOCH $$" >> "$0"; sleep 0.3; echo "end $BATON_LEASE_NAME $BATON_LEASE_EPOCH $$" >> "$0"`
 	const procs, runs = 3, 2
 	var ps []*leaseProc
 	for i := range procs * runs {
 		_ = i
-		ps = append(ps, startLeaseBaton(t, env, "lease", "run", "--name", "stamp", "--ttl", "3s", "--wait", "--", "sh", "-c", script, stamps))
+		ps = append(ps, startLeaseBaton(t, env, "lease", "run", "--name", name, "--ttl", "3s", "--wait", "--", "sh", "-c", script, stamps))
 	}
 	for _, p := range ps {
 		if code := p.wait(t, 60*time.Second); code != 0 {
@@ -164,7 +189,7 @@ func TestLeaseRunNeverOverlaps(t *testing.T) {
 	lastEpoch := int64(0)
 	for i := 0; i < len(lines); i += 2 {
 		s, e := strings.Fields(lines[i]), strings.Fields(lines[i+1])
-		if s[0] != "start" || e[0] != "end" || s[1] != "stamp" || s[2] != e[2] || s[3] != e[3] {
+		if s[0] != "start" || e[0] != "end" || s[1] != name || s[2] != e[2] || s[3] != e[3] {
 			t.Fatalf("runs overlap or env missing at line %d:\n%s", i, b)
 		}
 		epoch, _ := strconv.ParseInt(s[2], 10, 64)

@@ -141,6 +141,9 @@ type Config struct {
 	// Cloud Tasks emulator's TickQueue back to /Tick, the path a
 	// partitioned deployment takes; 0 decides in the tick itself.
 	Partitions int
+	// JobLeaseStore is where the job leases live, "gcs" or "firestore"
+	// (baton local --job-lease-store); "" means BATON_JOB_LEASE_STORE.
+	JobLeaseStore string
 	// Token is the bearer token the API requires; "" means a random one.
 	Token string
 	// Logger receives JSON logs; nil discards them.
@@ -422,6 +425,13 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 	if deps.ClockSkew, err = config.Duration(config.EnvClockSkew); err != nil {
 		return nil, fmt.Errorf("stack: %w", err)
 	}
+	if deps.JobLeaseStore = cfg.JobLeaseStore; deps.JobLeaseStore == "" {
+		if deps.JobLeaseStore, err = config.JobLeaseStore(); err != nil {
+			return nil, fmt.Errorf("stack: %w", err)
+		}
+	} else if deps.JobLeaseStore != config.JobLeaseStoreGCS && deps.JobLeaseStore != config.JobLeaseStoreFirestore {
+		return nil, fmt.Errorf("stack: job lease store %q: want %q or %q", deps.JobLeaseStore, config.JobLeaseStoreGCS, config.JobLeaseStoreFirestore)
+	}
 	s.Deps = deps
 	// Listen before building the functions: the tasks Tick creates name
 	// Run's URL, which needs the port.
@@ -681,6 +691,9 @@ func (s *Stack) Exports() string {
 		{config.EnvPubSubEmu, s.PubSubHost},
 		{config.EnvRunEmu, s.RunJobsHost},
 		{config.EnvToken, s.Token},
+		// The CLI's lease commands look where the functions keep the
+		// job leases.
+		{config.EnvJobLeaseStore, s.Deps.JobLeaseStore},
 	} {
 		fmt.Fprintf(&b, "export %s=%s\n", kv[0], shellQuote(kv[1]))
 	}

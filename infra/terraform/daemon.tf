@@ -33,6 +33,7 @@ locals {
     BATON_TICK_LEASE_TTL    = var.tick_lease_ttl
     BATON_CLOCK_SKEW        = var.clock_skew
     BATON_HISTORY_KEEP      = var.history_keep
+    BATON_JOB_LEASE_STORE   = var.job_lease_store
     BATON_TARGET_ID_TOKEN   = "true"
     BATON_LOG_LEVEL         = var.log_level
   }

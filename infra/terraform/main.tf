@@ -99,6 +99,7 @@ locals {
         BATON_TICK_LEASE_TTL        = var.tick_lease_ttl
         BATON_CLOCK_SKEW            = var.clock_skew
         BATON_HISTORY_KEEP          = var.history_keep
+        BATON_JOB_LEASE_STORE       = var.job_lease_store
         BATON_TARGET_ID_TOKEN       = "true"
         BATON_LOG_LEVEL             = var.log_level
         BATON_TASKS_QUEUE           = local.tasks_queues
@@ -155,6 +156,7 @@ locals {
         BATON_GPU_QUOTAS            = local.gpu_quotas
         BATON_CLOCK_SKEW            = var.clock_skew
         BATON_HISTORY_KEEP          = var.history_keep
+        BATON_JOB_LEASE_STORE       = var.job_lease_store
         BATON_TARGET_ID_TOKEN       = "true"
         BATON_LOG_LEVEL             = var.log_level
         BATON_TASKS_QUEUE           = local.tasks_queues
@@ -192,6 +194,7 @@ locals {
         BATON_GPU_QUOTAS            = local.gpu_quotas
         BATON_CLOCK_SKEW            = var.clock_skew
         BATON_HISTORY_KEEP          = var.history_keep
+        BATON_JOB_LEASE_STORE       = var.job_lease_store
         BATON_TARGET_ID_TOKEN       = "true"
         BATON_LOG_LEVEL             = var.log_level
         BATON_TASKS_QUEUE           = local.tasks_queues

@@ -294,6 +294,17 @@ variable "clock_skew" {
   }
 }
 
+variable "job_lease_store" {
+  description = "Where the job leases live (BATON_JOB_LEASE_STORE): firestore, a document in the job_leases collection (a write unit per run, $0.26 per million), or gcs, an object in the bucket (a Class A write per run, $5.00 per million). The tick lease stays in the bucket. A change is safe while old and new instances overlap (docs/deploy.md)."
+  type        = string
+  default     = "firestore"
+
+  validation {
+    condition     = contains(["firestore", "gcs"], var.job_lease_store)
+    error_message = "job_lease_store must be firestore or gcs."
+  }
+}
+
 variable "history_keep" {
   description = "How long finished runs and schedule change records are kept when a schedule sets no history.keep (BATON_HISTORY_KEEP): whole days (30d) or a Go duration, 1h to 3650d. Firestore's TTL policy on expireAt deletes them."
   type        = string

@@ -61,6 +61,10 @@ const (
 	EnvGPUFairHalfLife = "BATON_GPU_FAIR_HALFLIFE"
 	EnvTickLeaseTTL    = "BATON_TICK_LEASE_TTL"
 	EnvClockSkew       = "BATON_CLOCK_SKEW"
+	// EnvJobLeaseStore is where the job leases live: "gcs" (objects in
+	// BATON_BUCKET) or "firestore" (documents in BATON_MONGO_URI's
+	// database). The tick lease stays in the bucket either way.
+	EnvJobLeaseStore = "BATON_JOB_LEASE_STORE"
 	// EnvHistoryKeep is how long finished runs and change records are
 	// kept, for schedules without history.keep.
 	EnvHistoryKeep   = "BATON_HISTORY_KEEP"
@@ -138,6 +142,7 @@ var Vars = []Var{
 	{EnvGPUFairHalfLife, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "1h", "Half-life of the GPU usage fair share compares (slot-seconds per tenant, decayed), `1s` to `720h`: shorter forgives a burst sooner, longer holds a heavy user back longer."},
 	{EnvTickLeaseTTL, []string{FnTick}, "30s", "TTL of the tick lease."},
 	{EnvClockSkew, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "2s", "Clock-skew allowance added to every lease expiry."},
+	{EnvJobLeaseStore, []string{FnTick, FnSchedules, FnRun, CLI}, JobLeaseStoreGCS, "Where the job leases live: `gcs` (objects in `BATON_BUCKET`, a Class A write per run) or `firestore` (documents in the `job_leases` collection, a write unit per run, about a twentieth of the price; docs/cost.md). Terraform's `job_lease_store` defaults to `firestore`. The tick lease stays in the bucket. Every process of a deployment must agree; a switch is safe while both run (shared/lease/switch.go)."},
 	{EnvHistoryKeep, []string{FnTick, FnSchedules, FnRun, CLI}, "90d", "How long finished runs and schedule change records are kept (`30d`, `36h`; 1h to 3650d) when a schedule sets no `history.keep`. Each gets an `expireAt`; Firestore's TTL policy deletes them in the cloud, the sweep locally."},
 	{EnvURL, []string{CLI}, "http://127.0.0.1:8080", "Base URL of the functions for the CLI (`/Schedules`, `/GPU` are appended)."},
 	{EnvSchedulesURL, []string{CLI}, "", "URL of the Schedules function for the CLI, when each function has its own URL (the cloud). Empty means `$BATON_URL/Schedules`."},
@@ -188,6 +193,25 @@ func Get(name string) string {
 		}
 	}
 	panic(fmt.Sprintf("config: %s is not declared in config.Vars", name))
+}
+
+// The values of EnvJobLeaseStore.
+const (
+	JobLeaseStoreGCS       = "gcs"
+	JobLeaseStoreFirestore = "firestore"
+)
+
+// JobLeaseStore returns EnvJobLeaseStore, or an error naming it when it is
+// neither "gcs" nor "firestore": a typo must stop a process from starting,
+// since processes that disagree on the store would each take a lease the
+// other holds only through the switch guard.
+func JobLeaseStore() (string, error) {
+	switch s := strings.ToLower(Get(EnvJobLeaseStore)); s {
+	case JobLeaseStoreGCS, JobLeaseStoreFirestore:
+		return s, nil
+	default:
+		return "", fmt.Errorf("config: %s=%q: must be %q or %q", EnvJobLeaseStore, Get(EnvJobLeaseStore), JobLeaseStoreGCS, JobLeaseStoreFirestore)
+	}
 }
 
 // Duration returns a duration variable, or an error naming it.

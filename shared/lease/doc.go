@@ -11,6 +11,17 @@
 // lease state together. token is a random value per acquisition; it lets an
 // acquirer recognise its own write when the response was lost.
 //
+// # The store below
+//
+// Manager reads and writes lease objects through an ObjectStore (objects.go):
+// GCSObjects, the bucket, keeps every lease by default; Options.JobLeases
+// puts the job leases in another store, Firestore documents
+// (mongostore.LeaseObjects), where an acquire is a write unit instead of a
+// Class A write. What follows is said of the bucket; a document store keeps
+// the same contract (a generation compared and set, the server's Updated
+// time, a conflict error for a mismatch), and both pass one suite
+// (conformance_test.go). Switching stores is guarded (switch.go).
+//
 // # Compare and set
 //
 // GCS checks ETag If-Match only on reads. For writes its compare-and-swap is

@@ -1,6 +1,9 @@
 package lease
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SetBeforeRenew installs a hook run before each renew (it may block, to
 // simulate a paused holder). Tests only.
@@ -19,3 +22,12 @@ func Stopping(l *Lease) bool {
 
 // TrustEnd returns the end of l's trust window. Tests only.
 func TrustEnd(l *Lease) time.Time { return l.trustEnd() }
+
+// ReleaseFreeState releases l by writing the free state to its object, as
+// Release does when the marker cannot be written. Tests only: the fail
+// point that would refuse the marker is the one the test needs for the
+// free-state write.
+func ReleaseFreeState(ctx context.Context, l *Lease) error {
+	l.noMarker = true
+	return l.Release(ctx)
+}

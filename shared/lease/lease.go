@@ -37,6 +37,9 @@ type Lease struct {
 	err         error // ErrLost (wrapped) or ErrNotHeld once over
 	released    bool
 	renews      int64
+	// noMarker makes Release write the free state instead of a marker
+	// (tests only: ReleaseFreeState).
+	noMarker bool
 }
 
 // start makes a Lease from the state our acquire wrote, and starts its
@@ -296,7 +299,7 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	// first: a holder that was taken over (or broken) without knowing it
 	// must learn so, and a marker would tell it nothing.
 	cur, rerr := l.m.read(ctx, l.name)
-	if rerr == nil && cur.Holder == l.m.holder && cur.Token == l.token && cur.Epoch == l.epoch {
+	if rerr == nil && cur.Holder == l.m.holder && cur.Token == l.token && cur.Epoch == l.epoch && !l.noMarker {
 		merr := l.m.writeMarker(ctx, l.name, cur.record)
 		if merr == nil {
 			cur.Released = true
@@ -330,6 +333,14 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 			return lostErr
 		default:
 			return fmt.Errorf("lease %q: release: re-read after 412: %w", l.name, rerr)
+		}
+	}
+	if err != nil && !isPreconditionFailed(err) {
+		// The free state may have landed with its answer lost (a store
+		// that does not retry it into a 412, as Firestore's): a read
+		// that shows it, with our token, is our release.
+		if cur, rerr := l.m.read(ctx, l.name); rerr == nil && cur.free() && cur.Token == l.token && cur.Epoch == l.epoch {
+			nst, err = cur, nil
 		}
 	}
 	if err != nil {

@@ -82,6 +82,20 @@ type Options struct {
 	// still honoured, so leases released before the switch, or by a
 	// manager without it, read as released.
 	Markers MarkerStore
+	// JobLeases, when set, keeps the job leases (the names that spread,
+	// spread.go) there instead of in the bucket: a Firestore document
+	// (mongostore.LeaseObjects) is a write unit per acquire, a Cloud
+	// Storage object a Class A write, about a twentieth of the price
+	// (docs/cost.md). Every other lease (the tick lease) stays in the
+	// bucket. All of a deployment's processes must agree on it, as on the
+	// names; switching is an upgrade that retires the other store's
+	// object (switch.go).
+	JobLeases ObjectStore
+	// OtherJobLeases is the store the job leases are not kept in (the
+	// bucket when JobLeases is set, else a Firestore store), so that a
+	// switch between the two, which runs both for a while, never lets
+	// both hold one lease (switch.go). nil: no switch is guarded.
+	OtherJobLeases ObjectStore
 }
 
 // MarkerStore keeps release markers outside the bucket. A marker is the
@@ -111,6 +125,12 @@ const MinHeartbeat = time.Second
 // for concurrent use.
 type Manager struct {
 	bucket *storage.BucketHandle
+	// gcs is the bucket as an ObjectStore; jobs is Options.JobLeases
+	// (nil: the bucket).
+	gcs  *gcsObjects
+	jobs ObjectStore
+	// other is Options.OtherJobLeases.
+	other  ObjectStore
 	prefix string
 	holder string
 	skew   time.Duration
@@ -148,6 +168,9 @@ type Manager struct {
 func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 	m := &Manager{
 		bucket:    b,
+		gcs:       newGCSObjects(b),
+		jobs:      o.JobLeases,
+		other:     o.OtherJobLeases,
 		prefix:    prefix,
 		holder:    o.Holder,
 		skew:      o.Skew,
@@ -178,6 +201,14 @@ func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 		m.log = slog.New(slog.DiscardHandler)
 	}
 	return m
+}
+
+// objectsFor is the store that keeps lease name.
+func (m *Manager) objectsFor(name string) ObjectStore {
+	if m.jobs != nil && m.spreads(name) {
+		return m.jobs
+	}
+	return m.gcs
 }
 
 // Holder returns this manager's holder id.
@@ -269,7 +300,11 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 			}
 		}
 		known = false
-		if cur.Generation != 0 && !cur.free() {
+		// moved: a tombstone at the lease's own name, left when the job
+		// leases went to the other store (switch.go); taken like a
+		// missing object, once the other store's is retired.
+		moved := cur.Generation != 0 && cur.Holder == TombstoneHolder && m.switching(name)
+		if cur.Generation != 0 && !cur.free() && !moved {
 			if cur.Token == token {
 				// Our own write, whose response was lost (see below).
 				return m.start(name, ttl, cur, firstSent), nil //nolint:contextcheck // the lease outlives Acquire's ctx: its heartbeat runs on the lease's own context until Release or loss
@@ -281,7 +316,7 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 		}
 		cond := storage.Conditions{DoesNotExist: true}
 		rec.Epoch = 1
-		if cur.Generation == 0 && (m.floor != nil || m.spreads(name)) {
+		if (cur.Generation == 0 || moved) && (m.floor != nil || m.spreads(name)) {
 			if floor < 0 {
 				var f int64
 				if m.floor != nil {
@@ -302,11 +337,23 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 					}
 					f = max(f, legacy)
 				}
+				if m.switching(name) {
+					// Nor may a manager keeping job leases in the other
+					// store hold, or take, it there (switch.go).
+					other, err := m.retireOther(ctx, name)
+					if err != nil {
+						return nil, err
+					}
+					f = max(f, other)
+				}
 				floor = max(f, 0)
 			}
 			rec.Epoch = floor + 1
 		}
-		if cur.Generation != 0 {
+		if moved {
+			cond = storage.Conditions{GenerationMatch: cur.Generation}
+			rec.Epoch = max(rec.Epoch, cur.Epoch+1)
+		} else if cur.Generation != 0 {
 			cond = storage.Conditions{GenerationMatch: cur.Generation}
 			rec.Epoch = cur.Epoch + 1
 			if m.floor != nil && m.floorEach != nil && m.floorEach(name) {
@@ -423,6 +470,16 @@ func (m *Manager) info(name string, st state) *Info {
 // exists in the free state, and a nil one if it does not exist.
 func (m *Manager) Status(ctx context.Context, name string) (*Info, error) {
 	st, err := m.readLease(ctx, name)
+	if m.switching(name) && (errors.Is(err, ErrNotFound) || err == nil && st.Holder == TombstoneHolder) {
+		// Not taken in this store since a switch: a manager keeping job
+		// leases in the other store may hold it there (switch.go).
+		if i, oerr := m.otherStatus(ctx, name); oerr != nil || i != nil {
+			return i, oerr
+		}
+		if err == nil {
+			return m.info(name, state{record: record{Epoch: st.Epoch}, Generation: st.Generation, Updated: st.Updated}), ErrNotFound
+		}
+	}
 	if errors.Is(err, ErrNotFound) && m.spreads(name) {
 		// Not taken at its spread name yet: during an upgrade an older
 		// process may hold it at the flat one (spread.go), and the sweep
@@ -455,7 +512,43 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 		}
 		attrs = append(attrs, a)
 	}
-	return m.infos(ctx, attrs, false), nil
+	out := m.infos(ctx, attrs, false)
+	if m.jobs == nil {
+		return out, nil
+	}
+	for tok := ""; ; {
+		objs, next, err := m.jobs.ListObjects(ctx, m.prefix, MaxListPage, tok)
+		if err != nil {
+			return nil, fmt.Errorf("lease: list %q: %w", m.prefix, err)
+		}
+		out = append(out, m.jobInfos(ctx, objs)...)
+		if tok = next; tok == "" {
+			return out, nil
+		}
+	}
+}
+
+// jobInfos turns a page of Options.JobLeases objects into lease infos,
+// with their release markers applied (one marker read per held lease);
+// tombstones (switch.go) are not leases.
+func (m *Manager) jobInfos(ctx context.Context, objs []Object) []Info {
+	out := make([]Info, 0, len(objs))
+	for _, o := range objs {
+		rel, ok := strings.CutSuffix(strings.TrimPrefix(o.Name, m.prefix), ".json")
+		if !ok || o.Record.Holder == TombstoneHolder {
+			continue
+		}
+		name, _ := m.nameOf(rel)
+		st, err := m.released(ctx, name, state{record: o.Record, Generation: o.Generation, Updated: o.Updated})
+		if err != nil {
+			m.log.Warn("lease: list: release marker unreadable; shown as held", "lease", name, "err", err)
+			st = state{record: o.Record, Generation: o.Generation, Updated: o.Updated}
+		}
+		i := m.info(name, st)
+		i.Object = o.Name
+		out = append(out, *i)
+	}
+	return out
 }
 
 // infos turns a listing into lease infos, skipping what is not a lease and
@@ -496,6 +589,12 @@ func (m *Manager) infos(ctx context.Context, attrs []*storage.ObjectAttrs, more 
 			st = state{record: rec, Generation: a.Generation, Updated: a.Updated}
 		} else if st, err = m.stateFromAttrs(ctx, name, a); err != nil {
 			m.log.Warn("lease: list: skipping object", "object", a.Name, "err", err)
+			continue
+		} else if st.Holder == TombstoneHolder && m.switching(name) {
+			// The lease lives in the other store (switch.go). A job lease
+			// the bucket has and JobLeases does not (not taken since a
+			// switch) is shown from here: its first acquire in JobLeases
+			// turns it into a tombstone first, so it is never shown twice.
 			continue
 		}
 		if !st.free() {
@@ -545,9 +644,18 @@ func (m *Manager) ListPage(ctx context.Context, pageSize int, pageToken string) 
 	if pageSize < 1 || pageSize > MaxListPage {
 		return nil, "", fmt.Errorf("lease: list page: page size %d is not between 1 and %d", pageSize, MaxListPage)
 	}
-	gcsToken, err := m.decodePageToken(pageToken)
+	gcsToken, jobs, err := m.decodePageToken(pageToken)
 	if err != nil {
 		return nil, "", err
+	}
+	if jobs {
+		// The bucket's pages are done; the job leases follow from
+		// Options.JobLeases, on that store's own tokens.
+		objs, next, err := m.jobs.ListObjects(ctx, m.prefix, pageSize, gcsToken)
+		if err != nil {
+			return nil, "", fmt.Errorf("lease: list page %q: %w", m.prefix, err)
+		}
+		return m.jobInfos(ctx, objs), m.encodeJobsToken(next, next != ""), nil
 	}
 	q := &storage.Query{Prefix: m.prefix}
 	// Only what stateFromAttrs reads: the list answers with less.
@@ -567,7 +675,11 @@ func (m *Manager) ListPage(ctx context.Context, pageSize int, pageToken string) 
 	}
 	// A lease's marker sorts right after it, so it is on the same page
 	// unless the page ends between them; then the marker is read.
-	return m.infos(ctx, attrs, next != ""), m.encodePageToken(next), nil
+	tok := m.encodePageToken(next)
+	if next == "" && m.jobs != nil {
+		tok = m.encodeJobsToken("", true)
+	}
+	return m.infos(ctx, attrs, next != ""), tok, nil
 }
 
 // pageToken is what ListPage's tokens carry: the bucket list's own token,
@@ -576,6 +688,19 @@ func (m *Manager) ListPage(ctx context.Context, pageSize int, pageToken string) 
 type pageToken struct {
 	Prefix string `json:"p"`
 	Token  string `json:"t"`
+	// Jobs: the page is of Options.JobLeases, Token that store's (""
+	// for its first page).
+	Jobs bool `json:"j,omitempty"`
+}
+
+// encodeJobsToken is the token of a page of Options.JobLeases; "" when
+// more is false (the last page).
+func (m *Manager) encodeJobsToken(storeToken string, more bool) string {
+	if !more {
+		return ""
+	}
+	b, _ := json.Marshal(pageToken{Prefix: m.prefix, Token: storeToken, Jobs: true}) // strings and a bool cannot fail
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 func (m *Manager) encodePageToken(gcsToken string) string {
@@ -586,19 +711,19 @@ func (m *Manager) encodePageToken(gcsToken string) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func (m *Manager) decodePageToken(s string) (string, error) {
+func (m *Manager) decodePageToken(s string) (tok string, jobs bool, err error) {
 	if s == "" {
-		return "", nil
+		return "", false, nil
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	var t pageToken
 	if err == nil {
 		err = json.Unmarshal(b, &t)
 	}
-	if err != nil || t.Prefix != m.prefix || t.Token == "" {
-		return "", fmt.Errorf("lease: list page: %w", ErrBadPageToken)
+	if err != nil || t.Prefix != m.prefix || t.Token == "" && !t.Jobs || t.Jobs && m.jobs == nil {
+		return "", false, fmt.Errorf("lease: list page: %w", ErrBadPageToken)
 	}
-	return t.Token, nil
+	return t.Token, t.Jobs, nil
 }
 
 // Break frees the lease whoever holds it, keeping its epoch, so the next

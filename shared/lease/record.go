@@ -2,21 +2,23 @@ package lease
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/googleapi"
+
+	"github.com/baton-cron/baton/shared/store"
 )
 
-// record is the lease object's body. Holder "" is the free state left by a
-// release or a break; its Epoch is kept so the next holder's is higher.
-type record struct {
+// Record is a lease object's content. Holder "" is the free state left by
+// a release or a break; its Epoch is kept so the next holder's is higher.
+// Token is random per acquisition: a holder recognises its own write by
+// it when the write's answer was lost.
+type Record struct {
 	Holder     string    `json:"holder"`
 	Epoch      int64     `json:"epoch"`
 	TTLSeconds float64   `json:"ttlSeconds"`
@@ -24,6 +26,9 @@ type record struct {
 	RenewedAt  time.Time `json:"renewedAt"`
 	Token      string    `json:"token,omitempty"`
 }
+
+// record is Record under the name the package's code has always used.
+type record = Record
 
 func (r record) ttl() time.Duration {
 	return time.Duration(r.TTLSeconds * float64(time.Second))
@@ -96,86 +101,49 @@ func (m *Manager) objectName(name string) string {
 	return m.prefix + name + ".json"
 }
 
-func (m *Manager) object(name string) *storage.ObjectHandle { return m.handle(m.objectName(name)) }
-
-// handle is object with the lease writes' retry policy: idempotent only
-// (a write under a precondition).
-func (m *Manager) handle(object string) *storage.ObjectHandle {
-	return m.bucket.Object(object).Retryer(
-		storage.WithPolicy(storage.RetryIdempotent),
-		storage.WithBackoff(m.backoff),
-	)
-}
-
 // read returns the lease's state, or ErrNotFound when the object is missing.
-// It is one metadata GET; the body is read only for objects written by
-// something other than this package (no metadata mirror).
+// For the bucket it is one metadata GET (gcsObjects.ReadObject).
 func (m *Manager) read(ctx context.Context, name string) (state, error) {
-	obj := m.object(name)
-	attrs, err := obj.Attrs(ctx)
-	if errors.Is(err, storage.ErrObjectNotExist) {
-		return state{}, ErrNotFound
-	}
+	o, err := m.objectsFor(name).ReadObject(ctx, m.objectName(name))
 	if err != nil {
 		return state{}, fmt.Errorf("lease %q: read: %w", name, err)
 	}
-	return m.stateFromAttrs(ctx, name, attrs)
-}
-
-func (m *Manager) stateFromAttrs(ctx context.Context, name string, attrs *storage.ObjectAttrs) (state, error) {
-	rec, ok := recordFromMetadata(attrs.Metadata)
-	if !ok {
-		r, err := m.object(name).Generation(attrs.Generation).NewReader(ctx)
-		if err != nil {
-			return state{}, fmt.Errorf("lease %q: read body: %w", name, err)
-		}
-		defer r.Close()
-		b, err := io.ReadAll(io.LimitReader(r, 1<<16))
-		if err != nil {
-			return state{}, fmt.Errorf("lease %q: read body: %w", name, err)
-		}
-		if err := json.Unmarshal(b, &rec); err != nil {
-			return state{}, fmt.Errorf("lease %q: object is not a lease: %w", name, err)
-		}
-	}
-	return state{record: rec, Generation: attrs.Generation, Updated: attrs.Updated}, nil
+	return state{record: o.Record, Generation: o.Generation, Updated: o.Updated}, nil
 }
 
 // write stores rec under the precondition c and returns the new state, with
-// the generation and Updated time from the server's response.
+// the generation and Updated time from the store's answer. c is
+// DoesNotExist (generation 0) or GenerationMatch.
 func (m *Manager) write(ctx context.Context, name string, rec record, c storage.Conditions) (state, error) {
-	return m.writeTo(ctx, m.object(name), name, rec, c)
-}
-
-// writeTo is write to another object than name's own (a legacy object,
-// spread.go).
-func (m *Manager) writeTo(ctx context.Context, obj *storage.ObjectHandle, name string, rec record, c storage.Conditions) (state, error) {
-	body, err := json.Marshal(rec)
+	o, err := m.objectsFor(name).WriteObject(ctx, m.objectName(name), rec, c.GenerationMatch)
 	if err != nil {
-		return state{}, fmt.Errorf("lease %q: encode: %w", name, err)
-	}
-	w := obj.If(c).NewWriter(ctx)
-	w.ContentType = "application/json"
-	w.CacheControl = "no-store"
-	w.Metadata = rec.metadata()
-	// The body is a few hundred bytes. The default 16 MiB chunk buffer would
-	// be allocated and zeroed on every heartbeat; the minimum chunk size still
-	// sends one request and keeps the library's retries (ChunkSize 0 would
-	// disable them, and the lost-create recovery relies on them).
-	w.ChunkSize = googleapi.MinUploadChunkSize
-	if _, err := w.Write(body); err != nil {
-		_ = w.Close()
 		return state{}, fmt.Errorf("lease %q: write: %w", name, err)
 	}
-	if err := w.Close(); err != nil {
-		return state{}, fmt.Errorf("lease %q: write: %w", name, err)
-	}
-	a := w.Attrs()
-	return state{record: rec, Generation: a.Generation, Updated: a.Updated}, nil
+	return state{record: o.Record, Generation: o.Generation, Updated: o.Updated}, nil
 }
 
-// isPreconditionFailed reports a 412 from GCS.
+// writeTo is write to another bucket object than name's own (a legacy
+// object, spread.go).
+func (m *Manager) writeTo(ctx context.Context, object string, name string, rec record, c storage.Conditions) (state, error) {
+	o, err := m.gcs.WriteObject(ctx, object, rec, c.GenerationMatch)
+	if err != nil {
+		return state{}, fmt.Errorf("lease %q: write: %w", name, err)
+	}
+	return state{record: o.Record, Generation: o.Generation, Updated: o.Updated}, nil
+}
+
+// stateFromAttrs is the state of a listed bucket object.
+func (m *Manager) stateFromAttrs(ctx context.Context, name string, attrs *storage.ObjectAttrs) (state, error) {
+	o, err := m.gcs.objectFromAttrs(ctx, attrs)
+	if err != nil {
+		return state{}, fmt.Errorf("lease %q: %w", name, err)
+	}
+	return state{record: o.Record, Generation: o.Generation, Updated: o.Updated}, nil
+}
+
+// isPreconditionFailed reports a generation that did not match: a 412
+// from GCS, store.ErrConflict from another ObjectStore.
 func isPreconditionFailed(err error) bool {
 	var e *googleapi.Error
-	return errors.As(err, &e) && e.Code == http.StatusPreconditionFailed
+	return errors.As(err, &e) && e.Code == http.StatusPreconditionFailed || errors.Is(err, store.ErrConflict)
 }

@@ -87,7 +87,7 @@ func (m *Manager) legacyName(name string) string { return m.prefix + name + ".js
 // older process holds it there, and nil otherwise (no object, free,
 // released, expired or retired).
 func (m *Manager) legacyStatus(ctx context.Context, name string) (*Info, error) {
-	attrs, err := m.handle(m.legacyName(name)).Attrs(ctx)
+	attrs, err := m.gcs.handle(m.legacyName(name)).Attrs(ctx)
 	if errors.Is(err, storage.ErrObjectNotExist) {
 		return nil, nil
 	}
@@ -115,7 +115,7 @@ func (m *Manager) legacyStatus(ctx context.Context, name string) (*Info, error) 
 // lease name at its flat object, and returns the epoch that object
 // reached (0 when there is none). A live holder there is a *HeldError.
 func (m *Manager) retireLegacy(ctx context.Context, name string) (int64, error) {
-	obj := m.handle(m.legacyName(name))
+	obj := m.gcs.handle(m.legacyName(name))
 	for range maxAcquireSteps {
 		var (
 			epoch int64
@@ -153,7 +153,7 @@ func (m *Manager) retireLegacy(ctx context.Context, name string) (int64, error) 
 		if err := m.space(ctx, m.legacyName(name)); err != nil {
 			return 0, fmt.Errorf("lease %q: retire legacy object: %w", name, err)
 		}
-		_, err = m.writeTo(ctx, obj, name, tomb, cond)
+		_, err = m.writeTo(ctx, m.legacyName(name), name, tomb, cond)
 		if err == nil {
 			m.log.Info("lease: legacy object retired; the lease lives at its spread name now", "lease", name, "legacy", m.legacyName(name), "object", m.objectName(name), "epoch", epoch)
 			return epoch, nil

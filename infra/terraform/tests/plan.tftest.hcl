@@ -340,6 +340,37 @@ run "too_fast_queue_refused" {
   expect_failures = [var.tasks_max_dispatches_per_second, var.tasks_max_concurrent_dispatches]
 }
 
+run "job_lease_store_default_firestore" {
+  command = plan
+
+  assert {
+    condition = alltrue([for k in ["Tick", "Run", "Schedules"] :
+    google_cloudfunctions2_function.fn[k].service_config[0].environment_variables["BATON_JOB_LEASE_STORE"] == "firestore"])
+    error_message = "the job leases default to Firestore documents (docs/cost.md) in every function that takes them"
+  }
+}
+
+run "job_lease_store_gcs" {
+  command = plan
+  variables {
+    job_lease_store = "gcs"
+  }
+
+  assert {
+    condition = alltrue([for k in ["Tick", "Run", "Schedules"] :
+    google_cloudfunctions2_function.fn[k].service_config[0].environment_variables["BATON_JOB_LEASE_STORE"] == "gcs"])
+    error_message = "job_lease_store = gcs reaches every function that takes job leases"
+  }
+}
+
+run "bad_job_lease_store_refused" {
+  command = plan
+  variables {
+    job_lease_store = "s3"
+  }
+  expect_failures = [var.job_lease_store]
+}
+
 run "short_run_timeout_refused" {
   command = plan
   variables {
