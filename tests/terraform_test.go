@@ -1716,7 +1716,7 @@ func TestTerraformRulesFail(t *testing.T) {
 		{"index differs from the code", "indexes", "firestore.tf",
 			`{ path = "status", order = "ASCENDING" }, { path = "sweepAt", order = "ASCENDING" }`,
 			`{ path = "status", order = "ASCENDING" }, { path = "heartbeatAt", order = "ASCENDING" }`,
-			"local.firestore_indexes has runs(status ASCENDING, heartbeatAt ASCENDING), which no code declares"},
+			"local.firestore_indexes has runs(vshard ASCENDING, status ASCENDING, heartbeatAt ASCENDING), which no code declares"},
 		{"index names _id whatever the variable says", "firestore", "firestore.tf",
 			`field_path = fields.value.path == "_id" ? var.index_id_field : fields.value.path`, `field_path = fields.value.path`,
 			"fields.field_path must be " + idFieldPath + ", got fields.value.path"},
