@@ -174,6 +174,8 @@ func TestExports(t *testing.T) {
 		"BATON_MONGO_URI": s.MongoURI, "BATON_TOKEN": "t0k",
 		"CLOUD_TASKS_EMULATOR_HOST": s.TasksHost, "BATON_TASKS_QUEUE": stack.TasksQueue,
 		"PUBSUB_EMULATOR_HOST": s.PubSubHost, "CLOUD_RUN_EMULATOR_HOST": s.RunJobsHost,
+		// The CLI's lease commands must look in the store the functions use.
+		"BATON_JOB_LEASE_STORE": s.Deps.JobLeaseStore,
 	}
 	for k, v := range want {
 		if got[k] != v || v == "" {
