@@ -131,25 +131,10 @@ func (m *Manager) readMarkerObject(ctx context.Context, name, object string) (k 
 // held path.
 func (m *Manager) readLease(ctx context.Context, name string) (state, error) {
 	st, err := m.read(ctx, name)
-	if err != nil || st.free() {
+	if err != nil {
 		return st, err
 	}
-	if m.markers != nil {
-		// The store's marker first: it is where this manager's releases
-		// go. A bucket marker (an older release, a manager without a
-		// store) is read only when the store's does not match.
-		rel, err := m.storeReleased(ctx, name, st)
-		if err != nil || rel {
-			st.Released = rel
-			return st, err
-		}
-	}
-	k, ok, err := m.readMarker(ctx, name)
-	if err != nil {
-		return state{}, err
-	}
-	st.Released = ok && k.matches(st)
-	return st, nil
+	return m.released(ctx, name, st)
 }
 
 // storeReleased reports whether the marker store holds a marker that

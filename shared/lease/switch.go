@@ -92,6 +92,9 @@ func (m *Manager) released(ctx context.Context, name string, st state) (state, e
 		return st, nil
 	}
 	if m.markers != nil {
+		// The store's marker first: it is where this manager's releases
+		// go. A bucket marker (an older release, a manager without a
+		// store) is read only when the store's does not match.
 		rel, err := m.storeReleased(ctx, name, st)
 		if err != nil || rel {
 			st.Released = rel
