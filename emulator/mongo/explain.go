@@ -87,13 +87,10 @@ type sortKey struct {
 	dir   int
 }
 
-// listIndexes asks the backend for coll's indexes. A collection that does
-// not exist has none.
-func listIndexes(backend net.Conn, br *bufio.Reader, db, coll string) ([]indexSpec, error) {
-	body, err := bson.Marshal(bson.D{{Key: "listIndexes", Value: coll}, {Key: "$db", Value: db}})
-	if err != nil {
-		return nil, fmt.Errorf("explain: build listIndexes: %w", err)
-	}
+// opMsgFrame is an OP_MSG carrying body as its one section, with a fresh
+// request id: the front's own questions to the backend (listIndexes for
+// explain, the narrowing's aggregate) go out this way.
+func opMsgFrame(body []byte) []byte {
 	var b []byte
 	b = binary.LittleEndian.AppendUint32(b, 0)                               // length, patched below
 	b = binary.LittleEndian.AppendUint32(b, uint32(explainRequestID.Add(1))) //nolint:gosec // G115: a request id, bit for bit
@@ -102,8 +99,18 @@ func listIndexes(backend net.Conn, br *bufio.Reader, db, coll string) ([]indexSp
 	b = binary.LittleEndian.AppendUint32(b, 0) // flagBits
 	b = append(b, 0)                           // section kind 0
 	b = append(b, body...)
-	binary.LittleEndian.PutUint32(b[0:], uint32(len(b))) //nolint:gosec // G115: a header and one small document
-	if _, err := backend.Write(b); err != nil {
+	binary.LittleEndian.PutUint32(b[0:], uint32(len(b))) //nolint:gosec // G115: a header and one document no larger than a request's
+	return b
+}
+
+// listIndexes asks the backend for coll's indexes. A collection that does
+// not exist has none.
+func listIndexes(backend net.Conn, br *bufio.Reader, db, coll string) ([]indexSpec, error) {
+	body, err := bson.Marshal(bson.D{{Key: "listIndexes", Value: coll}, {Key: "$db", Value: db}})
+	if err != nil {
+		return nil, fmt.Errorf("explain: build listIndexes: %w", err)
+	}
+	if _, err := backend.Write(opMsgFrame(body)); err != nil {
 		return nil, fmt.Errorf("explain: forward listIndexes: %w", err)
 	}
 	reply, err := readMessage(br)

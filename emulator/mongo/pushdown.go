@@ -233,16 +233,7 @@ func matchesByID(backend net.Conn, br *bufio.Reader, db, coll string, id bson.Ra
 	if err != nil {
 		return false, false, nil
 	}
-	var b []byte
-	b = binary.LittleEndian.AppendUint32(b, 0)                               // length, patched below
-	b = binary.LittleEndian.AppendUint32(b, uint32(explainRequestID.Add(1))) //nolint:gosec // G115: a request id, bit for bit
-	b = binary.LittleEndian.AppendUint32(b, 0)                               // responseTo
-	b = binary.LittleEndian.AppendUint32(b, opMsg)
-	b = binary.LittleEndian.AppendUint32(b, 0) // flagBits
-	b = append(b, 0)                           // section kind 0
-	b = append(b, body...)
-	binary.LittleEndian.PutUint32(b[0:], uint32(len(b))) //nolint:gosec // G115: a header and one document no larger than the request's
-	if _, err := backend.Write(b); err != nil {
+	if _, err := backend.Write(opMsgFrame(body)); err != nil {
 		return false, false, fmt.Errorf("narrow: forward aggregate: %w", err)
 	}
 	reply, err := readMessage(br)
