@@ -240,6 +240,15 @@ func TestCrashLoop(t *testing.T) {
 	end := time.Now()
 	up = append(up, window{upFrom, end})
 
+	// The calls first, then the runs: the last stack keeps deciding and
+	// calling while the runs are listed, and a call taken after the listing
+	// could be of a run decided after it, which would count as unknown. A
+	// run is inserted before it is dispatched, so every call in this
+	// snapshot has its run in the listing below.
+	targets.mu.Lock()
+	calls := append([]crashCall(nil), targets.calls...)
+	targets.mu.Unlock()
+
 	// The runs, from the API of the last stack.
 	runs := map[string]schedule.Run{}
 	byFire := map[string][]schedule.Run{} // sched@fire → runs
@@ -273,9 +282,6 @@ func TestCrashLoop(t *testing.T) {
 			}
 		}
 	}
-	targets.mu.Lock()
-	calls := append([]crashCall(nil), targets.calls...)
-	targets.mu.Unlock()
 	sort.SliceStable(calls, func(i, j int) bool { return calls[i].at.Before(calls[j].at) })
 
 	var doubles, unknown, lost, late, disorder, stuck []string
