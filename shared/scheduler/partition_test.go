@@ -210,15 +210,25 @@ func TestPartitionedDecidersExactlyOnce(t *testing.T) {
 			t.Fatalf("minute %d: %d partition tasks for P=%d", m, len(tasks), P)
 		}
 		var staleDone chan error
+		stale := 0
 		if m == staleMinute {
-			// The stale instance takes partition 0's shards first, and
-			// pauses holding one of them.
+			// The stale instance takes the shards of a partition that
+			// has schedules first, and pauses holding one of them. At
+			// the race detector's 20 schedules over 64 shards, partition
+			// 0 of 16 can have none, and a stale holder that never
+			// reaches a schedule never pauses.
+			stale = partitionWithSchedules(t, n, tasks)
 			staleDone = make(chan error, 1)
 			go func() {
-				_, err := r.engines["stale"].TickPartition(context.Background(), fire, tasks[0].Partition, P)
+				_, err := r.engines["stale"].TickPartition(context.Background(), fire, tasks[stale].Partition, P)
 				staleDone <- err
 			}()
-			id := <-paused
+			var id string
+			select {
+			case id = <-paused:
+			case err := <-staleDone:
+				t.Fatalf("minute %d: the stale holder finished (%v) without reaching a schedule to pause on", m, err)
+			}
 			v := schedule.DeciderShardOf(id, schedule.DeciderShards())
 			// Its lease expires while it is paused (a break frees it as
 			// an expiry would; its heartbeat, at a third of the TTL,
@@ -259,7 +269,7 @@ func TestPartitionedDecidersExactlyOnce(t *testing.T) {
 			}
 			// The partition a stale holder leaves undone (the shards
 			// it had not reached) is redelivered by Cloud Tasks.
-			if _, err := r.engines["a"].TickPartition(context.Background(), fire, tasks[0].Partition, P); err != nil {
+			if _, err := r.engines["a"].TickPartition(context.Background(), fire, tasks[stale].Partition, P); err != nil {
 				t.Errorf("minute %d: redelivery: %v", m, err)
 			}
 		}
@@ -456,4 +466,20 @@ func TestStaleDeciderShardHolderIsFenced(t *testing.T) {
 	if len(r.calls) != 2 {
 		t.Errorf("calls %v; want the live decision's two (09:02, 09:03)", r.calls)
 	}
+}
+
+// partitionWithSchedules is the index in tasks of the first partition
+// whose decider shards hold one of the test's n schedules.
+func partitionWithSchedules(t *testing.T, n int, tasks []scheduler.PartitionTask) int {
+	t.Helper()
+	for i, task := range tasks {
+		for k := range n {
+			v := schedule.DeciderShardOf(fmt.Sprintf("every-minute-%05d", k), schedule.DeciderShards())
+			if v%task.Partitions == task.Partition {
+				return i
+			}
+		}
+	}
+	t.Fatalf("no partition of %d holds one of %d schedules", len(tasks), n)
+	return 0
 }
