@@ -63,6 +63,15 @@ func MongoStats(t testing.TB) mongo.Stats {
 	return mongoSrv.Stats()
 }
 
+// MongoBilling returns what the package-wide Mongo emulator billed
+// database db so far, in Firestore's units (mongo.Server.Billing). A test
+// reads it before and after the write it prices.
+func MongoBilling(t testing.TB, db string) mongo.Billing {
+	t.Helper()
+	MongoURI(t)
+	return mongoSrv.Billing(db)
+}
+
 // DBName returns a database name unique to this test.
 func DBName(t testing.TB) string {
 	var b [4]byte
