@@ -30,7 +30,7 @@ func schedulesHistoryCmd(client clientFunc) *cobra.Command {
 pause, resume, delete) with its version, who made it, when, and the fields
 it changed (before → after). A deleted schedule's history is still shown.
 Records are kept up to the last 100 per schedule and for history.keep
-(BATON_HISTORY_KEEP, default 90d).`,
+(BATON_HISTORY_KEEP, default 30d).`,
 		Example: `  baton schedules history nightly
   baton schedules history nightly -o json --all`,
 		Args: exactlyOneID("history"),

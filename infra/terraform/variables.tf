@@ -308,7 +308,7 @@ variable "job_lease_store" {
 variable "history_keep" {
   description = "How long finished runs and schedule change records are kept when a schedule sets no history.keep (BATON_HISTORY_KEEP): whole days (30d) or a Go duration, 1h to 3650d. Firestore's TTL policy on expireAt deletes them."
   type        = string
-  default     = "90d"
+  default     = "30d"
 
   validation {
     condition     = can(regex("^([0-9]+d|([0-9]+(ms|s|m|h))+)$", var.history_keep))

@@ -143,7 +143,7 @@ var Vars = []Var{
 	{EnvTickLeaseTTL, []string{FnTick}, "30s", "TTL of the tick lease."},
 	{EnvClockSkew, []string{FnTick, FnSchedules, FnGPU, FnGPUCallback, FnRun, CLI}, "2s", "Clock-skew allowance added to every lease expiry."},
 	{EnvJobLeaseStore, []string{FnTick, FnSchedules, FnRun, CLI}, JobLeaseStoreGCS, "Where the job leases live: `gcs` (objects in `BATON_BUCKET`, a Class A write per run) or `firestore` (documents in the `job_leases` collection, a write unit per run, about a twentieth of the price; docs/cost.md). Terraform's `job_lease_store` defaults to `firestore`. The tick lease stays in the bucket. Every process of a deployment must agree; a switch is safe while both run (shared/lease/switch.go)."},
-	{EnvHistoryKeep, []string{FnTick, FnSchedules, FnRun, CLI}, "90d", "How long finished runs and schedule change records are kept (`30d`, `36h`; 1h to 3650d) when a schedule sets no `history.keep`. Each gets an `expireAt`; Firestore's TTL policy deletes them in the cloud, the sweep locally."},
+	{EnvHistoryKeep, []string{FnTick, FnSchedules, FnRun, CLI}, "30d", "How long finished runs and schedule change records are kept (`30d`, `36h`; 1h to 3650d) when a schedule sets no `history.keep`. Each gets an `expireAt`; Firestore's TTL policy deletes them in the cloud, the sweep locally."},
 	{EnvURL, []string{CLI}, "http://127.0.0.1:8080", "Base URL of the functions for the CLI (`/Schedules`, `/GPU` are appended)."},
 	{EnvSchedulesURL, []string{CLI}, "", "URL of the Schedules function for the CLI, when each function has its own URL (the cloud). Empty means `$BATON_URL/Schedules`."},
 	{EnvGPUURL, []string{CLI}, "", "URL of the GPU function for the CLI, when each function has its own URL (the cloud). Empty means `$BATON_URL/GPU`."},

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sort"
 	"time"
+
+	"github.com/baton-cron/baton/shared/schedule"
 )
 
 // PerRun is what one run uses, measured: averages over the runs of a bench.
@@ -15,7 +17,7 @@ type PerRun struct {
 	// its deletion by the TTL policy at the retention's end.
 	StoredBytes, DeleteUnits float64
 	// Retention is how long the run is kept (history.keep; Terraform's
-	// history_keep, 90 days by default).
+	// history_keep, 30 days by default).
 	Retention time.Duration
 	// ClassA and ClassB are Cloud Storage operations.
 	ClassA, ClassB float64
@@ -37,8 +39,8 @@ type Part struct {
 }
 
 // DefaultRetention is Terraform's history_keep default: finished runs are
-// kept 90 days, then deleted by Firestore's TTL policy.
-const DefaultRetention = 90 * 24 * time.Hour
+// kept 30 days, then deleted by Firestore's TTL policy.
+const DefaultRetention = schedule.DefaultKeep
 
 // Bill prices p at compute c: the parts, in a fixed order.
 func Bill(p PerRun, c Compute) []Part {

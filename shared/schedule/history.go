@@ -20,7 +20,7 @@ const VersionsCollection = "schedule_versions"
 const (
 	MinKeep     = time.Hour
 	MaxKeep     = 3650 * 24 * time.Hour
-	DefaultKeep = 90 * 24 * time.Hour
+	DefaultKeep = 30 * 24 * time.Hour
 )
 
 // History is a schedule's retention policy: how long its finished runs and
