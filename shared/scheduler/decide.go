@@ -471,6 +471,8 @@ func (e *Engine) decideRest(ctx context.Context, s *schedule.Schedule, spec sche
 		e.countAfterEdit(ctx, s, int64(len(p.times)), f)
 	case err != nil:
 		return nil, fmt.Errorf("schedule %s: advance nextRunAt: %w", s.ID, err)
+	default:
+		e.dropChange(ctx, s)
 	}
 	if len(w.runs) == 0 {
 		return nil, nil

@@ -2,9 +2,11 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/baton-cron/baton/shared/schedule"
+	"github.com/baton-cron/baton/shared/store"
 )
 
 // ExpireBatch bounds the expired runs (and, apart, change records) one
@@ -50,4 +52,29 @@ func (e *Engine) copyForward(ctx context.Context, s *schedule.Schedule) error {
 		return nil
 	}
 	return e.cfg.Store.Catalog().PutVersion(ctx, s.LastChange.Record(s.ID, s.CreatedAt, s.KeepOr(e.cfg.HistoryKeep), true))
+}
+
+// dropChange moves the change that produced s's version out of its
+// document, once per version: its record is written into the history
+// (copyForward; the catalog writes the same record after its own write, so
+// this is idempotent), then the document's copy is removed
+// (store.Schedules.DropChange). The copy is how a write cannot land without
+// its change; once the record is written it only makes every advance
+// rewrite a larger document: a schedule's create carries a change of about
+// 800 bytes, which puts the advance over 1 KiB, two Firestore write units a
+// run instead of one (docs/cost.md). The record keeps its expiry (its time
+// plus history.keep), as every change record does. Best effort, after the
+// advance landed: a failure leaves the copy for the next tick, and an edit
+// that landed meanwhile brings its own.
+func (e *Engine) dropChange(ctx context.Context, s *schedule.Schedule) {
+	if s.LastChange == nil || s.LastChange.Version != s.Version {
+		return
+	}
+	if err := e.copyForward(ctx, s); err != nil {
+		e.log.Debug("recording a change before dropping its copy failed; the next tick tries again", "schedule", s.ID, "err", err)
+		return
+	}
+	if err := e.schedules.DropChange(ctx, s.ID, s.Version); err != nil && (!errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrContended)) {
+		e.log.Debug("dropping a recorded change from its schedule failed; the next tick tries again", "schedule", s.ID, "err", err)
+	}
 }

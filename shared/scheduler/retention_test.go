@@ -137,3 +137,144 @@ func TestTimedResumeRecordsItsChange(t *testing.T) {
 		t.Errorf("%d records stored after the edit, want 4 (%v)", n, err)
 	}
 }
+
+// TestAdvanceDropsTheRecordedChange: the first advance after a write moves
+// the change that produced the schedule's version out of its document,
+// into the history (docs/cost.md: the create's change put every advance
+// over 1 KiB, two write units a run). The history still lists it, with its
+// fields; the document no longer carries it, so later advances rewrite a
+// smaller one. It holds when the catalog's own best-effort copy was lost:
+// the record is written before the copy goes. An edit after it brings its
+// own change, and the history lists both.
+func TestAdvanceDropsTheRecordedChange(t *testing.T) {
+	b := setup(t)
+	svc := catalog.New(b.store, catalog.Options{Clock: b.clock, Validate: schedule.ValidateOptions{Builtins: scheduler.Builtins()}})
+	ctx := catalog.WithActor(context.Background(), "ops@example.com")
+	if _, err := svc.CreateJSON(ctx, []byte(`{"id":"c","cron":"* * * * *","target":{"type":"builtin","builtin":{"name":"noop"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	versions := emutest.Raw(t, b.store).Collection(schedule.VersionsCollection)
+	// The catalog's copy after its write is best effort: lose it, so only
+	// the document holds the create's change.
+	if _, err := versions.DeleteMany(context.Background(), bson.D{{Key: "scheduleId", Value: "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	size := func() int {
+		raw, err := emutest.Raw(t, b.store).Collection(schedule.SchedulesCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: "c"}}).Raw()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(raw)
+	}
+	before := size()
+	if got := b.getSchedule(t, "c"); got.LastChange == nil || got.LastChange.Version != 1 {
+		t.Fatalf("after the create: lastChange %+v; want version 1's", got.LastChange)
+	}
+	b.clock.Set(t0.Add(time.Minute))
+	b.tick(t)
+	b.eng.Wait()
+	got := b.getSchedule(t, "c")
+	if got.LastChange != nil {
+		t.Errorf("after the first advance: lastChange %+v; want it moved into the history", got.LastChange)
+	}
+	if !got.NextRunAt.Equal(t0.Add(2 * time.Minute)) {
+		t.Errorf("nextRunAt %s; want %s (advanced once)", got.NextRunAt, t0.Add(2*time.Minute))
+	}
+	if after := size(); after+500 > before {
+		t.Errorf("document %d bytes before, %d after; want the create's change (several hundred bytes) gone", before, after)
+	}
+	history := func() string {
+		t.Helper()
+		page, err := svc.ListVersions(context.Background(), "c", catalog.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, v := range page.Versions {
+			out = append(out, fmt.Sprintf("%d:%s:%s:%d", v.Version, v.Op, v.Actor, len(v.Diff)))
+		}
+		return fmt.Sprint(out)
+	}
+	page, err := svc.ListVersions(context.Background(), "c", catalog.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Versions) != 1 || page.Versions[0].Version != 1 || page.Versions[0].Actor != "ops@example.com" || len(page.Versions[0].Diff) == 0 || page.Versions[0].ExpireAt.IsZero() {
+		t.Fatalf("history after the advance: %s; want the create by ops@example.com with its fields, and its expiry", history())
+	}
+	if _, err := svc.Update(ctx, "c", map[string]any{"description": "x"}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if h := history(); h != "[2:update:ops@example.com:1 1:create:ops@example.com:"+fmt.Sprint(len(page.Versions[0].Diff))+"]" {
+		t.Errorf("history after an edit: %s; want the update and the create", h)
+	}
+	if got := b.getSchedule(t, "c"); got.LastChange == nil || got.LastChange.Version != 2 {
+		t.Errorf("after the edit: lastChange %+v; want version 2's, in the document", got.LastChange)
+	}
+}
+
+// TestDropChangeUnderFaults: the document's copy of a change goes only
+// after its record is written. The record's write (a replace, the "update"
+// command on schedule_versions) fails as Firestore fails: contention
+// (retried), a dropped connection (nothing written: the copy stays, and
+// the next tick moves it), a write that landed and answered an error (read
+// back: written). Whatever happened, the history lists the create, and
+// each tick advances the schedule once.
+func TestDropChangeUnderFaults(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inject func(b *bundle)
+		kept   bool // the first tick leaves the copy in the document
+	}{
+		{"WriteConflict", func(b *bundle) {
+			emutest.FailCommandCode(t, b.store, schedule.VersionsCollection, bson.D{{Key: "times", Value: 1}}, 112, "update")
+		}, false},
+		{"dropped connection", func(b *bundle) {
+			emutest.FailCommandDrop(t, b.store, schedule.VersionsCollection, bson.D{{Key: "times", Value: 1}}, "update")
+		}, true},
+		{"landed, answered an error", func(b *bundle) {
+			emutest.FailCommandAfterWrite(t, b.store, schedule.VersionsCollection, bson.D{{Key: "times", Value: 1}}, "update")
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := setup(t)
+			svc := catalog.New(b.store, catalog.Options{Clock: b.clock, Validate: schedule.ValidateOptions{Builtins: scheduler.Builtins()}})
+			ctx := catalog.WithActor(context.Background(), "ops@example.com")
+			if _, err := svc.CreateJSON(ctx, []byte(`{"id":"f","cron":"* * * * *","target":{"type":"builtin","builtin":{"name":"noop"}}}`)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := emutest.Raw(t, b.store).Collection(schedule.VersionsCollection).DeleteMany(context.Background(), bson.D{{Key: "scheduleId", Value: "f"}}); err != nil {
+				t.Fatal(err)
+			}
+			tc.inject(b)
+			b.clock.Set(t0.Add(time.Minute))
+			b.tick(t)
+			b.eng.Wait()
+			emutest.FailCommandOff(t, b.store)
+			got := b.getSchedule(t, "f")
+			if kept := got.LastChange != nil; kept != tc.kept {
+				t.Errorf("after the first tick: lastChange kept %t; want %t", kept, tc.kept)
+			}
+			if !got.NextRunAt.Equal(t0.Add(2 * time.Minute)) {
+				t.Errorf("after the first tick: nextRunAt %s; want %s", got.NextRunAt, t0.Add(2*time.Minute))
+			}
+			b.clock.Set(t0.Add(2 * time.Minute))
+			b.tick(t)
+			b.eng.Wait()
+			got = b.getSchedule(t, "f")
+			if got.LastChange != nil || !got.NextRunAt.Equal(t0.Add(3*time.Minute)) {
+				t.Errorf("after the second tick: lastChange %+v, nextRunAt %s; want none, %s", got.LastChange, got.NextRunAt, t0.Add(3*time.Minute))
+			}
+			page, err := svc.ListVersions(context.Background(), "f", catalog.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Versions) != 1 || page.Versions[0].Version != 1 || len(page.Versions[0].Diff) == 0 {
+				t.Errorf("history: %+v; want the create, with its fields", page.Versions)
+			}
+			if runs := b.runs(t, "f"); len(runs) != 2 {
+				t.Errorf("%d runs; want 2 (one a tick)", len(runs))
+			}
+		})
+	}
+}

@@ -65,6 +65,20 @@ type Schedules interface {
 	// miss its own condition), so the caller must not take it for refused.
 	Advance(ctx context.Context, read *schedule.Schedule, next time.Time, remaining *int64, f Fence) error
 
+	// DropChange removes from schedule id's document the copy of the
+	// change that produced its version (lastChange), once the caller has
+	// written that change's record into the history (Catalog.PutVersion):
+	// the copy is there so that a write cannot land without its change,
+	// and once the record is written it only makes every later advance
+	// rewrite a larger document (a create's change is most of a schedule's
+	// bytes: two Firestore write units an advance instead of one).
+	//
+	// Guard: the stored version is still version and its lastChange is
+	// that version's; otherwise ErrConflict (wrapped), and nothing is
+	// written: an edit has landed, and its change is the document's now.
+	// Lost answer: ErrUnknownOutcome (wrapped); dropping again is safe.
+	DropChange(ctx context.Context, id string, version int64) error
+
 	// Get reads one schedule by id, or returns ErrNotFound (wrapped). It
 	// writes nothing.
 	Get(ctx context.Context, id string) (schedule.Schedule, error)

@@ -101,6 +101,21 @@ func (v schedules) Advance(ctx context.Context, read *schedule.Schedule, next ti
 		})
 }
 
+// DropChange implements store.Schedules.
+func (v schedules) DropChange(ctx context.Context, id string, version int64) error {
+	_, err := v.s.update(ctx, schedColl, "update", id,
+		func(m bson.M) bool {
+			n, ok := intOf(m["version"])
+			cv, cok := intOf(nested(m["lastChange"], "version"))
+			return ok && n == version && cok && cv == version
+		},
+		func(m bson.M) bson.M {
+			delete(m, "lastChange")
+			return m
+		})
+	return err
+}
+
 // Get implements store.Schedules.
 func (v schedules) Get(ctx context.Context, id string) (schedule.Schedule, error) {
 	var sc schedule.Schedule
@@ -289,4 +304,20 @@ func (s *Store) highestFence(ctx context.Context, coll string, match func(bson.M
 	}
 	n, _ := intOf(m[field])
 	return n, nil
+}
+
+// nested is field key of an embedded document v, decoded as bson.M or
+// bson.D; nil when v is neither or lacks it.
+func nested(v any, key string) any {
+	switch d := v.(type) {
+	case bson.M:
+		return d[key]
+	case bson.D:
+		for _, e := range d {
+			if e.Key == key {
+				return e.Value
+			}
+		}
+	}
+	return nil
 }

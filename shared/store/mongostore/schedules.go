@@ -245,6 +245,13 @@ func (v schedules) Advance(ctx context.Context, read *schedule.Schedule, next ti
 	return v.c().FencedUpdate(ctx, filter, f, bson.D{{Key: "$set", Value: set}})
 }
 
+// DropChange implements store.Schedules.
+func (v schedules) DropChange(ctx context.Context, id string, version int64) error {
+	return v.c().UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: id}, {Key: "version", Value: version}, {Key: "lastChange.version", Value: version}},
+		bson.D{{Key: "$unset", Value: bson.D{{Key: "lastChange", Value: ""}}}})
+}
+
 // Get implements store.Schedules.
 func (v schedules) Get(ctx context.Context, id string) (schedule.Schedule, error) {
 	var s schedule.Schedule

@@ -100,6 +100,39 @@ func (s *suite) schedules(t *testing.T) {
 		gone := newSchedule("gone", t0)
 		onlyConflict(t, "advance of a missing schedule", b.Schedules().Advance(t.Context(), &gone, t0.Add(time.Minute), nil, store.Fence{Epoch: 1}))
 	})
+	t.Run("DropChange", func(t *testing.T) {
+		// The copy of a version's change leaves the document only at that
+		// version: an edit that landed since keeps its own.
+		b := s.backend(t)
+		sc := newSchedule("x", t0)
+		sc.LastChange = &schedule.Change{Version: 1, Op: schedule.ChangeCreate, Actor: "a", At: t0,
+			Diff: []schedule.FieldChange{{Field: "cron", After: "* * * * *"}}}
+		create(t, b, sc)
+		onlyConflict(t, "drop the change of another version", b.Schedules().DropChange(t.Context(), "x", 2))
+		if got := getSchedule(t, b, "x"); got.LastChange == nil || got.LastChange.Version != 1 {
+			t.Fatalf("after a refused drop: lastChange %+v; want version 1's", got.LastChange)
+		}
+		if err := b.Schedules().DropChange(t.Context(), "x", 1); err != nil {
+			t.Fatalf("drop version 1's change: %v", err)
+		}
+		read := getSchedule(t, b, "x")
+		if read.LastChange != nil || read.Version != 1 || read.Cron != sc.Cron || !read.NextRunAt.Equal(t0) {
+			t.Fatalf("after the drop: %+v; want the schedule at version 1 without lastChange", read)
+		}
+		onlyConflict(t, "drop again", b.Schedules().DropChange(t.Context(), "x", 1))
+		// An edit brings its own change; a late drop of version 1's
+		// leaves it.
+		next := read
+		next.Version, next.Description = 2, "edited"
+		next.LastChange = &schedule.Change{Version: 2, Op: schedule.ChangeUpdate, Actor: "a", At: t0.Add(time.Second)}
+		if err := b.Catalog().Update(t.Context(), &read, &next); err != nil {
+			t.Fatalf("edit: %v", err)
+		}
+		onlyConflict(t, "drop version 1's change after an edit", b.Schedules().DropChange(t.Context(), "x", 1))
+		if got := getSchedule(t, b, "x"); got.LastChange == nil || got.LastChange.Version != 2 {
+			t.Errorf("after the late drop: lastChange %+v; want version 2's", got.LastChange)
+		}
+	})
 	t.Run("AdvanceStoresRemainingRuns", func(t *testing.T) {
 		// The fires left move with the advance, in its guarded write: a
 		// refused advance leaves them alone, so no decision is counted
