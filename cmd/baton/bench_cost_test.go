@@ -47,6 +47,25 @@ func TestBenchCostShort(t *testing.T) {
 	if m == nil || m[1] != m[2] || (m[1] != "12" && m[1] != "13" && m[1] != "14" && m[1] != "15" && m[1] != "16") {
 		t.Errorf("want 12 to 16 http runs, all succeeded:\n%s", report)
 	}
+	// The headline's Firestore writes by collection: a run's insert,
+	// claim and finish are two write units each (the finish under the
+	// claim's epoch leaves the fence index alone: three units with it),
+	// and the advance of a schedule whose create's change has left its
+	// document is one (two with it). A write more, or a larger one, fails
+	// here.
+	httpAt := strings.Index(report, "\nhttp per run:")
+	for coll, most := range map[string]float64{"runs": 6.5, "schedules": 1.5} {
+		re := regexp.MustCompile(`(?m)^  ` + coll + ` +per run \(ticks included\): [0-9.]+ read units \([0-9.]+ queries\), ([0-9.]+) write units`)
+		loc := re.FindStringSubmatchIndex(report[max(httpAt, 0):])
+		if httpAt < 0 || loc == nil {
+			t.Errorf("report has no %s line after the http phase's:\n%s", coll, report)
+			continue
+		}
+		w, _ := strconv.ParseFloat(report[httpAt+loc[2]:httpAt+loc[3]], 64)
+		if w > most {
+			t.Errorf("http runs: %s write units per run %.2f; want at most %.1f", coll, w, most)
+		}
+	}
 	lines := strings.Split(strings.TrimSpace(report), "\n")
 	last := lines[len(lines)-1]
 	kv := map[string]float64{}
