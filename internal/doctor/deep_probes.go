@@ -270,6 +270,33 @@ func probeSet() []probe {
 			}
 			return nil
 		}},
+		{"Schedules.DropChange", "update schedules {_id, version, lastChange.version} $unset {lastChange} (a dotted path in the filter): a match, then a miss", func(ctx context.Context, p *probeState) error {
+			cur, err := p.b.Catalog().Get(ctx, probeSchedule)
+			if err != nil {
+				return err
+			}
+			next := cur
+			next.Version++
+			next.UpdatedAt = p.now
+			next.LastChange = &schedule.Change{Version: next.Version, Op: schedule.ChangeUpdate, Actor: "baton doctor", At: p.now}
+			if err := p.b.Catalog().Update(ctx, &cur, &next); err != nil {
+				return err
+			}
+			if err := p.b.Schedules().DropChange(ctx, probeSchedule, next.Version); err != nil {
+				return err
+			}
+			got, err := p.b.Catalog().Get(ctx, probeSchedule)
+			if err != nil {
+				return err
+			}
+			if got.LastChange != nil || got.Version != next.Version {
+				return wrong("after the drop: version %d, lastChange %+v; want version %d without it", got.Version, got.LastChange, next.Version)
+			}
+			if err := p.b.Schedules().DropChange(ctx, probeSchedule, next.Version); !errors.Is(err, store.ErrConflict) {
+				return wrong("a second drop = %v, want ErrConflict", err)
+			}
+			return nil
+		}},
 		{"Catalog.PutVersion", "update schedule_versions {_id, final: {$ne: true}} with a replacement document, upsert: true", func(ctx context.Context, p *probeState) error {
 			v := &schedule.VersionRecord{ID: schedule.VersionID(probeSchedule, p.now, 1), ScheduleID: probeSchedule, Incarnation: p.now,
 				Change: schedule.Change{Version: 1, Op: "create", Actor: "baton doctor", At: p.now}, Final: true, ExpireAt: p.now.Add(time.Hour)}
