@@ -148,17 +148,7 @@ func TestTimedResumeRecordsItsChange(t *testing.T) {
 // own change, and the history lists both.
 func TestAdvanceDropsTheRecordedChange(t *testing.T) {
 	b := setup(t)
-	svc := catalog.New(b.store, catalog.Options{Clock: b.clock, Validate: schedule.ValidateOptions{Builtins: scheduler.Builtins()}})
-	ctx := catalog.WithActor(context.Background(), "ops@example.com")
-	if _, err := svc.CreateJSON(ctx, []byte(`{"id":"c","cron":"* * * * *","target":{"type":"builtin","builtin":{"name":"noop"}}}`)); err != nil {
-		t.Fatal(err)
-	}
-	versions := emutest.Raw(t, b.store).Collection(schedule.VersionsCollection)
-	// The catalog's copy after its write is best effort: lose it, so only
-	// the document holds the create's change.
-	if _, err := versions.DeleteMany(context.Background(), bson.D{{Key: "scheduleId", Value: "c"}}); err != nil {
-		t.Fatal(err)
-	}
+	svc, ctx := createOnlyInDocument(t, b, "c")
 	size := func() int {
 		raw, err := emutest.Raw(t, b.store).Collection(schedule.SchedulesCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: "c"}}).Raw()
 		if err != nil {
@@ -183,7 +173,7 @@ func TestAdvanceDropsTheRecordedChange(t *testing.T) {
 	if after := size(); after+500 > before {
 		t.Errorf("document %d bytes before, %d after; want the create's change (several hundred bytes) gone", before, after)
 	}
-	history := func() string {
+	history := func() ([]schedule.VersionRecord, string) {
 		t.Helper()
 		page, err := svc.ListVersions(context.Background(), "c", catalog.ListOptions{})
 		if err != nil {
@@ -193,19 +183,16 @@ func TestAdvanceDropsTheRecordedChange(t *testing.T) {
 		for _, v := range page.Versions {
 			out = append(out, fmt.Sprintf("%d:%s:%s:%d", v.Version, v.Op, v.Actor, len(v.Diff)))
 		}
-		return fmt.Sprint(out)
+		return page.Versions, fmt.Sprint(out)
 	}
-	page, err := svc.ListVersions(context.Background(), "c", catalog.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(page.Versions) != 1 || page.Versions[0].Version != 1 || page.Versions[0].Actor != "ops@example.com" || len(page.Versions[0].Diff) == 0 || page.Versions[0].ExpireAt.IsZero() {
-		t.Fatalf("history after the advance: %s; want the create by ops@example.com with its fields, and its expiry", history())
+	vs, h := history()
+	if len(vs) != 1 || vs[0].Version != 1 || vs[0].Actor != "ops@example.com" || len(vs[0].Diff) == 0 || vs[0].ExpireAt.IsZero() {
+		t.Fatalf("history after the advance: %s; want the create by ops@example.com with its fields, and its expiry", h)
 	}
 	if _, err := svc.Update(ctx, "c", map[string]any{"description": "x"}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if h := history(); h != "[2:update:ops@example.com:1 1:create:ops@example.com:"+fmt.Sprint(len(page.Versions[0].Diff))+"]" {
+	if _, h := history(); h != "[2:update:ops@example.com:1 1:create:ops@example.com:"+fmt.Sprint(len(vs[0].Diff))+"]" {
 		t.Errorf("history after an edit: %s; want the update and the create", h)
 	}
 	if got := b.getSchedule(t, "c"); got.LastChange == nil || got.LastChange.Version != 2 {
@@ -238,14 +225,7 @@ func TestDropChangeUnderFaults(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := setup(t)
-			svc := catalog.New(b.store, catalog.Options{Clock: b.clock, Validate: schedule.ValidateOptions{Builtins: scheduler.Builtins()}})
-			ctx := catalog.WithActor(context.Background(), "ops@example.com")
-			if _, err := svc.CreateJSON(ctx, []byte(`{"id":"f","cron":"* * * * *","target":{"type":"builtin","builtin":{"name":"noop"}}}`)); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := emutest.Raw(t, b.store).Collection(schedule.VersionsCollection).DeleteMany(context.Background(), bson.D{{Key: "scheduleId", Value: "f"}}); err != nil {
-				t.Fatal(err)
-			}
+			svc, _ := createOnlyInDocument(t, b, "f")
 			tc.inject(b)
 			b.clock.Set(t0.Add(time.Minute))
 			b.tick(t)
@@ -277,4 +257,22 @@ func TestDropChangeUnderFaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// createOnlyInDocument creates every-minute schedule id through the
+// catalog as ops@example.com, then deletes the change record the catalog
+// copied after its write (best effort, so it may be lost): the create's
+// change is then only in the schedule's document. It returns the catalog
+// and the actor's context.
+func createOnlyInDocument(t *testing.T, b *bundle, id string) (*catalog.Service, context.Context) {
+	t.Helper()
+	svc := catalog.New(b.store, catalog.Options{Clock: b.clock, Validate: schedule.ValidateOptions{Builtins: scheduler.Builtins()}})
+	ctx := catalog.WithActor(context.Background(), "ops@example.com")
+	if _, err := svc.CreateJSON(ctx, []byte(`{"id":"`+id+`","cron":"* * * * *","target":{"type":"builtin","builtin":{"name":"noop"}}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := emutest.Raw(t, b.store).Collection(schedule.VersionsCollection).DeleteMany(context.Background(), bson.D{{Key: "scheduleId", Value: id}}); err != nil {
+		t.Fatal(err)
+	}
+	return svc, ctx
 }

@@ -244,15 +244,15 @@ func (r runs) Finish(ctx context.Context, id string, epoch int64, o store.RunOut
 // touches eight indexes with the fence, seven without (docs/cost.md). A
 // run whose fence is not the epoch (lower: a finish under a later epoch
 // than its claim; higher: a newer holder's) falls back to the fenced
-// write, which raises a lower fence and tells a stale epoch (ErrStale)
-// from a conflict, as before.
+// write, which raises a lower fence and tells a stale epoch
+// (ErrStaleFence) from a conflict, as before. An allow run (epoch 0) is
+// not fenced: r.update writes it unconditioned on the fence.
 func (r runs) finish(ctx context.Context, id string, epoch int64, upd bson.D) error {
-	if epoch == 0 {
-		return r.c().UpdateOne(ctx, running(id), upd)
-	}
-	err := r.c().UpdateOne(ctx, byRunID(id, statusIs(schedule.RunRunning), bson.E{Key: store.DefaultFenceField, Value: epoch}), upd)
-	if !errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrContended) {
-		return err
+	if epoch != 0 {
+		err := r.c().UpdateOne(ctx, append(running(id), bson.E{Key: store.DefaultFenceField, Value: epoch}), upd)
+		if !errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrContended) {
+			return err
+		}
 	}
 	return r.update(ctx, epoch, running(id), upd)
 }
