@@ -112,25 +112,47 @@ func (s *suite) schedules(t *testing.T) {
 		if got := getSchedule(t, b, "x"); got.LastChange == nil || got.LastChange.Version != 1 {
 			t.Fatalf("after a refused drop: lastChange %+v; want version 1's", got.LastChange)
 		}
-		if err := b.Schedules().DropChange(t.Context(), "x", 1); err != nil {
-			t.Fatalf("drop version 1's change: %v", err)
+		// A write that keeps no change of its own (the document at
+		// version 2 still carries version 1's) is not version 1: nothing
+		// is dropped.
+		v1 := getSchedule(t, b, "x")
+		kept := v1
+		kept.Version = 2
+		if err := b.Catalog().Update(t.Context(), &v1, &kept); err != nil {
+			t.Fatalf("a write that keeps no change: %v", err)
+		}
+		onlyConflict(t, "drop version 1's change at version 2", b.Schedules().DropChange(t.Context(), "x", 1))
+		onlyConflict(t, "drop version 2's change, which the document does not carry", b.Schedules().DropChange(t.Context(), "x", 2))
+		if got := getSchedule(t, b, "x"); got.LastChange == nil || got.LastChange.Version != 1 {
+			t.Fatalf("after the refused drops at version 2: lastChange %+v; want version 1's kept", got.LastChange)
+		}
+		// Back to a version whose change the document carries.
+		v2 := getSchedule(t, b, "x")
+		again := v2
+		again.Version = 3
+		again.LastChange = &schedule.Change{Version: 3, Op: schedule.ChangeUpdate, Actor: "a", At: t0}
+		if err := b.Catalog().Update(t.Context(), &v2, &again); err != nil {
+			t.Fatalf("a write with its change: %v", err)
+		}
+		if err := b.Schedules().DropChange(t.Context(), "x", 3); err != nil {
+			t.Fatalf("drop version 3's change: %v", err)
 		}
 		read := getSchedule(t, b, "x")
-		if read.LastChange != nil || read.Version != 1 || read.Cron != sc.Cron || !read.NextRunAt.Equal(t0) {
-			t.Fatalf("after the drop: %+v; want the schedule at version 1 without lastChange", read)
+		if read.LastChange != nil || read.Version != 3 || read.Cron != v1.Cron || !read.NextRunAt.Equal(t0) {
+			t.Fatalf("after the drop: %+v; want the schedule at version 3 without lastChange", read)
 		}
-		onlyConflict(t, "drop again", b.Schedules().DropChange(t.Context(), "x", 1))
-		// An edit brings its own change; a late drop of version 1's
+		onlyConflict(t, "drop again", b.Schedules().DropChange(t.Context(), "x", 3))
+		// An edit brings its own change; a late drop of version 3's
 		// leaves it.
 		next := read
-		next.Version, next.Description = 2, "edited"
-		next.LastChange = &schedule.Change{Version: 2, Op: schedule.ChangeUpdate, Actor: "a", At: t0.Add(time.Second)}
+		next.Version, next.Description = 4, "edited"
+		next.LastChange = &schedule.Change{Version: 4, Op: schedule.ChangeUpdate, Actor: "a", At: t0.Add(time.Second)}
 		if err := b.Catalog().Update(t.Context(), &read, &next); err != nil {
 			t.Fatalf("edit: %v", err)
 		}
-		onlyConflict(t, "drop version 1's change after an edit", b.Schedules().DropChange(t.Context(), "x", 1))
-		if got := getSchedule(t, b, "x"); got.LastChange == nil || got.LastChange.Version != 2 {
-			t.Errorf("after the late drop: lastChange %+v; want version 2's", got.LastChange)
+		onlyConflict(t, "drop version 3's change after an edit", b.Schedules().DropChange(t.Context(), "x", 3))
+		if got := getSchedule(t, b, "x"); got.LastChange == nil || got.LastChange.Version != 4 {
+			t.Errorf("after the late drop: lastChange %+v; want version 4's", got.LastChange)
 		}
 	})
 	t.Run("AdvanceStoresRemainingRuns", func(t *testing.T) {
