@@ -53,7 +53,9 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 		// Partitioned deciding (BATON_DECIDE_CONCURRENCY,
 		// BATON_SHARD_CONCURRENCY); 0 is the engine's default.
 		DecideConcurrency: d.DecideConcurrency, ShardConcurrency: d.ShardConcurrency,
-		Metrics: d.Metrics,
+		// Runs of several schedules share a task up to BATON_TASK_RUNS.
+		TaskRuns: d.TaskRuns,
+		Metrics:  d.Metrics,
 		// The retention of finished runs (history.keep's default).
 		HistoryKeep: d.HistoryKeep,
 		Notify:      d.Notify, ConsoleURL: d.ConsoleURL, NotifyBackoff: d.NotifyBackoff, Publisher: d.Publisher,

@@ -134,6 +134,9 @@ type Deps struct {
 	// (BATON_DECIDE_CONCURRENCY, BATON_SHARD_CONCURRENCY); 0 means its
 	// defaults.
 	DecideConcurrency, ShardConcurrency int
+	// TaskRuns is the engine's (BATON_TASK_RUNS): the runs one Run task
+	// of several schedules carries.
+	TaskRuns int
 
 	closers []func() error
 	health  tickHealth
@@ -439,6 +442,11 @@ func partitionsFromEnv(ctx context.Context, d *Deps) error {
 			return fmt.Errorf("functions: %s=%q: want a whole number of at least 0", name, config.Get(name))
 		}
 		*dst = n
+	}
+	if tr, err := strconv.Atoi(config.Get(config.EnvTaskRuns)); err != nil || tr < 1 || tr > scheduler.MaxTaskRuns {
+		return fmt.Errorf("functions: %s=%q: want 1 to %d", config.EnvTaskRuns, config.Get(config.EnvTaskRuns), scheduler.MaxTaskRuns)
+	} else {
+		d.TaskRuns = tr
 	}
 	v, err := strconv.Atoi(config.Get(config.EnvDeciderShards))
 	if err != nil || v < 1 || v > schedule.MaxDeciderShards {

@@ -73,20 +73,47 @@ func newRun(d *Deps) (http.Handler, error) {
 	})), nil
 }
 
-// checkTask refuses a body that no scheduler would have sent.
+// checkTask refuses a body that no scheduler would have sent: one
+// schedule's runs, or a page of such entries (never nested), with at most
+// MaxTaskRuns runs in all.
 func checkTask(t scheduler.Task) error {
+	if len(t.Page) == 0 {
+		return checkEntry("", t)
+	}
+	if t.ScheduleID != "" || len(t.Runs) > 0 {
+		return httpapi.BadRequest("page", "a page carries its runs in its entries, not in scheduleId and runs")
+	}
+	n := 0
+	for i, p := range t.Page {
+		f := "page[" + strconv.Itoa(i) + "]"
+		if len(p.Page) > 0 {
+			return httpapi.BadRequest(f+".page", "a page entry cannot be a page")
+		}
+		if err := checkEntry(f+".", p); err != nil {
+			return err
+		}
+		n += len(p.Runs)
+	}
+	if n > scheduler.MaxTaskRuns {
+		return httpapi.BadRequest("page", "has %d run ids in all; at most %d", n, scheduler.MaxTaskRuns)
+	}
+	return nil
+}
+
+// checkEntry checks one schedule's runs; prefix names the entry's fields.
+func checkEntry(prefix string, t scheduler.Task) error {
 	if t.ScheduleID == "" {
-		return httpapi.BadRequest("scheduleId", "is required")
+		return httpapi.BadRequest(prefix+"scheduleId", "is required")
 	}
 	if len(t.Runs) == 0 {
-		return httpapi.BadRequest("runs", "is required: a list of run ids")
+		return httpapi.BadRequest(prefix+"runs", "is required: a list of run ids")
 	}
 	if len(t.Runs) > scheduler.MaxTaskRuns {
-		return httpapi.BadRequest("runs", "has %d run ids; at most %d", len(t.Runs), scheduler.MaxTaskRuns)
+		return httpapi.BadRequest(prefix+"runs", "has %d run ids; at most %d", len(t.Runs), scheduler.MaxTaskRuns)
 	}
 	for i, id := range t.Runs {
 		if id == "" || len(id) > 256 {
-			return httpapi.BadRequest("runs["+strconv.Itoa(i)+"]", "must be a run id of 1 to 256 bytes")
+			return httpapi.BadRequest(prefix+"runs["+strconv.Itoa(i)+"]", "must be a run id of 1 to 256 bytes")
 		}
 	}
 	return nil

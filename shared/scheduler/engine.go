@@ -123,6 +123,12 @@ type Config struct {
 	// DefaultDecideConcurrency, sized for Firestore's write latency
 	// (BATON_DECIDE_CONCURRENCY).
 	DecideConcurrency int
+	// TaskRuns bounds the runs of one Run task when a tick hands off the
+	// runs of several schedules at once: they share a task (a page) up to
+	// this many runs, and with it Cloud Tasks' create and delivery and Cloud
+	// Run's request fee. Default MaxTaskRuns; 1 gives every schedule its
+	// own task (BATON_TASK_RUNS).
+	TaskRuns int
 	// ShardConcurrency bounds the decider shards one partition decides at
 	// once; default DefaultShardConcurrency (BATON_SHARD_CONCURRENCY).
 	ShardConcurrency int
@@ -238,6 +244,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.ShardConcurrency <= 0 {
 		cfg.ShardConcurrency = DefaultShardConcurrency
+	}
+	if cfg.TaskRuns <= 0 || cfg.TaskRuns > MaxTaskRuns {
+		cfg.TaskRuns = MaxTaskRuns
 	}
 	if cfg.RunBudget <= 0 {
 		cfg.RunBudget = DefaultRunBudget

@@ -21,3 +21,6 @@ func SetBeforeMisfireWrite(e *Engine, fn func(scheduleID, step string)) { e.befo
 // SetBeforeGroupWait installs a hook that runs just before a run records
 // that it waits for its concurrency group.
 func SetBeforeGroupWait(e *Engine, fn func(runID string)) { e.beforeGroupWait = fn }
+
+// PageTasks is pageTasks, for the packing's own tests.
+func PageTasks(tasks []Task, max int) []Task { return pageTasks(tasks, max) }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -30,14 +31,21 @@ type Dispatcher interface {
 }
 
 // Task is one hand-off: the runs of one schedule that one Run invocation
-// executes, oldest first. It is the body of the task's HTTP request.
+// executes, oldest first, or a page of such hand-offs of several
+// schedules. It is the body of the task's HTTP request.
 type Task struct {
 	// Name is the task id, derived from the runs (TaskName).
 	Name string `json:"-"`
-	// ScheduleID is the schedule the runs belong to.
-	ScheduleID string `json:"scheduleId"`
-	// Runs are run ids, oldest fire time first.
-	Runs []string `json:"runs"`
+	// ScheduleID is the schedule the runs belong to; empty in a page.
+	ScheduleID string `json:"scheduleId,omitempty"`
+	// Runs are run ids, oldest fire time first; empty in a page.
+	Runs []string `json:"runs,omitempty"`
+	// Page, when set, is the hand-offs of several schedules that one Run
+	// invocation executes at once, each as if it were its own task
+	// (pageTasks). Cloud Tasks bills an operation for the create and one
+	// for each delivery, and Cloud Run a request fee: a tick's schedules
+	// that share a task share them. An entry is never a page itself.
+	Page []Task `json:"page,omitempty"`
 	// After, when set, is the last run of the previous chunk of the same
 	// batch: this task waits (Run answers 503) until that run is no longer
 	// pending or running, so a batch split into chunks still executes
@@ -67,6 +75,76 @@ const MaxTaskBody = 32 << 10
 func TaskName(runs []string, salt string) string {
 	h := sha256.Sum256([]byte(strings.Join(runs, "\n") + "\n" + salt))
 	return "run-" + hex.EncodeToString(h[:20])
+}
+
+// runCount is the runs t executes, its page's included.
+func (t Task) runCount() int {
+	n := len(t.Runs)
+	for _, p := range t.Page {
+		n += len(p.Runs)
+	}
+	return n
+}
+
+// RunIDs lists the runs t executes, its page's in page order.
+func (t Task) RunIDs() []string {
+	if len(t.Page) == 0 {
+		return t.Runs
+	}
+	ids := make([]string, 0, t.runCount())
+	for _, p := range t.Page {
+		ids = append(ids, p.Runs...)
+	}
+	return ids
+}
+
+// pageTasks packs the tasks that can share a delivery into pages of at
+// most max runs: those delivered now (no At) that wait for nothing (no
+// After). A page's entries run concurrently, each exactly as its own task
+// would, so packing changes what a run costs, not what it does. A task
+// alone in its page stays as it was (same name, same queue), and so does
+// every task when max is 1. A page is named after its entries' names, so
+// the same hand-offs give the same page, which Cloud Tasks creates once.
+func pageTasks(tasks []Task, max int) []Task {
+	if max <= 1 {
+		return tasks
+	}
+	var out, packable, page []Task
+	for _, t := range tasks {
+		if t.After != "" || !t.At.IsZero() || len(t.Runs) >= max {
+			out = append(out, t)
+			continue
+		}
+		packable = append(packable, t)
+	}
+	// In name order: the same hand-offs, decided in any order (a page's
+	// schedules are decided concurrently), make the same pages.
+	sort.Slice(packable, func(i, j int) bool { return packable[i].Name < packable[j].Name })
+	runs := 0
+	flush := func() {
+		switch len(page) {
+		case 0:
+		case 1:
+			out = append(out, page[0])
+		default:
+			names := make([]string, len(page))
+			for i, p := range page {
+				names[i] = p.Name
+				page[i].Name = ""
+			}
+			out = append(out, Task{Name: TaskName(names, "page"), Page: page})
+		}
+		page, runs = nil, 0
+	}
+	for _, t := range packable {
+		if runs+len(t.Runs) > max {
+			flush()
+		}
+		page = append(page, t)
+		runs += len(t.Runs)
+	}
+	flush()
+	return out
 }
 
 // handOffConcurrency bounds the enqueues one tick has in flight.
@@ -106,7 +184,7 @@ func tasksFor(work []*scheduleWork) []Task {
 // enqueue is counted and logged, and its runs stay pending, due at once:
 // the next sweep recovers them, under a new task name.
 func (e *Engine) handOff(ctx context.Context, work []*scheduleWork, c *counters) {
-	tasks := tasksFor(work)
+	tasks := pageTasks(tasksFor(work), e.cfg.TaskRuns)
 	byID := map[string]*runDoc{}
 	for _, w := range work {
 		for _, r := range w.runs {
@@ -120,13 +198,14 @@ func (e *Engine) handOff(ctx context.Context, work []*scheduleWork, c *counters)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
+			ids := t.RunIDs()
 			if err := e.cfg.Tasks.Dispatch(ctx, t); err != nil {
 				c.errors.Add(1)
-				e.log.Error("hand off runs failed; the sweep enqueues them again", "schedule", t.ScheduleID, "runs", t.Runs, "task", t.Name, "err", err)
-				e.dueNow(ctx, t.Runs, byID)
+				e.log.Error("hand off runs failed; the sweep enqueues them again", "schedule", t.ScheduleID, "runs", ids, "task", t.Name, "err", err)
+				e.dueNow(ctx, ids, byID)
 				return
 			}
-			c.enqueued.Add(int64(len(t.Runs)))
+			c.enqueued.Add(int64(len(ids)))
 		}()
 	}
 	wg.Wait()
@@ -207,8 +286,11 @@ type RunState struct {
 
 // Outcome is Execute's answer, and the Run function's JSON body.
 type Outcome struct {
-	ScheduleID string     `json:"scheduleId"`
-	Runs       []RunState `json:"runs"`
+	// ScheduleID and Runs are the task's; a page's are in Page.
+	ScheduleID string     `json:"scheduleId,omitempty"`
+	Runs       []RunState `json:"runs,omitempty"`
+	// Page is the outcome of each entry of a page task, in its order.
+	Page []*Outcome `json:"page,omitempty"`
 	// Executed counts the runs this delivery claimed and executed (misfire
 	// reruns included).
 	Executed int `json:"executed"`
@@ -247,14 +329,86 @@ func deliveryFrom(ctx context.Context) *schedule.Delivery {
 // schedule could not be read. A run that does not exist is reported with a
 // note: it will not appear later, so the task is not worth delivering again.
 func (e *Engine) Execute(ctx context.Context, t Task, d *schedule.Delivery) (*Outcome, error) {
+	if len(t.Page) > 0 {
+		return e.executePage(ctx, t, d)
+	}
+	if err := checkTask(t); err != nil {
+		return nil, err
+	}
+	return e.executeOne(ctx, t, d)
+}
+
+// checkTask refuses a task no engine would have sent.
+func checkTask(t Task) error {
+	if len(t.Page) > 0 {
+		if t.ScheduleID != "" || len(t.Runs) > 0 {
+			return fmt.Errorf("scheduler: execute: a page has no scheduleId or runs of its own")
+		}
+		for i, p := range t.Page {
+			if len(p.Page) > 0 {
+				return fmt.Errorf("scheduler: execute: page entry %d is a page", i)
+			}
+			if err := checkTask(p); err != nil {
+				return fmt.Errorf("page entry %d: %w", i, err)
+			}
+		}
+	} else if t.ScheduleID == "" || len(t.Runs) == 0 {
+		return fmt.Errorf("scheduler: execute: a task needs scheduleId and runs")
+	}
+	if n := t.runCount(); n > MaxTaskRuns {
+		return fmt.Errorf("scheduler: execute: %d runs; at most %d per task", n, MaxTaskRuns)
+	}
+	return nil
+}
+
+// executePage executes a page's entries at once, each as Execute executes
+// a task of its own, and answers ErrRetryTask when any of them does: the
+// redelivery executes only what is still pending, because a run that was
+// claimed is not pending any more. At once, not one after another, so
+// that a slow target delays no other schedule's run.
+func (e *Engine) executePage(ctx context.Context, t Task, d *schedule.Delivery) (*Outcome, error) {
+	start := time.Now()
+	if err := checkTask(t); err != nil {
+		return nil, err
+	}
+	out := &Outcome{Page: make([]*Outcome, len(t.Page))}
+	errs := make([]error, len(t.Page))
+	var wg sync.WaitGroup
+	for i, p := range t.Page {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o, err := e.executeOne(ctx, p, d)
+			if o == nil {
+				// Nothing was read: every run of the entry is still to do.
+				o = &Outcome{ScheduleID: p.ScheduleID, Errors: 1}
+				for _, id := range p.Runs {
+					o.Runs = append(o.Runs, RunState{ID: id, Status: schedule.RunPending, Note: "not read: " + err.Error()})
+				}
+			}
+			out.Page[i], errs[i] = o, err
+		}()
+	}
+	wg.Wait()
+	var retry error
+	for i, o := range out.Page {
+		out.Executed += o.Executed
+		out.Errors += o.Errors
+		if errs[i] != nil && retry == nil {
+			retry = errs[i]
+		}
+	}
+	out.Took = time.Since(start).String()
+	if retry != nil {
+		return out, fmt.Errorf("scheduler: execute page: %w: %w", retry, ErrRetryTask)
+	}
+	return out, nil
+}
+
+// executeOne is Execute for one schedule's task.
+func (e *Engine) executeOne(ctx context.Context, t Task, d *schedule.Delivery) (*Outcome, error) {
 	start := time.Now()
 	out := &Outcome{ScheduleID: t.ScheduleID}
-	if t.ScheduleID == "" || len(t.Runs) == 0 {
-		return nil, fmt.Errorf("scheduler: execute: a task needs scheduleId and runs")
-	}
-	if len(t.Runs) > MaxTaskRuns {
-		return nil, fmt.Errorf("scheduler: execute: %d runs; at most %d per task", len(t.Runs), MaxTaskRuns)
-	}
 	if t.After != "" {
 		// Chunk n+1 of a batch waits for chunk n's last run to be done.
 		prev, err := e.runs.Get(ctx, t.After)

@@ -90,13 +90,14 @@ func (r *queueRig) listTasks(t *testing.T) []*cloudtaskspb.Task {
 	return out
 }
 
-// TestTickHandsOffAndNeverExecutes: with a Dispatcher, Tick enqueues one
-// task per schedule and executes nothing, so its time cannot depend on a
-// target's; a duplicated tick enqueues nothing new (the names collide).
+// TestTickHandsOffAndNeverExecutes: with a Dispatcher, Tick enqueues
+// tasks and executes nothing, so its time cannot depend on a target's; at
+// TaskRuns 1 it is one task per schedule, and a duplicated tick enqueues
+// nothing new (the names collide). page_test.go has the shared tasks.
 func TestTickHandsOffAndNeverExecutes(t *testing.T) {
 	t.Parallel()
 	q := newQueueRig(t, true) // paused: the tasks stay to be counted
-	b := setup(t, func(c *scheduler.Config) { c.Tasks = q.queue })
+	b := setup(t, func(c *scheduler.Config) { c.Tasks = q.queue; c.TaskRuns = 1 })
 	key, g := newGate(t, 1<<30) // would block for ever if Tick executed it
 	b.addSchedule(t, schedule.Schedule{ID: "a", Cron: "* * * * *", Target: gateTarget(key)})
 	b.addSchedule(t, schedule.Schedule{ID: "b", Cron: "* * * * *", Overlap: schedule.OverlapAllow, Target: gateTarget(key)})

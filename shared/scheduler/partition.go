@@ -247,11 +247,34 @@ func (e *Engine) TickPartition(ctx context.Context, scheduleTime time.Time, p, n
 		execWork         []*scheduleWork
 		execMu           sync.Mutex
 	)
+	var (
+		packMu     sync.Mutex
+		packed     []*scheduleWork
+		packedRuns int
+	)
+	hand := func(work []*scheduleWork) {
+		handing.Add(1)
+		go func() { defer handing.Done(); e.handOff(ctx, work, &c) }()
+	}
 	if e.cfg.Tasks != nil {
-		// Hand off, never execute inline, and overlap with deciding.
+		// Hand off, never execute inline, and overlap with deciding: as
+		// soon as the shards have decided a page of runs (TaskRuns), so
+		// that they share tasks across shards (pageTasks); what is left
+		// goes when the last shard is done.
 		emit = func(work []*scheduleWork) {
-			handing.Add(1)
-			go func() { defer handing.Done(); e.handOff(ctx, work, &c) }()
+			packMu.Lock()
+			packed = append(packed, work...)
+			for _, w := range work {
+				packedRuns += len(w.runs)
+			}
+			var full []*scheduleWork
+			if packedRuns >= e.cfg.TaskRuns {
+				full, packed, packedRuns = packed, nil, 0
+			}
+			packMu.Unlock()
+			if full != nil {
+				hand(full)
+			}
 		}
 	} else {
 		emit = func(work []*scheduleWork) {
@@ -279,6 +302,9 @@ func (e *Engine) TickPartition(ctx context.Context, scheduleTime time.Time, p, n
 		}()
 	}
 	shards.Wait()
+	if len(packed) > 0 {
+		hand(packed)
+	}
 	handing.Wait()
 	if len(execWork) > 0 {
 		e.execute(ctx, execWork, &c)

@@ -185,15 +185,22 @@ var retryable = []codes.Code{codes.Unavailable, codes.DeadlineExceeded, codes.In
 // handed off before.
 func (q *Queue) Dispatch(ctx context.Context, t scheduler.Task) error {
 	if t.Name == "" {
-		t.Name = scheduler.TaskName(t.Runs, "")
+		t.Name = scheduler.TaskName(t.RunIDs(), "")
 	}
 	body, err := json.Marshal(t)
 	if err != nil {
 		return fmt.Errorf("taskqueue: dispatch %s: encode: %w", t.Name, err)
 	}
 	// A schedule's tasks stay in one queue (QueueFor), so that its
-	// dedup, chained chunks and retries meet there.
-	return q.create(ctx, q.QueueFor(t.ScheduleID), t.Name, body, t.At)
+	// dedup, chained chunks and retries meet there. A page of several
+	// schedules' runs goes where its name says, as a partition task: a
+	// repeat of the same page meets the first, and pages spread over
+	// the queues.
+	key := t.ScheduleID
+	if len(t.Page) > 0 {
+		key = t.Name
+	}
+	return q.create(ctx, q.QueueFor(key), t.Name, body, t.At)
 }
 
 var _ scheduler.PartitionDispatcher = (*Queue)(nil)
