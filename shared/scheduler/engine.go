@@ -353,6 +353,9 @@ type Summary struct {
 	// that holder, never waited on.
 	ShardsDecided int `json:"shardsDecided,omitempty"`
 	ShardsSkipped int `json:"shardsSkipped,omitempty"`
+	// ShardsQuiet counts the decider shards that had nothing due, which
+	// the partition left without taking their lease.
+	ShardsQuiet int `json:"shardsQuiet,omitempty"`
 }
 
 // counters accumulates a Summary from concurrent executions.

@@ -12,7 +12,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -390,8 +392,8 @@ func TestHeldDeciderShardIsSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a partition with a held shard failed: %v", err)
 	}
-	if sum.ShardsSkipped != 1 || sum.ShardsDecided != schedule.DeciderShards()-1 || sum.Decided != 1 {
-		t.Errorf("summary: decided %d runs, shards %d decided %d skipped; want 1 run, %d and 1", sum.Decided, sum.ShardsDecided, sum.ShardsSkipped, schedule.DeciderShards()-1)
+	if sum.ShardsSkipped != 1 || sum.ShardsDecided != 1 || sum.ShardsQuiet != schedule.DeciderShards()-2 || sum.Decided != 1 {
+		t.Errorf("summary: decided %d runs, shards %d decided %d skipped %d quiet; want 1 run, 1, 1 and %d", sum.Decided, sum.ShardsDecided, sum.ShardsSkipped, sum.ShardsQuiet, schedule.DeciderShards()-2)
 	}
 	var got schedule.Schedule
 	if err := r.store.Collection(schedule.SchedulesCollection).Get(context.Background(), "held", &got); err != nil {
@@ -482,4 +484,35 @@ func partitionWithSchedules(t *testing.T, n int, tasks []scheduler.PartitionTask
 	}
 	t.Fatalf("no partition of %d holds one of %d schedules", len(tasks), n)
 	return 0
+}
+
+// TestQuietShardTakesNoLease: a partition takes the lease of a decider
+// shard only when something in it is due; the others are looked at (a
+// read) and left, so a tick's Cloud Storage writes grow with the shards
+// that have work, not with V (docs/cost.md).
+func TestQuietShardTakesNoLease(t *testing.T) {
+	t.Parallel()
+	r := newPartitionRig(t, "a")
+	busy := r.oneSchedule(t, "busy", schedule.CatchupLatest)
+	r.clock.Set(t0.Add(time.Minute + time.Second))
+	sum, err := r.engines["a"].TickPartition(context.Background(), t0.Add(time.Minute), 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Decided != 1 || sum.ShardsDecided != 1 || sum.ShardsQuiet != schedule.DeciderShards()-1 {
+		t.Errorf("summary: decided %d, shards %d decided %d quiet; want 1, 1 and %d", sum.Decided, sum.ShardsDecided, sum.ShardsQuiet, schedule.DeciderShards()-1)
+	}
+	infos, err := r.leases["a"].List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shards []string
+	for _, in := range infos {
+		if strings.HasPrefix(in.Name, "tick-") {
+			shards = append(shards, in.Name)
+		}
+	}
+	if want := []string{scheduler.TickShardLease(busy)}; !slices.Equal(shards, want) {
+		t.Errorf("shard leases written %v, want only %v", shards, want)
+	}
 }
