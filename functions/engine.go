@@ -37,14 +37,16 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 	// (docs/cost.md); the lease objects stay in the bucket.
 	// JobLeases: the job leases in Firestore documents or in the bucket
 	// (BATON_JOB_LEASE_STORE); the other store is guarded during a
-	// switch (shared/lease/switch.go). The tick lease stays in the bucket.
+	// switch (shared/lease/switch.go), and the decider shards' leases with
+	// them (AlsoInJobLeases). The single tick lease stays in the bucket.
 	bucket := d.Storage.Bucket(d.Bucket)
 	jobs, other, err := lease.JobLeaseStores(d.JobLeaseStore, bucket, d.Store.LeaseObjects())
 	if err != nil {
 		return nil, fmt.Errorf("functions: %s: %w", config.EnvJobLeaseStore, err)
 	}
 	m := lease.NewManager(bucket, LeasePrefix, lease.Options{Skew: d.ClockSkew, Logger: d.Logger, EpochFloor: scheduler.EpochFloor(d.Store), Metrics: d.Metrics,
-		Markers: d.Store.LeaseMarkers(), FloorEachAcquire: scheduler.SharedFenceLease, JobLeases: jobs, OtherJobLeases: other})
+		Markers: d.Store.LeaseMarkers(), FloorEachAcquire: scheduler.SharedFenceLease, JobLeases: jobs, OtherJobLeases: other,
+		AlsoInJobLeases: scheduler.IsTickShardLease})
 	cfg := scheduler.Config{
 		Store: d.Store, Leases: m, Clock: d.Clock, TickLeaseTTL: d.TickLeaseTTL,
 		AllowedTargets: d.AllowedTargets, AllowedTopics: d.AllowedTopics, AllowedJobs: d.AllowedJobs, RunJobs: d.RunJobs, RunJobPoll: d.RunJobPoll, HTTPClient: d.HTTPClient, Logger: d.Logger,

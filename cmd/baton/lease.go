@@ -18,6 +18,7 @@ import (
 	"github.com/baton-cron/baton/shared/config"
 	"github.com/baton-cron/baton/shared/lease"
 	"github.com/baton-cron/baton/shared/logging"
+	"github.com/baton-cron/baton/shared/scheduler"
 	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
@@ -99,8 +100,10 @@ func (f *leaseFlags) manager(ctx context.Context, log *slog.Logger) (*lease.Mana
 		o.Markers = st.LeaseMarkers()
 		objects = st.LeaseObjects()
 	}
-	// Job leases (job-…) where BATON_JOB_LEASE_STORE says, as the
-	// functions keep them; every other name stays in the bucket.
+	// Job leases (job-…) and the decider shards' (tick-<v>) where
+	// BATON_JOB_LEASE_STORE says, as the functions keep them; every other
+	// name stays in the bucket.
+	o.AlsoInJobLeases = scheduler.IsTickShardLease
 	if o.JobLeases, o.OtherJobLeases, err = lease.JobLeaseStores(jobStore, c.Bucket(bucket), objects); err != nil {
 		_ = c.Close()
 		if conns.st != nil {

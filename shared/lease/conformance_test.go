@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -291,51 +292,63 @@ func TestFirestoreLeaseFaults(t *testing.T) {
 // and back; a manager that knows no other store (an older version) never
 // takes a lease that moved.
 func TestSwitchingJobLeaseStores(t *testing.T) {
+	// A job lease, and a name AlsoInJobLeases adds (the scheduler's
+	// decider shard leases): the same switch guards both.
+	for _, name := range []string{"job-x", "tick-7"} {
+		t.Run(name, func(t *testing.T) { switchingStores(t, name) })
+	}
+}
+
+func switchingStores(t *testing.T, name string) {
 	ctx := context.Background()
 	b := setup(t)
 	st := emutest.Store(t)
+	also := func(n string) bool { return strings.HasPrefix(n, "tick-") }
 	gcs := func(h string) *lease.Manager {
-		return b.manager(h, lease.Options{Markers: st.LeaseMarkers(), OtherJobLeases: st.LeaseObjects()})
+		return b.manager(h, lease.Options{Markers: st.LeaseMarkers(), OtherJobLeases: st.LeaseObjects(), AlsoInJobLeases: also})
 	}
 	fs := func(h string) *lease.Manager {
-		return b.manager(h, lease.Options{Markers: st.LeaseMarkers(), JobLeases: st.LeaseObjects(), OtherJobLeases: lease.GCSObjects(b.bucket)})
+		return b.manager(h, lease.Options{Markers: st.LeaseMarkers(), JobLeases: st.LeaseObjects(), OtherJobLeases: lease.GCSObjects(b.bucket), AlsoInJobLeases: also})
 	}
-	lg, err := gcs("old").Acquire(ctx, "job-x", 30*time.Second)
+	lg, err := gcs("old").Acquire(ctx, name, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fs("new").Acquire(ctx, "job-x", 30*time.Second); !errors.Is(err, lease.ErrHeld) {
+	if _, err := fs("new").Acquire(ctx, name, 30*time.Second); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("firestore acquirer while the bucket's holder runs: want ErrHeld, got %v", err)
 	}
-	if info, err := fs("new").Status(ctx, "job-x"); err != nil || info.Holder != "old" {
+	if info, err := fs("new").Status(ctx, name); err != nil || info.Holder != "old" {
 		t.Fatalf("firestore manager's status during the switch (-want,+got): -old +%+v %v", info, err)
 	}
 	release(t, lg)
-	lf, err := fs("new").Acquire(ctx, "job-x", 30*time.Second)
+	lf, err := fs("new").Acquire(ctx, name, 30*time.Second)
 	if err != nil {
 		t.Fatalf("firestore acquire after the bucket's release: %v", err)
 	}
 	if lf.Epoch() <= lg.Epoch() {
 		t.Fatalf("epoch across the switch: %d, not above %d", lf.Epoch(), lg.Epoch())
 	}
+	if o, err := st.LeaseObjects().ReadObject(ctx, fs("look").ObjectName(name)); err != nil || o.Record.Holder != "new" {
+		t.Fatalf("the Firestore document of %s: %+v, %v; want it held by new", name, o, err)
+	}
 	// The bucket's side now finds a tombstone, and Firestore's holder.
-	if _, err := gcs("old2").Acquire(ctx, "job-x", 30*time.Second); !errors.Is(err, lease.ErrHeld) {
+	if _, err := gcs("old2").Acquire(ctx, name, 30*time.Second); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("bucket acquirer while firestore's holder runs: want ErrHeld, got %v", err)
 	}
 	older := b.manager("older", lease.Options{Markers: st.LeaseMarkers()})
-	if _, err := older.Acquire(ctx, "job-x", 30*time.Second); !errors.Is(err, lease.ErrHeld) {
+	if _, err := older.Acquire(ctx, name, 30*time.Second); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("a manager that knows no other store: want ErrHeld (the tombstone), got %v", err)
 	}
 	release(t, lf)
 	// And back: the bucket's side retires the document and goes above it.
-	lg2, err := gcs("back").Acquire(ctx, "job-x", 30*time.Second)
+	lg2, err := gcs("back").Acquire(ctx, name, 30*time.Second)
 	if err != nil {
 		t.Fatalf("bucket acquire after switching back: %v", err)
 	}
 	if lg2.Epoch() <= lf.Epoch() {
 		t.Fatalf("epoch switching back: %d, not above %d", lg2.Epoch(), lf.Epoch())
 	}
-	if _, err := fs("new2").Acquire(ctx, "job-x", 30*time.Second); !errors.Is(err, lease.ErrHeld) {
+	if _, err := fs("new2").Acquire(ctx, name, 30*time.Second); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("firestore acquirer after switching back: want ErrHeld, got %v", err)
 	}
 	release(t, lg2)

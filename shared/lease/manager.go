@@ -96,6 +96,15 @@ type Options struct {
 	// switch between the two, which runs both for a while, never lets
 	// both hold one lease (switch.go). nil: no switch is guarded.
 	OtherJobLeases ObjectStore
+	// AlsoInJobLeases, when set, names leases besides the job leases that
+	// JobLeases keeps, with the same switch between stores: the
+	// scheduler's decider shard leases (scheduler.TickShardLease), which a
+	// partitioned tick takes for each shard with something due, every
+	// minute. In the bucket each acquire is a Class A write ($5 per
+	// million), in Firestore a write unit ($0.26): docs/cost.md. Their
+	// names are not spread (spread.go); every process of a deployment must
+	// agree on it, as on JobLeases.
+	AlsoInJobLeases func(name string) bool
 }
 
 // MarkerStore keeps release markers outside the bucket. A marker is the
@@ -130,7 +139,9 @@ type Manager struct {
 	gcs  *gcsObjects
 	jobs ObjectStore
 	// other is Options.OtherJobLeases.
-	other  ObjectStore
+	other ObjectStore
+	// also is Options.AlsoInJobLeases.
+	also   func(name string) bool
 	prefix string
 	holder string
 	skew   time.Duration
@@ -171,6 +182,7 @@ func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 		gcs:       newGCSObjects(b),
 		jobs:      o.JobLeases,
 		other:     o.OtherJobLeases,
+		also:      o.AlsoInJobLeases,
 		prefix:    prefix,
 		holder:    o.Holder,
 		skew:      o.Skew,
@@ -205,10 +217,16 @@ func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 
 // objectsFor is the store that keeps lease name.
 func (m *Manager) objectsFor(name string) ObjectStore {
-	if m.jobs != nil && m.spreads(name) {
+	if m.jobs != nil && m.inJobStore(name) {
 		return m.jobs
 	}
 	return m.gcs
+}
+
+// inJobStore reports whether lease name is kept where the job leases are:
+// a job lease, or a name Options.AlsoInJobLeases names.
+func (m *Manager) inJobStore(name string) bool {
+	return m.spreads(name) || m.also != nil && m.also(name)
 }
 
 // Holder returns this manager's holder id.
@@ -316,7 +334,7 @@ func (m *Manager) Acquire(ctx context.Context, name string, ttl time.Duration) (
 		}
 		cond := storage.Conditions{DoesNotExist: true}
 		rec.Epoch = 1
-		if (cur.Generation == 0 || moved) && (m.floor != nil || m.spreads(name)) {
+		if (cur.Generation == 0 || moved) && (m.floor != nil || m.spreads(name) || m.switching(name)) {
 			if floor < 0 {
 				var f int64
 				if m.floor != nil {

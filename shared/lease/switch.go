@@ -35,9 +35,10 @@ import (
 // find their own object and never look at the other store.
 
 // switching reports whether lease name's object in its store is to be
-// checked against the other store's: a job lease with OtherJobLeases set.
+// checked against the other store's: a job lease (or a name
+// AlsoInJobLeases names) with OtherJobLeases set.
 func (m *Manager) switching(name string) bool {
-	return m.other != nil && m.spreads(name)
+	return m.other != nil && m.inJobStore(name)
 }
 
 // retireOther makes sure that the other store holds no live lease name,

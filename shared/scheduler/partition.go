@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,14 @@ const tickShardPrefix = "tick-"
 // leases/tick-<v>.json). Its epoch fences the advances of the schedules of
 // shard v only.
 func TickShardLease(v int) string { return tickShardPrefix + strconv.Itoa(v) }
+
+// IsTickShardLease reports whether lease name is a decider shard's
+// (TickShardLease). Those live where the job leases do
+// (lease.Options.AlsoInJobLeases): a partitioned tick takes one for each
+// shard with something due, every minute, and in Firestore each is a
+// write unit where in the bucket it is a Class A write (docs/cost.md).
+// The single tick lease (TickLease) stays in the bucket.
+func IsTickShardLease(name string) bool { return strings.HasPrefix(name, tickShardPrefix) }
 
 // DefaultShardConcurrency is Config.ShardConcurrency's default: the
 // decider shards one partition decides at once. With V=64 and P=16 a
