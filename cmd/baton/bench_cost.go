@@ -43,6 +43,11 @@ type costOptions struct {
 	// PerTick is how many runs one production tick decides, to share the
 	// tick's own cost among them.
 	PerTick int
+	// Partitions is P, the partitions of a tick (Terraform's
+	// decider_partitions, 8 by default): the tick is a coordinator that
+	// creates P partition tasks, each deciding its decider shards under
+	// their leases. 0 decides in the tick under one lease.
+	Partitions int
 	// Compute is the Run function's shape; Concurrencies the concurrency
 	// levels the compute part is priced at besides Compute's own.
 	Compute       cost.Compute
@@ -69,7 +74,7 @@ func otherLeaseStore(s string) string {
 }
 
 func defaultCostOptions() costOptions {
-	return costOptions{Schedules: 10, Fires: 10, Every: 2 * time.Second, Tick: time.Second, Mix: true, PerTick: 100,
+	return costOptions{Schedules: 10, Fires: 10, Every: 2 * time.Second, Tick: time.Second, Mix: true, PerTick: 100, Partitions: 8,
 		Compute: cost.DefaultCompute, Concurrencies: []int{80}, Retention: cost.DefaultRetention,
 		CheapConcurrency: 80, CheapRetention: time.Hour,
 		LeaseStore: config.JobLeaseStoreFirestore, CompareLeaseStore: true}
@@ -112,8 +117,8 @@ usd_per_million_runs_mix with --mix.`,
 			if short {
 				o.Schedules, o.Fires, o.Mix = 4, 3, false
 			}
-			if o.Schedules < 1 || o.Fires < 1 || o.Every < time.Second || o.Tick < 100*time.Millisecond || o.PerTick < 1 {
-				return usageError("bench cost: want --schedules ≥ 1, --fires ≥ 1, --every ≥ 1s, --tick ≥ 100ms, --per-tick ≥ 1")
+			if o.Schedules < 1 || o.Fires < 1 || o.Every < time.Second || o.Tick < 100*time.Millisecond || o.PerTick < 1 || o.Partitions < 0 || o.Partitions > schedule.DeciderShards() {
+				return usageError("bench cost: want --schedules ≥ 1, --fires ≥ 1, --every ≥ 1s, --tick ≥ 100ms, --per-tick ≥ 1, --partitions 0 to %d", schedule.DeciderShards())
 			}
 			if o.LeaseStore != config.JobLeaseStoreGCS && o.LeaseStore != config.JobLeaseStoreFirestore {
 				return usageError("bench cost: --job-lease-store must be %s or %s, not %q", config.JobLeaseStoreFirestore, config.JobLeaseStoreGCS, o.LeaseStore)
@@ -136,6 +141,7 @@ usd_per_million_runs_mix with --mix.`,
 	f.DurationVar(&o.Tick, "tick", o.Tick, "tick period of the local stack")
 	f.BoolVar(&o.Mix, "mix", o.Mix, "also run the mix of every kind of schedule")
 	f.IntVar(&o.PerTick, "per-tick", o.PerTick, "runs one production tick decides, sharing the tick's own cost")
+	f.IntVar(&o.Partitions, "partitions", o.Partitions, "P, the partitions of a tick (Terraform's decider_partitions, 8 by default); 0 decides in the tick itself")
 	f.Float64Var(&o.Compute.VCPU, "vcpu", o.Compute.VCPU, "vCPU of a Run instance (Terraform: 512Mi gets 0.333)")
 	f.Float64Var(&o.Compute.MemoryGiB, "memory-gib", o.Compute.MemoryGiB, "memory of a Run instance, GiB")
 	f.IntVar(&o.Compute.Concurrency, "run-concurrency", o.Compute.Concurrency, "requests one Run instance serves at once (the headline)")
@@ -174,9 +180,13 @@ type phaseCounts struct {
 	creates, deliveries   int64
 	logBytes, logInfo     int64
 	runReqs, tickReqs     []cost.Interval
-	cpu, wall             time.Duration
-	storedBytes           float64 // per run: its run document and index entries
-	deleteUnits           float64 // per run: the TTL delete of its document
+	// partReqs are the deliveries of partition tasks (to Tick), and
+	// partCreates the partition tasks created: the tick's, with P > 0.
+	partReqs    []cost.Interval
+	partCreates int64
+	cpu, wall   time.Duration
+	storedBytes float64 // per run: its run document and index entries
+	deleteUnits float64 // per run: the TTL delete of its document
 }
 
 // settings are the operator's choices a bill is priced at.
@@ -220,6 +230,11 @@ func (p phaseCounts) perRun(set settings, tick *phaseCounts, perTick int) cost.P
 		pr.LogBytes -= share * float64(tickLog) / t
 		pr.Requests += 1 / float64(perTick)
 		pr.InstanceSeconds += cost.Billed(tick.tickReqs, 1).Seconds() / t / float64(perTick)
+		// A partitioned tick's partition tasks: created, delivered and
+		// served by Tick, one set per tick, shared likewise.
+		pr.TaskOps += float64(tick.partCreates+int64(len(tick.partReqs))) / t / float64(perTick)
+		pr.Requests += float64(len(tick.partReqs)) / t / float64(perTick)
+		pr.InstanceSeconds += cost.Billed(tick.partReqs, 1).Seconds() / t / float64(perTick)
 		pr.ReadUnits, pr.WriteUnits = max(pr.ReadUnits, 0), max(pr.WriteUnits, 0)
 		pr.ClassA, pr.ClassB, pr.LogBytes = max(pr.ClassA, 0), max(pr.ClassB, 0), max(pr.LogBytes, 0)
 	}
@@ -257,7 +272,7 @@ func cpuTime() time.Duration {
 // logs, with the job leases in leaseStore; stop closes it.
 func costStack(ctx context.Context, o costOptions, logs *countingWriter, leaseStore string) (st *stack.Stack, stop func(), err error) {
 	st, err = stack.Start(ctx, stack.Config{Addr: "127.0.0.1:0", Tick: o.Tick, Logger: logging.New(logs, "info"),
-		GPUWorkers: 1, NotifyBackoff: 100 * time.Millisecond, JobLeaseStore: leaseStore})
+		GPUWorkers: 1, NotifyBackoff: 100 * time.Millisecond, JobLeaseStore: leaseStore, Partitions: o.Partitions})
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench cost: %w", err)
 	}
@@ -477,8 +492,19 @@ func (b *costBench) phase(ctx context.Context, name string, scheds []schedBody, 
 	p.creates = after.creates - before.creates
 	atts := b.st.Tasks.Attempts()
 	for _, a := range atts[b.seen:min(int(after.attempts), len(atts))] {
-		p.runReqs = append(p.runReqs, cost.Interval{Start: a.Start, End: a.End})
+		iv := cost.Interval{Start: a.Start, End: a.End}
+		if a.Queue == stack.TickQueue {
+			// A partition task: the tick's cost, not the runs'. Its
+			// first delivery counts its create.
+			p.partReqs = append(p.partReqs, iv)
+			if a.Number == 1 {
+				p.partCreates++
+			}
+			continue
+		}
+		p.runReqs = append(p.runReqs, iv)
 	}
+	p.creates = max(p.creates-p.partCreates, 0)
 	p.deliveries = int64(len(p.runReqs))
 	b.seen = int(after.attempts)
 	ticks := b.st.Scheduler.Attempts(stack.TickJob)
@@ -684,8 +710,9 @@ func (r *costReport) print(w io.Writer, o costOptions) {
 		cost.PricesRead, o.Compute.VCPU, o.Compute.MemoryGiB, o.Compute.Concurrency, o.Retention, o.PerTick)
 	if t.ticks > 0 {
 		n := float64(t.ticks)
-		fmt.Fprintf(w, "tick (fixed, per tick, %d ticks): %.2f read units, %.2f write units, %.2f Class A, %.2f Class B, %.0f log bytes\n",
-			t.ticks, float64(t.readUnits)/n, float64(t.writeUnits)/n, float64(t.classA)/n, float64(t.classB)/n, float64(t.logBytes)/n)
+		fmt.Fprintf(w, "tick (fixed, per tick, %d ticks, %d partitions): %.2f read units, %.2f write units, %.2f Class A, %.2f Class B, %.2f partition task ops, %.2f partition requests, %.0f log bytes\n",
+			t.ticks, o.Partitions, float64(t.readUnits)/n, float64(t.writeUnits)/n, float64(t.classA)/n, float64(t.classB)/n,
+			float64(t.partCreates+int64(len(t.partReqs)))/n, float64(len(t.partReqs))/n, float64(t.logBytes)/n)
 	}
 	head := r.http.perRun(def, t, o.PerTick)
 	r.printPhase(w, r.http, head, def, "Terraform defaults, job leases in "+o.LeaseStore)
@@ -747,8 +774,9 @@ func (r *costReport) printPhase(w io.Writer, p *phaseCounts, pr cost.PerRun, set
 		statuses = append(statuses, fmt.Sprintf("%s %d", k, v))
 	}
 	sort.Strings(statuses)
-	fmt.Fprintf(w, "\n%s: %d runs (%s), %d ticks, %s wall, process CPU %s per run (every emulator included)\n",
-		p.name, p.runs, strings.Join(statuses, ", "), p.ticks, p.wall.Round(time.Millisecond), (p.cpu / time.Duration(max(p.runs, 1))).Round(time.Microsecond))
+	fmt.Fprintf(w, "\n%s: %d runs (%s), %d ticks, %d run tasks (%.1f runs a task), %s wall, process CPU %s per run (every emulator included)\n",
+		p.name, p.runs, strings.Join(statuses, ", "), p.ticks, p.creates, float64(p.runs)/float64(max(p.creates, 1)),
+		p.wall.Round(time.Millisecond), (p.cpu / time.Duration(max(p.runs, 1))).Round(time.Microsecond))
 	fmt.Fprintf(w, "%s per run: %.2f read units, %.2f write units, %.2f Class A, %.2f Class B (%.2f free deletes), %.2f task ops, %.2f requests billed %.3f s, %.0f log bytes, %.0f bytes stored\n",
 		p.name, pr.ReadUnits, pr.WriteUnits, pr.ClassA, pr.ClassB, float64(p.free)/float64(max(p.runs, 1)), pr.TaskOps, pr.Requests, pr.InstanceSeconds, pr.LogBytes, pr.StoredBytes)
 	colls := make([]string, 0, len(p.coll))
