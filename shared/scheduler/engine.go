@@ -129,6 +129,14 @@ type Config struct {
 	// Run's request fee. Default MaxTaskRuns; 1 gives every schedule its
 	// own task (BATON_TASK_RUNS).
 	TaskRuns int
+	// PageSlots bounds the page entries (one schedule's runs each) that
+	// this engine executes at once, across every page task it serves;
+	// default DefaultPageSlots. Before pages a Run instance executed at
+	// most as many schedules at once as it served requests (Terraform's
+	// run_concurrency, 80); a page of 100 schedules per request would
+	// multiply that, and with it the connections and memory an instance
+	// needs. An entry past the bound waits for a slot.
+	PageSlots int
 	// ShardConcurrency bounds the decider shards one partition decides at
 	// once; default DefaultShardConcurrency (BATON_SHARD_CONCURRENCY).
 	ShardConcurrency int
@@ -186,6 +194,8 @@ type Engine struct {
 	idClients  sync.Map // audience → *http.Client
 
 	bg sync.WaitGroup
+	// pageSlots bounds the page entries executing (Config.PageSlots).
+	pageSlots chan struct{}
 	// backfilled is set once a coordinating tick has run the decider
 	// shard backfill (backfillOnce).
 	backfilled atomic.Bool
@@ -248,6 +258,9 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.TaskRuns <= 0 || cfg.TaskRuns > MaxTaskRuns {
 		cfg.TaskRuns = MaxTaskRuns
 	}
+	if cfg.PageSlots <= 0 {
+		cfg.PageSlots = DefaultPageSlots
+	}
 	if cfg.RunBudget <= 0 {
 		cfg.RunBudget = DefaultRunBudget
 	}
@@ -270,6 +283,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.NotifyAttempts = DefaultNotifyAttempts
 	}
 	e := &Engine{
+		pageSlots: make(chan struct{}, cfg.PageSlots),
 		cfg:       cfg,
 		now:       clock.Or(cfg.Clock).Now,
 		log:       cfg.Logger,

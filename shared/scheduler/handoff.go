@@ -147,6 +147,11 @@ func pageTasks(tasks []Task, max int) []Task {
 	return out
 }
 
+// DefaultPageSlots is Config.PageSlots' default: Terraform's
+// run_concurrency, the schedules a Run instance executed at once when
+// each had its own request.
+const DefaultPageSlots = 80
+
 // handOffConcurrency bounds the enqueues one tick has in flight.
 const handOffConcurrency = 16
 
@@ -378,6 +383,8 @@ func (e *Engine) executePage(ctx context.Context, t Task, d *schedule.Delivery) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			e.pageSlots <- struct{}{}
+			defer func() { <-e.pageSlots }()
 			o, err := e.executeOne(ctx, p, d)
 			if o == nil {
 				// Nothing was read: every run of the entry is still to do.

@@ -250,3 +250,41 @@ func TestPartitionSharesTasksAcrossShards(t *testing.T) {
 		t.Errorf("%d tasks for 12 runs in %d shards, want one", len(got), len(shards))
 	}
 }
+
+// TestPageSlotsBoundTheEntries: an engine executes at most PageSlots
+// page entries at once, across its page tasks; the rest wait for a slot
+// and then run.
+func TestPageSlotsBoundTheEntries(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []scheduler.Task
+	rec := dispatchFunc(func(_ context.Context, task scheduler.Task) error {
+		mu.Lock()
+		got = append(got, task)
+		mu.Unlock()
+		return nil
+	})
+	b := setup(t, func(c *scheduler.Config) { c.Tasks = rec; c.PageSlots = 2 })
+	key, g := newGate(t, 3) // every call waits until the gate opens
+	for _, id := range []string{"x", "y", "z"} {
+		b.addSchedule(t, schedule.Schedule{ID: id, Cron: "* * * * *", Overlap: schedule.OverlapAllow, Target: gateTarget(key)})
+	}
+	b.clock.Set(t0.Add(time.Minute + time.Second))
+	b.tick(t)
+	if len(got) != 1 || len(got[0].Page) != 3 {
+		t.Fatalf("tasks %+v, want one page of three", got)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := b.eng.Execute(context.Background(), got[0], nil); done <- err }()
+	g.waitStarted(t)
+	g.waitStarted(t)
+	select {
+	case n := <-g.started:
+		t.Errorf("call %d started with both slots taken", n)
+	case <-time.After(500 * time.Millisecond):
+	}
+	g.open()
+	if err := <-done; err != nil || g.calls.Load() != 3 {
+		t.Errorf("page: %v, %d calls; want all three executed once the slots freed", err, g.calls.Load())
+	}
+}
