@@ -58,6 +58,11 @@ type costOptions struct {
 	// phase: Run concurrency, the shortest history.keep, log_level=warn.
 	CheapConcurrency int
 	CheapRetention   time.Duration
+	// CheapPartitions is decider_partitions at the cheapest settings: 0,
+	// one tick lease and no partition tasks, which is what a deployment
+	// that one decider keeps up with (docs/deploy.md, "Sizing") needs.
+	// The allow phase runs on a stack of its own with it.
+	CheapPartitions int
 	// LeaseStore is where the job leases live (Terraform's
 	// job_lease_store); CompareLeaseStore runs the http phase again on a
 	// second stack with the other store, so both are priced in one run.
@@ -149,6 +154,7 @@ usd_per_million_runs_mix with --mix.`,
 	f.DurationVar(&o.Retention, "retention", o.Retention, "how long finished runs are kept (history_keep)")
 	f.IntVar(&o.CheapConcurrency, "cheap-concurrency", o.CheapConcurrency, "Run concurrency of the cheapest settings")
 	f.DurationVar(&o.CheapRetention, "cheap-retention", o.CheapRetention, "history_keep of the cheapest settings (1h is the least Terraform takes)")
+	f.IntVar(&o.CheapPartitions, "cheap-partitions", o.CheapPartitions, "decider_partitions of the cheapest settings (0: one tick lease, no partition tasks); the allow phase runs on a stack of its own with it")
 	f.StringVar(&o.LeaseStore, "job-lease-store", o.LeaseStore, "where the job leases live, firestore or gcs (Terraform's job_lease_store)")
 	f.BoolVar(&o.CompareLeaseStore, "compare-lease-store", o.CompareLeaseStore, "run the http phase again on a second stack with the other job-lease store")
 	f.BoolVar(&short, "short", false, "a few seconds: 4 schedules, 3 fires, no mix (make test)")
@@ -243,6 +249,9 @@ func (p phaseCounts) perRun(set settings, tick *phaseCounts, perTick int) cost.P
 
 type costReport struct {
 	tick, http, allow, mix *phaseCounts
+	// cheapTick is the tick of the allow phase's stack, at the cheapest
+	// settings' partitions.
+	cheapTick *phaseCounts
 	// otherStore is the http phase with the other job-lease store
 	// (costOptions.CompareLeaseStore), on a stack of its own.
 	otherStore *phaseCounts
@@ -270,9 +279,9 @@ func cpuTime() time.Duration {
 
 // costStack starts the local stack a bench phase runs on, logging into
 // logs, with the job leases in leaseStore; stop closes it.
-func costStack(ctx context.Context, o costOptions, logs *countingWriter, leaseStore string) (st *stack.Stack, stop func(), err error) {
+func costStack(ctx context.Context, o costOptions, logs *countingWriter, leaseStore string, partitions int) (st *stack.Stack, stop func(), err error) {
 	st, err = stack.Start(ctx, stack.Config{Addr: "127.0.0.1:0", Tick: o.Tick, Logger: logging.New(logs, "info"),
-		GPUWorkers: 1, NotifyBackoff: 100 * time.Millisecond, JobLeaseStore: leaseStore, Partitions: o.Partitions})
+		GPUWorkers: 1, NotifyBackoff: 100 * time.Millisecond, JobLeaseStore: leaseStore, Partitions: partitions})
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench cost: %w", err)
 	}
@@ -290,7 +299,7 @@ func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 		return nil, err
 	}
 	defer target.close(ctx)
-	st, stop, err := costStack(ctx, o, logs, o.LeaseStore)
+	st, stop, err := costStack(ctx, o, logs, o.LeaseStore, o.Partitions)
 	if err != nil {
 		return nil, err
 	}
@@ -314,31 +323,42 @@ func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 	if rep.http, err = b.phase(ctx, "http", scheds, 0, true); err != nil {
 		return nil, err
 	}
-	// The same runs with overlap allow, which holds no job lease: priced
-	// at the cheapest documented settings.
-	scheds = scheds[:0]
-	for i := range o.Schedules {
-		scheds = append(scheds, httpSchedule(fmt.Sprintf("cost-allow-%d", i), o, target.ok, map[string]any{"overlap": "allow"}))
-	}
-	if rep.allow, err = b.phase(ctx, "allow", scheds, 0, true); err != nil {
-		return nil, err
-	}
 	if o.Mix {
 		if rep.mix, err = b.phase(ctx, "mix", mixSchedules(o, target), 0, false); err != nil {
 			return nil, err
 		}
+	}
+	// The same runs with overlap allow, which holds no job lease, on a
+	// stack with the cheapest settings' partitions (its own tick
+	// measured first): priced at the cheapest documented settings. One
+	// stack at a time, as below.
+	stop()
+	stopped = true
+	clogs := &countingWriter{}
+	cst, cstop, err := costStack(ctx, o, clogs, o.LeaseStore, o.CheapPartitions)
+	if err != nil {
+		return nil, err
+	}
+	cb := &costBench{fires: o.Fires, every: o.Every, st: cst, logs: clogs, db: stack.DefaultDatabase, client: b.client}
+	rep.cheapTick, err = cb.phase(ctx, "tick", nil, 5*o.Tick, false)
+	if err == nil {
+		scheds = scheds[:0]
+		for i := range o.Schedules {
+			scheds = append(scheds, httpSchedule(fmt.Sprintf("cost-allow-%d", i), o, target.ok, map[string]any{"overlap": "allow"}))
+		}
+		rep.allow, err = cb.phase(ctx, "allow", scheds, 0, true)
+	}
+	cstop()
+	if err != nil {
+		return nil, err
 	}
 	if o.CompareLeaseStore {
 		// The same http runs with the job leases in the other store, on
 		// a fresh stack: a store is fixed for a deployment's lifetime
 		// but for a switch, so it is not switched under a running one.
 		other := otherLeaseStore(o.LeaseStore)
-		// One stack at a time: the first would load the machine (its
-		// tick) and slow the second's runs.
-		stop()
-		stopped = true
 		ologs := &countingWriter{}
-		ost, ostop, err := costStack(ctx, o, ologs, other)
+		ost, ostop, err := costStack(ctx, o, ologs, other, o.Partitions)
 		if err != nil {
 			return nil, err
 		}
@@ -475,7 +495,7 @@ func (b *costBench) phase(ctx context.Context, name string, scheds []schedBody, 
 				break
 			}
 			if time.Now().After(deadline) {
-				return nil, fmt.Errorf("bench cost: %s: runs still going after the deadline", name)
+				return nil, fmt.Errorf("bench cost: %s: runs still going after the deadline: %s", name, b.going(ctx))
 			}
 			if err := clock.Sleep(ctx, 500*time.Millisecond); err != nil {
 				return nil, err
@@ -626,6 +646,22 @@ func (b *costBench) warmUp(ctx context.Context, scheds []schedBody) error {
 	}
 }
 
+// going lists up to ten runs still pending or running, for the error of a
+// phase that does not end.
+func (b *costBench) going(ctx context.Context) string {
+	var out []string
+	for _, stt := range []schedule.RunStatus{schedule.RunPending, schedule.RunRunning} {
+		page, _, err := b.st.Deps.Store.Catalog().ListAllRuns(ctx, store.RunFilter{Status: stt}, 5, "")
+		if err != nil {
+			return err.Error()
+		}
+		for _, r := range page {
+			out = append(out, fmt.Sprintf("%s %s (created %s, attempt %d)", r.ID, r.Status, r.CreatedAt.Format(time.TimeOnly), r.Attempt))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
 func (b *costBench) quiet(ctx context.Context) (bool, error) {
 	for _, stt := range []schedule.RunStatus{schedule.RunPending, schedule.RunRunning} {
 		page, _, err := b.st.Deps.Store.Catalog().ListAllRuns(ctx, store.RunFilter{Status: stt}, 1, "")
@@ -739,8 +775,8 @@ func (r *costReport) print(w io.Writer, o costOptions) {
 		fmt.Fprintf(w, "http at Run concurrency %d: compute %.2f, total $%.2f per million runs\n", c, partOf(bill, "compute"), cost.Total(bill))
 		kv = append(kv, fmt.Sprintf("usd_per_million_runs_c%d=%.2f", c, cost.Total(bill)))
 	}
-	cp := r.allow.perRun(cheap, t, o.PerTick)
-	r.printPhase(w, r.allow, cp, cheap, fmt.Sprintf("overlap allow (no job lease), Run concurrency %d, runs kept %s, log_level=warn: the cheapest documented settings", o.CheapConcurrency, o.CheapRetention))
+	cp := r.allow.perRun(cheap, r.cheapTick, o.PerTick)
+	r.printPhase(w, r.allow, cp, cheap, fmt.Sprintf("overlap allow (no job lease), Run concurrency %d, runs kept %s, log_level=warn, decider_partitions %d: the cheapest documented settings", o.CheapConcurrency, o.CheapRetention, o.CheapPartitions))
 	cheapest := cost.Total(cost.Bill(cp, cheap.compute))
 	kv = append(kv, fmt.Sprintf("usd_per_million_runs_cheapest=%.2f", cheapest))
 	if r.mix != nil {
