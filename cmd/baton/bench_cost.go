@@ -104,12 +104,15 @@ Cloud Tasks emulators, the functions on a real HTTP server, the tick every
               time any request was in flight above it)
   logging     bytes the stack logged at INFO, as the functions do
 
-Phases: the tick alone (its fixed cost, shared among --per-tick runs);
-then --schedules http schedules with Terraform's defaults (buffer_one, no
+Phases: the tick alone (its fixed cost, shared among --per-tick runs),
+partitioned as Terraform's decider_partitions (--partitions, 8); then
+--schedules http schedules with Terraform's defaults (buffer_one, no
 retries, no notifications; the target answers 200 at once), each firing
 --fires times every --every; then, with --mix, a mix: http runs that fail
 and are retried, builtin sleeps under skip, buffer_one and allow, a
-notifying schedule and a GPU job. Prices (shared/cost/prices.go, each with
+notifying schedule and a GPU job; then, on a stack of its own at
+--cheap-partitions (0) with its own tick phase, the http runs with
+overlap allow, priced at the cheapest documented settings. Prices (shared/cost/prices.go, each with
 its page and the date read) turn the counts into USD per million runs by
 part, at the Run function's Terraform shape and at --concurrency. The
 managed schedulers are priced the same way, for a schedule firing every
