@@ -359,7 +359,7 @@ func (m *memTasks) Dispatch(ctx context.Context, t scheduler.Task) error {
 	defer m.mu.Unlock()
 	if !m.names[t.Name] {
 		m.names[t.Name] = true
-		m.runs += len(t.Runs)
+		m.runs += len(t.RunIDs())
 	}
 	m.last = time.Now()
 	return nil

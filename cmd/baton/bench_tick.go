@@ -374,6 +374,9 @@ type timedDispatcher struct {
 	first, last time.Time
 	busy        time.Duration
 	n           int
+	// created counts the tasks the queue took (a page carries the runs
+	// of up to 100 schedules).
+	created int
 }
 
 // Dispatch passes t on and records when it started and ended.
@@ -391,6 +394,9 @@ func (d *timedDispatcher) Dispatch(ctx context.Context, t scheduler.Task) error 
 	}
 	d.busy += end.Sub(start)
 	d.n++
+	if err == nil {
+		d.created++
+	}
 	return err
 }
 
@@ -584,14 +590,14 @@ func (b *tickBench) timeHandOff(ctx context.Context, n int, now time.Time, targe
 		return r, nil
 	}
 
-	// One task per schedule (none is allow), each with one run; an enqueue
+	// The tasks the queue took (pages of the schedules' runs); an enqueue
 	// that failed is reported, not waited for (the sweep would recover its
-	// run after the reservation). A task is done when a delivery answered
+	// runs after the reservation). A task is done when a delivery answered
 	// 2xx, or when its last attempt failed and the queue dropped it.
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	var last time.Time
-	for done := map[string]bool{}; len(done) < sum.Enqueued; {
+	for done := map[string]bool{}; len(done) < td.created; {
 		as, err := ts.WaitAttempts(wctx, r.attempts+1)
 		if err != nil {
 			return nil, fmt.Errorf("bench tick: hand-off: %d of %d tasks done: %w", len(done), sum.Enqueued, err)
