@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -356,14 +355,7 @@ func TestRunDoesNotExecuteAPausedSchedule(t *testing.T) {
 // delivered before the one it follows is done waits (ErrRetryTask).
 func TestBigBatchIsChainedChunks(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var got []scheduler.Task
-	rec := dispatchFunc(func(_ context.Context, task scheduler.Task) error {
-		mu.Lock()
-		got = append(got, task)
-		mu.Unlock()
-		return nil
-	})
+	rec := &recDispatcher{}
 	b := setup(t, func(c *scheduler.Config) { c.Tasks = rec })
 	key, g := newGate(t, 0)
 	b.addSchedule(t, schedule.Schedule{ID: "big", Cron: "* * * * *", Catchup: schedule.CatchupAll, MaxCatchup: 120,
@@ -372,6 +364,7 @@ func TestBigBatchIsChainedChunks(t *testing.T) {
 	if sum := b.tick(t); sum.Enqueued <= scheduler.MaxTaskRuns {
 		t.Fatalf("tick: %+v, want a batch longer than one task", sum)
 	}
+	got := rec.all()
 	if len(got) != 2 {
 		t.Fatalf("%d tasks, want 2 chunks", len(got))
 	}

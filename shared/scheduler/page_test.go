@@ -170,14 +170,7 @@ func TestTickSharesOneTaskAcrossSchedules(t *testing.T) {
 // twice.
 func TestPageRetriesOnlyWhatIsPending(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var got []scheduler.Task
-	rec := dispatchFunc(func(_ context.Context, task scheduler.Task) error {
-		mu.Lock()
-		got = append(got, task)
-		mu.Unlock()
-		return nil
-	})
+	rec := &recDispatcher{}
 	b := setup(t, func(c *scheduler.Config) { c.Tasks = rec; c.TaskRuns = 1 })
 	bigKey, big := newGate(t, 0)
 	oneKey, one := newGate(t, 0)
@@ -186,6 +179,7 @@ func TestPageRetriesOnlyWhatIsPending(t *testing.T) {
 	b.addSchedule(t, schedule.Schedule{ID: "one", Cron: "0 * * * *", Target: gateTarget(oneKey)})
 	b.clock.Set(t0.Add(121*time.Minute + time.Second))
 	b.tick(t)
+	got := rec.all()
 	var first, second, single scheduler.Task
 	for _, task := range got {
 		switch {
@@ -222,14 +216,7 @@ func TestPageRetriesOnlyWhatIsPending(t *testing.T) {
 // decide their schedules separately, and their runs still share one task.
 func TestPartitionSharesTasksAcrossShards(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var got []scheduler.Task
-	rec := dispatchFunc(func(_ context.Context, task scheduler.Task) error {
-		mu.Lock()
-		got = append(got, task)
-		mu.Unlock()
-		return nil
-	})
+	rec := &recDispatcher{}
 	b := setup(t, func(c *scheduler.Config) { c.Tasks = rec })
 	shards := map[int]bool{}
 	for i := range 12 {
@@ -246,6 +233,7 @@ func TestPartitionSharesTasksAcrossShards(t *testing.T) {
 	if err != nil || sum.Enqueued != 12 {
 		t.Fatalf("partition: %+v, %v; want 12 runs enqueued", sum, err)
 	}
+	got := rec.all()
 	if len(got) != 1 || len(got[0].RunIDs()) != 12 {
 		t.Errorf("%d tasks for 12 runs in %d shards, want one", len(got), len(shards))
 	}
@@ -256,14 +244,7 @@ func TestPartitionSharesTasksAcrossShards(t *testing.T) {
 // and then run.
 func TestPageSlotsBoundTheEntries(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var got []scheduler.Task
-	rec := dispatchFunc(func(_ context.Context, task scheduler.Task) error {
-		mu.Lock()
-		got = append(got, task)
-		mu.Unlock()
-		return nil
-	})
+	rec := &recDispatcher{}
 	b := setup(t, func(c *scheduler.Config) { c.Tasks = rec; c.PageSlots = 2 })
 	key, g := newGate(t, 3) // every call waits until the gate opens
 	for _, id := range []string{"x", "y", "z"} {
@@ -271,6 +252,7 @@ func TestPageSlotsBoundTheEntries(t *testing.T) {
 	}
 	b.clock.Set(t0.Add(time.Minute + time.Second))
 	b.tick(t)
+	got := rec.all()
 	if len(got) != 1 || len(got[0].Page) != 3 {
 		t.Fatalf("tasks %+v, want one page of three", got)
 	}
