@@ -55,6 +55,9 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 		// Partitioned deciding (BATON_DECIDE_CONCURRENCY,
 		// BATON_SHARD_CONCURRENCY); 0 is the engine's default.
 		DecideConcurrency: d.DecideConcurrency, ShardConcurrency: d.ShardConcurrency,
+		// Few busy shards are decided by the coordinating tick itself
+		// (BATON_INLINE_SHARDS).
+		InlineShards: d.InlineShards,
 		// Runs of several schedules share a task up to BATON_TASK_RUNS.
 		TaskRuns: d.TaskRuns,
 		Metrics:  d.Metrics,

@@ -134,6 +134,9 @@ type Deps struct {
 	// (BATON_DECIDE_CONCURRENCY, BATON_SHARD_CONCURRENCY); 0 means its
 	// defaults.
 	DecideConcurrency, ShardConcurrency int
+	// InlineShards is the engine's (BATON_INLINE_SHARDS): how many busy
+	// decider shards a coordinating tick decides itself; 0 never.
+	InlineShards int
 	// TaskRuns is the engine's (BATON_TASK_RUNS): the runs one Run task
 	// of several schedules carries.
 	TaskRuns int
@@ -435,7 +438,7 @@ func Mux(d *Deps) (*http.ServeMux, error) {
 // and the partition task queue, opened once on the first coordinating
 // tick (it needs Tick's own URL).
 func partitionsFromEnv(ctx context.Context, d *Deps) error {
-	ints := map[string]*int{config.EnvPartitions: &d.Partitions, config.EnvDecideConcurrency: &d.DecideConcurrency, config.EnvShardConcurrency: &d.ShardConcurrency}
+	ints := map[string]*int{config.EnvPartitions: &d.Partitions, config.EnvDecideConcurrency: &d.DecideConcurrency, config.EnvShardConcurrency: &d.ShardConcurrency, config.EnvInlineShards: &d.InlineShards}
 	for name, dst := range ints {
 		n, err := strconv.Atoi(config.Get(name))
 		if err != nil || n < 0 {
@@ -453,6 +456,9 @@ func partitionsFromEnv(ctx context.Context, d *Deps) error {
 		return fmt.Errorf("functions: %s=%q: want 1 to %d", config.EnvDeciderShards, config.Get(config.EnvDeciderShards), schedule.MaxDeciderShards)
 	}
 	schedule.SetDeciderShards(v)
+	if d.InlineShards > v {
+		return fmt.Errorf("functions: %s=%d: at most %s (%d)", config.EnvInlineShards, d.InlineShards, config.EnvDeciderShards, v)
+	}
 	if d.Partitions > v {
 		return fmt.Errorf("functions: %s=%d: at most %s (%d)", config.EnvPartitions, d.Partitions, config.EnvDeciderShards, v)
 	}

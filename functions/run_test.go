@@ -65,3 +65,23 @@ func TestFromEnvRefusesBadTaskRuns(t *testing.T) {
 		t.Errorf("BATON_TASK_RUNS=7: %v, TaskRuns %d", err, d.TaskRuns)
 	}
 }
+
+// TestFromEnvReadsInlineShards: BATON_INLINE_SHARDS is 0 to V, 16 when
+// unset, and reaches the engine's config through Deps.
+func TestFromEnvReadsInlineShards(t *testing.T) {
+	t.Setenv("BATON_MONGO_URI", "")
+	t.Setenv("BATON_BUCKET", "")
+	if d, err := FromEnv(t.Context()); err != nil || d.InlineShards != 16 {
+		t.Errorf("unset: %v, InlineShards %d; want 16", err, d.InlineShards)
+	}
+	for _, bad := range []string{"-1", "65", "few"} {
+		t.Setenv("BATON_INLINE_SHARDS", bad)
+		if _, err := FromEnv(t.Context()); err == nil || !strings.Contains(err.Error(), "BATON_INLINE_SHARDS") {
+			t.Errorf("BATON_INLINE_SHARDS=%s: FromEnv = %v, want an error naming the variable", bad, err)
+		}
+	}
+	t.Setenv("BATON_INLINE_SHARDS", "0")
+	if d, err := FromEnv(t.Context()); err != nil || d.InlineShards != 0 {
+		t.Errorf("BATON_INLINE_SHARDS=0: %v, InlineShards %d", err, d.InlineShards)
+	}
+}

@@ -48,6 +48,10 @@ type costOptions struct {
 	// creates P partition tasks, each deciding its decider shards under
 	// their leases. 0 decides in the tick under one lease.
 	Partitions int
+	// InlineShards is BATON_INLINE_SHARDS on the partitioned stacks: a
+	// coordinating tick with at most this many busy decider shards
+	// decides them itself; 0 always creates the partition tasks.
+	InlineShards int
 	// Compute is the Run function's shape; Concurrencies the concurrency
 	// levels the compute part is priced at besides Compute's own.
 	Compute       cost.Compute
@@ -79,7 +83,7 @@ func otherLeaseStore(s string) string {
 }
 
 func defaultCostOptions() costOptions {
-	return costOptions{Schedules: 10, Fires: 10, Every: 2 * time.Second, Tick: time.Second, Mix: true, PerTick: 100, Partitions: 8,
+	return costOptions{Schedules: 10, Fires: 10, Every: 2 * time.Second, Tick: time.Second, Mix: true, PerTick: 100, Partitions: 8, InlineShards: 16,
 		Compute: cost.DefaultCompute, Concurrencies: []int{80}, Retention: cost.DefaultRetention,
 		CheapConcurrency: 80, CheapRetention: time.Hour,
 		LeaseStore: config.JobLeaseStoreFirestore, CompareLeaseStore: true}
@@ -125,8 +129,8 @@ usd_per_million_runs_mix with --mix.`,
 			if short {
 				o.Schedules, o.Fires, o.Mix = 4, 3, false
 			}
-			if o.Schedules < 1 || o.Fires < 1 || o.Every < time.Second || o.Tick < 100*time.Millisecond || o.PerTick < 1 || o.Partitions < 0 || o.Partitions > schedule.DeciderShards() {
-				return usageError("bench cost: want --schedules ≥ 1, --fires ≥ 1, --every ≥ 1s, --tick ≥ 100ms, --per-tick ≥ 1, --partitions 0 to %d", schedule.DeciderShards())
+			if o.Schedules < 1 || o.Fires < 1 || o.Every < time.Second || o.Tick < 100*time.Millisecond || o.PerTick < 1 || o.Partitions < 0 || o.Partitions > schedule.DeciderShards() || o.InlineShards < 0 || o.InlineShards > schedule.DeciderShards() {
+				return usageError("bench cost: want --schedules ≥ 1, --fires ≥ 1, --every ≥ 1s, --tick ≥ 100ms, --per-tick ≥ 1, --partitions and --inline-shards 0 to %d", schedule.DeciderShards())
 			}
 			if o.LeaseStore != config.JobLeaseStoreGCS && o.LeaseStore != config.JobLeaseStoreFirestore {
 				return usageError("bench cost: --job-lease-store must be %s or %s, not %q", config.JobLeaseStoreFirestore, config.JobLeaseStoreGCS, o.LeaseStore)
@@ -150,6 +154,7 @@ usd_per_million_runs_mix with --mix.`,
 	f.BoolVar(&o.Mix, "mix", o.Mix, "also run the mix of every kind of schedule")
 	f.IntVar(&o.PerTick, "per-tick", o.PerTick, "runs one production tick decides, sharing the tick's own cost")
 	f.IntVar(&o.Partitions, "partitions", o.Partitions, "P, the partitions of a tick (Terraform's decider_partitions, 8 by default); 0 decides in the tick itself")
+	f.IntVar(&o.InlineShards, "inline-shards", o.InlineShards, "BATON_INLINE_SHARDS of the partitioned stacks (16, the default): a coordinating tick with at most this many busy decider shards decides them itself; 0 always creates the partition tasks")
 	f.Float64Var(&o.Compute.VCPU, "vcpu", o.Compute.VCPU, "vCPU of a Run instance (Terraform: 512Mi gets 0.333)")
 	f.Float64Var(&o.Compute.MemoryGiB, "memory-gib", o.Compute.MemoryGiB, "memory of a Run instance, GiB")
 	f.IntVar(&o.Compute.Concurrency, "run-concurrency", o.Compute.Concurrency, "requests one Run instance serves at once (the headline)")
@@ -284,7 +289,7 @@ func cpuTime() time.Duration {
 // logs, with the job leases in leaseStore; stop closes it.
 func costStack(ctx context.Context, o costOptions, logs *countingWriter, leaseStore string, partitions int) (st *stack.Stack, stop func(), err error) {
 	st, err = stack.Start(ctx, stack.Config{Addr: "127.0.0.1:0", Tick: o.Tick, Logger: logging.New(logs, "info"),
-		GPUWorkers: 1, NotifyBackoff: 100 * time.Millisecond, JobLeaseStore: leaseStore, Partitions: partitions})
+		GPUWorkers: 1, NotifyBackoff: 100 * time.Millisecond, JobLeaseStore: leaseStore, Partitions: partitions, InlineShards: &o.InlineShards})
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench cost: %w", err)
 	}
@@ -749,8 +754,8 @@ func (r *costReport) print(w io.Writer, o costOptions) {
 		cost.PricesRead, o.Compute.VCPU, o.Compute.MemoryGiB, o.Compute.Concurrency, o.Retention, o.PerTick)
 	if t.ticks > 0 {
 		n := float64(t.ticks)
-		fmt.Fprintf(w, "tick (fixed, per tick, %d ticks, %d partitions): %.2f read units, %.2f write units, %.2f Class A, %.2f Class B, %.2f partition task ops, %.2f partition requests, %.0f log bytes\n",
-			t.ticks, o.Partitions, float64(t.readUnits)/n, float64(t.writeUnits)/n, float64(t.classA)/n, float64(t.classB)/n,
+		fmt.Fprintf(w, "tick (fixed, per tick, %d ticks, %d partitions, inline up to %d busy shards): %.2f read units, %.2f write units, %.2f Class A, %.2f Class B, %.2f partition task ops, %.2f partition requests, %.0f log bytes\n",
+			t.ticks, o.Partitions, o.InlineShards, float64(t.readUnits)/n, float64(t.writeUnits)/n, float64(t.classA)/n, float64(t.classB)/n,
 			float64(t.partCreates+int64(len(t.partReqs)))/n, float64(len(t.partReqs))/n, float64(t.logBytes)/n)
 	}
 	head := r.http.perRun(def, t, o.PerTick)

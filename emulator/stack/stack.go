@@ -141,6 +141,10 @@ type Config struct {
 	// Cloud Tasks emulator's TickQueue back to /Tick, the path a
 	// partitioned deployment takes; 0 decides in the tick itself.
 	Partitions int
+	// InlineShards is BATON_INLINE_SHARDS of the local Tick when
+	// Partitions is set: a coordinating tick with at most this many busy
+	// decider shards decides them itself; nil reads the variable.
+	InlineShards *int
 	// JobLeaseStore is where the job leases live, "gcs" or "firestore"
 	// (baton local --job-lease-store); "" means BATON_JOB_LEASE_STORE.
 	JobLeaseStore string
@@ -475,6 +479,17 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		}
 		s.tickQueue = pq
 		deps.Partitions = cfg.Partitions
+		// As the cloud's Tick reads it: few busy shards are decided by
+		// the coordinating tick itself.
+		inline, err := strconv.Atoi(config.Get(config.EnvInlineShards))
+		if cfg.InlineShards != nil {
+			inline, err = *cfg.InlineShards, nil
+		}
+		if err != nil || inline < 0 || inline > schedule.DeciderShards() {
+			_ = ln.Close()
+			return nil, fmt.Errorf("stack: %s=%q: want 0 to %d", config.EnvInlineShards, config.Get(config.EnvInlineShards), schedule.DeciderShards())
+		}
+		deps.InlineShards = inline
 		deps.PartitionQueue = func(string) (baton.PartitionDispatcher, error) { return pq, nil }
 	}
 	mux, err := functions.Mux(deps)

@@ -107,6 +107,9 @@ const (
 	EnvDeciderShards     = "BATON_DECIDER_SHARDS"
 	EnvDecideConcurrency = "BATON_DECIDE_CONCURRENCY"
 	EnvShardConcurrency  = "BATON_SHARD_CONCURRENCY"
+	// EnvInlineShards lets a coordinating tick decide few busy shards
+	// itself (scheduler.Config.InlineShards).
+	EnvInlineShards = "BATON_INLINE_SHARDS"
 	// EnvTaskRuns bounds the runs of one Run task that several schedules
 	// share (issue 29).
 	EnvTaskRuns = "BATON_TASK_RUNS"
@@ -180,6 +183,7 @@ var Vars = []Var{
 	{EnvDeciderShards, []string{FnTick, FnSchedules, FnRun, CLI}, "64", "V, the virtual decider shards: each schedule's shard is FNV-1a 32 of its id mod V, stored as `vshard`. Fixed per deployment: changing it is an offline migration (docs/scheduler.md). 1 to 4096."},
 	{EnvDecideConcurrency, []string{FnTick, CLI}, "32", "Schedules one decider (a tick, or one decider shard of a partition) decides at once; sized for Firestore's 10 to 50 ms a write (docs/scheduler.md)."},
 	{EnvShardConcurrency, []string{FnTick}, "4", "Decider shards one partition decides at once."},
+	{EnvInlineShards, []string{FnTick}, "16", "With `BATON_PARTITIONS` set, the coordinating tick first looks at every decider shard for one due schedule (a read unit each); when at most this many have something due, it decides them itself, each under its own lease, and creates no partition task, so that a quiet minute's runs share Run tasks (docs/cost.md). 0 always creates the partition tasks. 0 to `BATON_DECIDER_SHARDS`."},
 	{EnvTaskRuns, []string{FnTick}, "100", "Runs one Run task carries: the runs a tick (or a partition) hands off at once share tasks of up to this many, across schedules, and with them Cloud Tasks' create and delivery and Cloud Run's request fee (docs/cost.md). Each runs as if it had its own task. 1 gives every schedule its own task. 1 to 100."},
 	{EnvSubMinute, []string{FnSchedules}, "false", "`true` when something ticks at second granularity (`baton daemon`, deployed by Terraform with `daemon_image`). Otherwise a seconds-level cron is refused with 400 instead of being fired once a minute."},
 }

@@ -140,6 +140,16 @@ type Config struct {
 	// ShardConcurrency bounds the decider shards one partition decides at
 	// once; default DefaultShardConcurrency (BATON_SHARD_CONCURRENCY).
 	ShardConcurrency int
+	// InlineShards lets a coordinating tick decide in its own request,
+	// creating no partition task, when at most this many decider shards
+	// have something due (Coordinate). 0 never does: every coordinating
+	// tick creates its partition tasks (BATON_INLINE_SHARDS, 16 in the
+	// functions). A partition task costs a Cloud Tasks create and
+	// delivery and a request, and the runs it decides share Run tasks
+	// only with its own shards' runs: a small deployment's minute of ten
+	// runs over eight partitions paid about one Run task a run
+	// (docs/cost.md). Deciding few shards is little work for one request.
+	InlineShards int
 	// Partitions creates the partition tasks of a coordinating tick
 	// (Coordinate); nil makes Coordinate decide every partition in this
 	// process, one after another (tests, and baton local without a

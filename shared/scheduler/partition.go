@@ -115,8 +115,17 @@ type CoordinateSummary struct {
 	// name counts: a duplicated tick's).
 	Created int `json:"created"`
 	// Inline holds the partitions' summaries when there is no
-	// PartitionDispatcher and the coordinator decided them itself.
+	// PartitionDispatcher and the coordinator decided them itself, or the
+	// one summary of its inline decide (Config.InlineShards).
 	Inline []*Summary `json:"inline,omitempty"`
+	// BusyShards is how many decider shards had something due when the
+	// coordinator looked (Config.InlineShards); nil when it did not look.
+	// Past InlineShards it stops counting, at InlineShards+1 or a little
+	// more.
+	BusyShards *int `json:"busyShards,omitempty"`
+	// InlineError is why an inline decide failed, after which the
+	// coordinator created the partition tasks after all.
+	InlineError string `json:"inlineError,omitempty"`
 	// Took is the wall time.
 	Took string `json:"took"`
 }
@@ -125,9 +134,20 @@ type CoordinateSummary struct {
 // creates the n partition tasks of scheduleTime (a zero one is now,
 // truncated to the minute, so that repeated manual calls in one minute
 // dedupe too), whose deliveries call TickPartition. Without a
-// PartitionDispatcher it runs them itself, one after another. It decides
-// nothing and holds no lease, so a duplicated or slow coordinator costs n
-// task creations, never a decision.
+// PartitionDispatcher it runs them itself, one after another. It holds no
+// lease, so a duplicated or slow coordinator costs n task creations, never
+// a decision twice.
+//
+// With Config.InlineShards it first looks at every decider shard for one
+// due schedule (a read unit each, as a partition would), and when at most
+// InlineShards have something due it decides them itself, as the one
+// partition of one (TickPartition(0, 1): each busy shard under its own
+// lease, the sweeps of every shard), and creates no partition task: the
+// runs of the whole minute then share Run tasks. Exclusion stays per shard,
+// so an inline decide may overlap a partition task of an earlier tick, or a
+// duplicated coordinator's, as two partitions of different P may. If the
+// inline decide fails, the coordinator creates the partition tasks after
+// all: they decide what is still due, with Cloud Tasks' redelivery.
 func (e *Engine) Coordinate(ctx context.Context, scheduleTime time.Time, n int) (*CoordinateSummary, error) {
 	return e.CoordinateVia(ctx, e.cfg.Partitions, scheduleTime, n)
 }
@@ -145,6 +165,22 @@ func (e *Engine) CoordinateVia(ctx context.Context, d PartitionDispatcher, sched
 	}
 	sum := &CoordinateSummary{Status: "ok", ScheduleTime: scheduleTime.UTC(), Partitions: n}
 	e.backfillOnce(ctx)
+	if d != nil && e.cfg.InlineShards > 0 {
+		now := e.now().UTC()
+		quiet, busy := e.lookShards(ctx, now, e.cfg.InlineShards)
+		sum.BusyShards = &busy
+		if busy <= e.cfg.InlineShards {
+			s, err := e.tickPartition(ctx, scheduleTime, 0, 1, now, quiet)
+			if err == nil {
+				sum.Inline = []*Summary{s}
+				sum.Took = time.Since(start).String()
+				e.log.Info("coordinate", "summary", sum)
+				return sum, nil
+			}
+			sum.InlineError = err.Error()
+			e.log.Warn("inline decide failed; creating the partition tasks", "err", err)
+		}
+	}
 	if d == nil {
 		for p := range n {
 			s, err := e.TickPartition(ctx, scheduleTime, p, n)
@@ -233,13 +269,52 @@ func (e *Engine) backfillOnce(ctx context.Context) {
 // caller answers 500 so that Cloud Tasks redelivers the partition, whose
 // second delivery decides what is still due.
 func (e *Engine) TickPartition(ctx context.Context, scheduleTime time.Time, p, n int) (*Summary, error) {
-	start := time.Now()
 	if err := CheckPartition(p, n); err != nil {
 		return nil, fmt.Errorf("scheduler: tick partition: %w", err)
 	}
+	return e.tickPartition(ctx, scheduleTime, p, n, e.now().UTC(), nil)
+}
+
+// lookConcurrency bounds the coordinator's looks at the decider shards.
+const lookConcurrency = 16
+
+// lookShards looks at every decider shard for one schedule due at now
+// (shardQuiet), and reports which are quiet and how many are busy. Once
+// more than limit are busy the rest are not looked at (the partitions
+// will look), so busy stops a little past limit and quiet is partial.
+func (e *Engine) lookShards(ctx context.Context, now time.Time, limit int) (quiet []bool, busy int) {
+	quiet = make([]bool, schedule.DeciderShards())
+	var (
+		wg    sync.WaitGroup
+		nBusy atomic.Int64
+		sem   = make(chan struct{}, lookConcurrency)
+	)
+	for v := range quiet {
+		if nBusy.Load() > int64(limit) {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if e.shardQuiet(ctx, v, now) {
+				quiet[v] = true
+			} else {
+				nBusy.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return quiet, int(nBusy.Load())
+}
+
+// tickPartition is TickPartition deciding at now; quiet, when not nil,
+// is the coordinator's look (lookShards) at now, which it does not repeat.
+func (e *Engine) tickPartition(ctx context.Context, scheduleTime time.Time, p, n int, now time.Time, quiet []bool) (*Summary, error) {
+	start := time.Now()
 	read0, sched0 := e.readMeter()
 	part := p
-	sum := &Summary{Status: "ok", Now: e.now().UTC(), Holder: e.cfg.Leases.Holder(), Partition: &part, Partitions: n}
+	sum := &Summary{Status: "ok", Now: now, Holder: e.cfg.Leases.Holder(), Partition: &part, Partitions: n}
 	if !scheduleTime.IsZero() {
 		st := scheduleTime.UTC()
 		sum.ScheduleTime = &st
@@ -248,7 +323,7 @@ func (e *Engine) TickPartition(ctx context.Context, scheduleTime time.Time, p, n
 		c                counters
 		handing          sync.WaitGroup
 		decided, skipped atomic.Int64
-		quiet            atomic.Int64
+		nQuiet           atomic.Int64
 		errMu            sync.Mutex
 		errs             []error
 		sem              = make(chan struct{}, e.cfg.ShardConcurrency)
@@ -298,8 +373,8 @@ func (e *Engine) TickPartition(ctx context.Context, scheduleTime time.Time, p, n
 		shards.Add(1)
 		go func() {
 			defer func() { <-sem; shards.Done() }()
-			if e.shardQuiet(ctx, v, sum.Now) {
-				quiet.Add(1)
+			if (quiet != nil && quiet[v]) || (quiet == nil && e.shardQuiet(ctx, v, sum.Now)) {
+				nQuiet.Add(1)
 				return
 			}
 			held, err := e.decideShard(ctx, v, sum.Now, &c, emit)
@@ -323,7 +398,7 @@ func (e *Engine) TickPartition(ctx context.Context, scheduleTime time.Time, p, n
 	if len(execWork) > 0 {
 		e.execute(ctx, execWork, &c)
 	}
-	sum.ShardsDecided, sum.ShardsSkipped, sum.ShardsQuiet = int(decided.Load()), int(skipped.Load()), int(quiet.Load())
+	sum.ShardsDecided, sum.ShardsSkipped, sum.ShardsQuiet = int(decided.Load()), int(skipped.Load()), int(nQuiet.Load())
 	if len(errs) > 0 {
 		read1, _ := e.readMeter()
 		e.metrics.Tick(ctx, "failed", time.Since(start), read1-read0)
