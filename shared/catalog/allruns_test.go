@@ -140,6 +140,10 @@ func TestAllRunsBadInput(t *testing.T) {
 		{"pageSize=501", "pageSize", "between 1 and 500"},
 		{"pageSize=x", "pageSize", "integer"},
 		{"pageToken=junk", "pageToken", "invalid page token"},
+		// A misspelt filter is refused, not ignored (which would list
+		// every run as if filtered).
+		{"scheduleId=s1", "scheduleId", "unknown query parameter"},
+		{"schedule=s1&zeta=1&alpha=2", "alpha", "takes pageSize, pageToken, status, source, schedule, since"},
 		{"status=succeeded&pageSize=2&pageToken=" + page.NextPageToken, "pageToken", "invalid page token"},
 	} {
 		before := b.st.Meter().Total()

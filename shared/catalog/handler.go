@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -311,7 +313,7 @@ func (h *handler) allRuns(w http.ResponseWriter, r *http.Request, rest []string)
 		httpapi.WriteJSON(w, http.StatusOK, run)
 		return nil
 	}
-	o, err := listOptions(r)
+	o, err := listOptions(r, runFilterParams...)
 	if err != nil {
 		return err
 	}
@@ -326,6 +328,9 @@ func (h *handler) allRuns(w http.ResponseWriter, r *http.Request, rest []string)
 	httpapi.WriteJSON(w, http.StatusOK, page)
 	return nil
 }
+
+// runFilterParams are the filters of GET /runs.
+var runFilterParams = []string{"status", "source", "schedule", "since"}
 
 // runFilter reads GET /runs' filters; the service validates their values.
 func runFilter(r *http.Request) (RunFilter, error) {
@@ -399,9 +404,14 @@ func decodePatch(body []byte) (map[string]any, error) {
 	return patch, nil
 }
 
-func listOptions(r *http.Request) (ListOptions, error) {
+// listOptions reads a list's pageSize and pageToken, and refuses a query
+// parameter that is neither those nor one of the list's filters (extra).
+func listOptions(r *http.Request, extra ...string) (ListOptions, error) {
 	q := r.URL.Query()
 	o := ListOptions{PageToken: q.Get("pageToken")}
+	if err := knownParams(q, append([]string{"pageSize", "pageToken"}, extra...)); err != nil {
+		return o, err
+	}
 	if s := q.Get("pageSize"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil {
@@ -415,10 +425,28 @@ func listOptions(r *http.Request) (ListOptions, error) {
 	return o, nil
 }
 
+// knownParams refuses the first (in name order) query parameter not
+// among names, with a 400 naming it: a misspelt filter (scheduleId for
+// schedule) would otherwise be ignored, and the list answer everything as
+// if it were filtered.
+func knownParams(q url.Values, names []string) error {
+	var unknown []string
+	for k := range q {
+		if !slices.Contains(names, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	return httpapi.BadRequest(unknown[0], "unknown query parameter; this list takes %s", strings.Join(names, ", "))
+}
+
 // labelledListOptions reads the list options of a list that filters by
 // labels: labelSelector is comma-separated key=value terms, ANDed.
 func labelledListOptions(r *http.Request) (ListOptions, error) {
-	o, err := listOptions(r)
+	o, err := listOptions(r, "labelSelector")
 	if err != nil {
 		return o, err
 	}

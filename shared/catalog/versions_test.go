@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,6 +147,11 @@ func TestVersionsRecordEveryWrite(t *testing.T) {
 	}
 	if res := b.do(t, http.MethodGet, "/schedules/h/versions?pageSize=0", ""); res.Status != http.StatusBadRequest || res.apiError(t).Field != "pageSize" {
 		t.Errorf("pageSize=0: %d %s, want 400 naming pageSize", res.Status, res.Body)
+	}
+	for _, q := range []string{"/schedules/h/versions?limit=5", "/schedules/h/runs?status=failed", "/schedules?label=team%3Dops", "/calendars?labels=a"} {
+		if res := b.do(t, http.MethodGet, q, ""); res.Status != http.StatusBadRequest || res.apiError(t).Field == "" || !strings.Contains(res.apiError(t).Message, "unknown query parameter") {
+			t.Errorf("GET %s: %d %s, want 400 naming the unknown parameter", q, res.Status, res.Body)
+		}
 	}
 }
 
