@@ -81,6 +81,9 @@ func listLeases(m *lease.Manager, w http.ResponseWriter, r *http.Request) error 
 		return httpapi.MethodNotAllowed(r.Method)
 	}
 	q := r.URL.Query()
+	if err := httpapi.KnownParams(q, []string{"pageSize", "pageToken"}); err != nil {
+		return err
+	}
 	n := DefaultLeasePageSize
 	if s := q.Get("pageSize"); s != "" {
 		v, err := strconv.Atoi(s)

@@ -192,6 +192,7 @@ func TestListLeasesErrors(t *testing.T) {
 		query, field string
 	}{
 		{"pageSize=0", "pageSize"},
+		{"prefix=tick", "prefix"}, // a filter it does not have is refused, not ignored
 		{"pageSize=501", "pageSize"},
 		{"pageSize=two", "pageSize"},
 		{"pageToken=garbage!", "pageToken"},

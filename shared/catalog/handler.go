@@ -6,8 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -409,7 +407,7 @@ func decodePatch(body []byte) (map[string]any, error) {
 func listOptions(r *http.Request, extra ...string) (ListOptions, error) {
 	q := r.URL.Query()
 	o := ListOptions{PageToken: q.Get("pageToken")}
-	if err := knownParams(q, append([]string{"pageSize", "pageToken"}, extra...)); err != nil {
+	if err := httpapi.KnownParams(q, append([]string{"pageSize", "pageToken"}, extra...)); err != nil {
 		return o, err
 	}
 	if s := q.Get("pageSize"); s != "" {
@@ -423,24 +421,6 @@ func listOptions(r *http.Request, extra ...string) (ListOptions, error) {
 		o.PageSize = n
 	}
 	return o, nil
-}
-
-// knownParams refuses the first (in name order) query parameter not
-// among names, with a 400 naming it: a misspelt filter (scheduleId for
-// schedule) would otherwise be ignored, and the list answer everything as
-// if it were filtered.
-func knownParams(q url.Values, names []string) error {
-	var unknown []string
-	for k := range q {
-		if !slices.Contains(names, k) {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) == 0 {
-		return nil
-	}
-	slices.Sort(unknown)
-	return httpapi.BadRequest(unknown[0], "unknown query parameter; this list takes %s", strings.Join(names, ", "))
 }
 
 // labelledListOptions reads the list options of a list that filters by

@@ -166,6 +166,11 @@ func route(d *Dispatcher, w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		q := r.URL.Query()
+		if r.Method == http.MethodGet {
+			if err := httpapi.KnownParams(q, []string{"status", "tenant", "pageSize", "pageToken"}); err != nil {
+				return err
+			}
+		}
 		lq := ListQuery{Status: JobStatus(q.Get("status")), Tenant: q.Get("tenant"), PageToken: q.Get("pageToken")}
 		if s := q.Get("pageSize"); s != "" {
 			n, err := strconv.Atoi(s)

@@ -62,6 +62,8 @@ func TestAPIErrors(t *testing.T) {
 		{"bad id", "POST", "/gpu/jobs", `{"id":"a:b","payload":"x"}`, apiAnswer{400, "invalid_argument", "id"}},
 		{"bad status filter", "GET", "/gpu/jobs?status=done", "", apiAnswer{400, "invalid_argument", "status"}},
 		{"bad page token", "GET", "/gpu/jobs?pageToken=zzz", "", apiAnswer{400, "invalid_argument", "pageToken"}},
+		{"misspelt filter", "GET", "/gpu/jobs?state=queued", "", apiAnswer{400, "invalid_argument", "state"}},
+		{"unknown logs parameter", "GET", "/gpu/jobs/held/logs?tail=10", "", apiAnswer{400, "invalid_argument", "tail"}},
 		{"missing job", "GET", "/gpu/jobs/nope", "", apiAnswer{404, "not_found", ""}},
 		{"heartbeat without slot", "POST", "/gpu/jobs/held:heartbeat", `{"epoch":1}`, apiAnswer{400, "invalid_argument", "slot"}},
 		{"heartbeat stale fence", "POST", "/gpu/jobs/held:heartbeat", `{"slot":"x#0","epoch":7}`, apiAnswer{409, "conflict", ""}},

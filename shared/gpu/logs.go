@@ -91,6 +91,9 @@ func logsRoute(d *Dispatcher, w http.ResponseWriter, r *http.Request, id string)
 		return err
 	}
 	q := r.URL.Query()
+	if err := httpapi.KnownParams(q, []string{"stream", "attempt"}); err != nil {
+		return err
+	}
 	stream := q.Get("stream")
 	if stream == "" {
 		stream = StreamStdout

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -268,4 +270,22 @@ func jsonKind(t reflect.Type) string {
 		return "a number"
 	}
 	return "a JSON value"
+}
+
+// KnownParams refuses the first (in name order) query parameter of q not
+// among names, with a 400 naming it and listing names: a misspelt filter
+// (scheduleId for schedule) would otherwise be ignored, and a list answer
+// everything as if it were filtered.
+func KnownParams(q url.Values, names []string) error {
+	var unknown []string
+	for k := range q {
+		if !slices.Contains(names, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	slices.Sort(unknown)
+	return BadRequest(unknown[0], "unknown query parameter; this takes %s", strings.Join(names, ", "))
 }
