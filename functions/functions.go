@@ -456,9 +456,10 @@ func partitionsFromEnv(ctx context.Context, d *Deps) error {
 		return fmt.Errorf("functions: %s=%q: want 1 to %d", config.EnvDeciderShards, config.Get(config.EnvDeciderShards), schedule.MaxDeciderShards)
 	}
 	schedule.SetDeciderShards(v)
-	if d.InlineShards > v {
-		return fmt.Errorf("functions: %s=%d: at most %s (%d)", config.EnvInlineShards, d.InlineShards, config.EnvDeciderShards, v)
-	}
+	// Above V it means what V does, every minute decided in the tick: a
+	// deployment of fewer than 16 decider shards must start with the
+	// default.
+	d.InlineShards = min(d.InlineShards, v)
 	if d.Partitions > v {
 		return fmt.Errorf("functions: %s=%d: at most %s (%d)", config.EnvPartitions, d.Partitions, config.EnvDeciderShards, v)
 	}

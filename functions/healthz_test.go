@@ -103,3 +103,71 @@ func TestHealthzDegradedWhileTicksFail(t *testing.T) {
 		t.Errorf("schedule after the tick: nextRunAt %s fence %d; want advanced past %s under an epoch above 1000", got.NextRunAt, got.Fence, now)
 	}
 }
+
+// noPartitions is a PartitionDispatcher that keeps nothing: a test double
+// at the edge, for a coordinator whose minute is decided inline.
+type noPartitions struct{}
+
+func (noPartitions) DispatchPartition(context.Context, scheduler.PartitionTask) error { return nil }
+
+// TestHealthzSeesInlineDecideErrors: a coordinating tick that decides its
+// quiet minute itself (BATON_INLINE_SHARDS) reports the errors of that
+// decide to /healthz as a partition task's request would: with the runs'
+// reads refused, its sweeps fail and /healthz is 503 degraded, not ok.
+func TestHealthzSeesInlineDecideErrors(t *testing.T) {
+	st := emutest.Store(t)
+	gcs, bucket := emutest.GCS(t)
+	if err := st.EnsureIndexes(context.Background(), mongostore.SchedulerIndexes...); err != nil {
+		t.Fatal(err)
+	}
+	mux, err := functions.Mux(&functions.Deps{Store: st, Storage: gcs, Bucket: bucket, Token: "k",
+		Logger: slog.New(slog.DiscardHandler), TickLeaseTTL: 10 * time.Second, ClockSkew: time.Second,
+		Partitions: 4, InlineShards: 16,
+		PartitionQueue: func(string) (scheduler.PartitionDispatcher, error) { return noPartitions{}, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	tick := func() map[string]any {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/Tick", nil)
+		req.Header.Set("Authorization", "Bearer k")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("coordinating tick: %d %v", resp.StatusCode, out)
+		}
+		return out
+	}
+	health := func() int {
+		resp, err := http.Get(srv.URL + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if out := tick(); out["inline"] == nil {
+		t.Fatalf("a quiet minute was not decided inline: %v", out)
+	}
+	if code := health(); code != http.StatusOK {
+		t.Fatalf("healthz after a good inline tick: %d", code)
+	}
+	emutest.FailCommand(t, st, schedule.RunsCollection, "alwaysOn", "find", "aggregate")
+	if out := tick(); out["inline"] == nil {
+		t.Fatalf("with the runs' reads refused, the minute was not decided inline: %v", out)
+	}
+	if code := health(); code != http.StatusServiceUnavailable {
+		t.Errorf("healthz after an inline tick whose sweeps failed: %d, want 503", code)
+	}
+	emutest.FailCommandOff(t, st)
+	tick()
+	if code := health(); code != http.StatusOK {
+		t.Errorf("healthz after a good inline tick again: %d, want 200", code)
+	}
+}

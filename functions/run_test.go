@@ -66,15 +66,30 @@ func TestFromEnvRefusesBadTaskRuns(t *testing.T) {
 	}
 }
 
-// TestFromEnvReadsInlineShards: BATON_INLINE_SHARDS is 0 to V, 16 when
-// unset, and reaches the engine's config through Deps.
+// TestFromEnvReadsInlineShards: BATON_INLINE_SHARDS is 16 when unset, a
+// value above V means V (so a deployment of fewer than 16 decider shards
+// starts with the default), and it reaches the engine's config through
+// Deps.
 func TestFromEnvReadsInlineShards(t *testing.T) {
 	t.Setenv("BATON_MONGO_URI", "")
 	t.Setenv("BATON_BUCKET", "")
 	if d, err := FromEnv(t.Context()); err != nil || d.InlineShards != 16 {
 		t.Errorf("unset: %v, InlineShards %d; want 16", err, d.InlineShards)
 	}
-	for _, bad := range []string{"-1", "65", "few"} {
+	t.Setenv("BATON_INLINE_SHARDS", "65")
+	if d, err := FromEnv(t.Context()); err != nil || d.InlineShards != 64 {
+		t.Errorf("BATON_INLINE_SHARDS=65 over 64 shards: %v, InlineShards %d; want 64", err, d.InlineShards)
+	}
+	t.Setenv("BATON_INLINE_SHARDS", "")
+	t.Setenv("BATON_DECIDER_SHARDS", "8")
+	t.Setenv("BATON_PARTITIONS", "4")
+	d, err := FromEnv(t.Context())
+	if err != nil || d.InlineShards != 8 {
+		t.Errorf("default over 8 decider shards: %v, InlineShards %d; want 8", err, d.InlineShards)
+	}
+	t.Setenv("BATON_DECIDER_SHARDS", "64")
+	t.Setenv("BATON_PARTITIONS", "0")
+	for _, bad := range []string{"-1", "few"} {
 		t.Setenv("BATON_INLINE_SHARDS", bad)
 		if _, err := FromEnv(t.Context()); err == nil || !strings.Contains(err.Error(), "BATON_INLINE_SHARDS") {
 			t.Errorf("BATON_INLINE_SHARDS=%s: FromEnv = %v, want an error naming the variable", bad, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -83,7 +84,18 @@ func newTick(d *Deps) (http.Handler, error) {
 				httpapi.WriteError(w, r, errcode.Wrap(errcode.Internal, err, ""))
 				return
 			}
-			d.health.record(nil, 0)
+			// A minute decided inline reports its errors as a
+			// partition's request does, and a failed inline decide
+			// counts as one, though the partitions took over.
+			errs := 0
+			for _, s := range cs.Inline {
+				errs += s.Errors
+			}
+			var ierr error
+			if cs.InlineError != "" {
+				ierr = fmt.Errorf("the inline decide failed, and the partitions took over: %s", cs.InlineError)
+			}
+			d.health.record(ierr, errs)
 			httpapi.WriteJSON(w, http.StatusOK, cs)
 			return
 		}

@@ -482,14 +482,15 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		// As the cloud's Tick reads it: few busy shards are decided by
 		// the coordinating tick itself.
 		inline, err := strconv.Atoi(config.Get(config.EnvInlineShards))
-		if cfg.InlineShards != nil {
-			inline, err = *cfg.InlineShards, nil
-		}
-		if err != nil || inline < 0 || inline > schedule.DeciderShards() {
+		if err != nil || inline < 0 {
 			_ = ln.Close()
-			return nil, fmt.Errorf("stack: %s=%q: want 0 to %d", config.EnvInlineShards, config.Get(config.EnvInlineShards), schedule.DeciderShards())
+			return nil, fmt.Errorf("stack: %s=%q: want a whole number of at least 0", config.EnvInlineShards, config.Get(config.EnvInlineShards))
 		}
-		deps.InlineShards = inline
+		if cfg.InlineShards != nil {
+			inline = *cfg.InlineShards
+		}
+		// Above V it means V, as in the functions.
+		deps.InlineShards = min(max(inline, 0), schedule.DeciderShards())
 		deps.PartitionQueue = func(string) (baton.PartitionDispatcher, error) { return pq, nil }
 	}
 	mux, err := functions.Mux(deps)
