@@ -58,23 +58,12 @@ func TestLocalPartitionedTick(t *testing.T) {
 				t.Fatalf("coordinating tick %d: %d %v; want 4 partition tasks created", i, code, out)
 			}
 		}
-		var page struct{ Runs []schedule.Run }
-		api(t, s.URL, s.Token, "GET", "/Schedules/runs?schedule=every-2s&pageSize=50", nil, &page)
-		seen, done := map[string]bool{}, 0
-		for _, r := range page.Runs {
-			if seen[r.ID] {
-				t.Fatalf("run %s listed twice", r.ID)
-			}
-			seen[r.ID] = true
-			if r.Status == schedule.RunSucceeded {
-				done++
-			}
-		}
+		runs, done := succeededRuns(t, s, "every-2s")
 		if done >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no two runs succeeded within 60s through the partitions: %+v", page.Runs)
+			t.Fatalf("no two runs succeeded within 60s through the partitions: %+v", runs)
 		}
 		// The next tick is worth sending only once a new second has come.
 		next := at.Add(time.Second)
@@ -139,19 +128,12 @@ func TestLocalQuietTickDecidesInline(t *testing.T) {
 		if in, _ := out["inline"].([]any); len(in) == 1 {
 			inline++
 		}
-		var page struct{ Runs []schedule.Run }
-		api(t, s.URL, s.Token, "GET", "/Schedules/runs?schedule=quiet-2s&pageSize=50", nil, &page)
-		done := 0
-		for _, r := range page.Runs {
-			if r.Status == schedule.RunSucceeded {
-				done++
-			}
-		}
+		runs, done := succeededRuns(t, s, "quiet-2s")
 		if done >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no two runs succeeded within 60s from inline decides: %+v", page.Runs)
+			t.Fatalf("no two runs succeeded within 60s from inline decides: %+v", runs)
 		}
 		next := at.Add(time.Second)
 		time.Sleep(time.Until(next)) //nolint:forbidigo // waiting for the wall clock's next second, which is what the schedule fires on; there is no signal for it
@@ -179,4 +161,23 @@ func leaseNames(t *testing.T, s *stack.Stack) []string {
 		names = append(names, l.Name)
 	}
 	return names
+}
+
+// succeededRuns lists schedule id's runs (the first page) and counts those
+// that succeeded; a run listed twice fails the test.
+func succeededRuns(t *testing.T, s *stack.Stack, id string) ([]schedule.Run, int) {
+	t.Helper()
+	var page struct{ Runs []schedule.Run }
+	api(t, s.URL, s.Token, "GET", "/Schedules/runs?schedule="+id+"&pageSize=50", nil, &page)
+	seen, done := map[string]bool{}, 0
+	for _, r := range page.Runs {
+		if seen[r.ID] {
+			t.Fatalf("run %s listed twice", r.ID)
+		}
+		seen[r.ID] = true
+		if r.Status == schedule.RunSucceeded {
+			done++
+		}
+	}
+	return page.Runs, done
 }
