@@ -433,12 +433,25 @@ func Mux(d *Deps) (*http.ServeMux, error) {
 	return mux, nil
 }
 
+// InlineShardsFromEnv reads BATON_INLINE_SHARDS for a deployment of v
+// decider shards: a whole number of at least 0, and above v it means what
+// v does (every minute decided in the tick), so that a deployment of fewer
+// than 16 decider shards starts with the default. The local stack reads
+// it here too.
+func InlineShardsFromEnv(v int) (int, error) {
+	n, err := strconv.Atoi(config.Get(config.EnvInlineShards))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("functions: %s=%q: want a whole number of at least 0", config.EnvInlineShards, config.Get(config.EnvInlineShards))
+	}
+	return min(n, v), nil
+}
+
 // partitionsFromEnv reads partitioned deciding's settings into d: V (set
 // process-wide, before any schedule is normalised), P, the concurrencies,
 // and the partition task queue, opened once on the first coordinating
 // tick (it needs Tick's own URL).
 func partitionsFromEnv(ctx context.Context, d *Deps) error {
-	ints := map[string]*int{config.EnvPartitions: &d.Partitions, config.EnvDecideConcurrency: &d.DecideConcurrency, config.EnvShardConcurrency: &d.ShardConcurrency, config.EnvInlineShards: &d.InlineShards}
+	ints := map[string]*int{config.EnvPartitions: &d.Partitions, config.EnvDecideConcurrency: &d.DecideConcurrency, config.EnvShardConcurrency: &d.ShardConcurrency}
 	for name, dst := range ints {
 		n, err := strconv.Atoi(config.Get(name))
 		if err != nil || n < 0 {
@@ -456,10 +469,9 @@ func partitionsFromEnv(ctx context.Context, d *Deps) error {
 		return fmt.Errorf("functions: %s=%q: want 1 to %d", config.EnvDeciderShards, config.Get(config.EnvDeciderShards), schedule.MaxDeciderShards)
 	}
 	schedule.SetDeciderShards(v)
-	// Above V it means what V does, every minute decided in the tick: a
-	// deployment of fewer than 16 decider shards must start with the
-	// default.
-	d.InlineShards = min(d.InlineShards, v)
+	if d.InlineShards, err = InlineShardsFromEnv(v); err != nil {
+		return err
+	}
 	if d.Partitions > v {
 		return fmt.Errorf("functions: %s=%d: at most %s (%d)", config.EnvPartitions, d.Partitions, config.EnvDeciderShards, v)
 	}

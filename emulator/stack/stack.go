@@ -481,16 +481,14 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		deps.Partitions = cfg.Partitions
 		// As the cloud's Tick reads it: few busy shards are decided by
 		// the coordinating tick itself.
-		inline, err := strconv.Atoi(config.Get(config.EnvInlineShards))
-		if err != nil || inline < 0 {
+		if deps.InlineShards, err = functions.InlineShardsFromEnv(schedule.DeciderShards()); err != nil {
 			_ = ln.Close()
-			return nil, fmt.Errorf("stack: %s=%q: want a whole number of at least 0", config.EnvInlineShards, config.Get(config.EnvInlineShards))
+			return nil, fmt.Errorf("stack: %w", err)
 		}
 		if cfg.InlineShards != nil {
-			inline = *cfg.InlineShards
+			// Above V it means V, as in the functions.
+			deps.InlineShards = min(max(*cfg.InlineShards, 0), schedule.DeciderShards())
 		}
-		// Above V it means V, as in the functions.
-		deps.InlineShards = min(max(inline, 0), schedule.DeciderShards())
 		deps.PartitionQueue = func(string) (baton.PartitionDispatcher, error) { return pq, nil }
 	}
 	mux, err := functions.Mux(deps)

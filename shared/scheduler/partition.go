@@ -172,9 +172,11 @@ func (e *Engine) CoordinateVia(ctx context.Context, d PartitionDispatcher, sched
 		if busy <= e.cfg.InlineShards {
 			s, err := e.tickPartition(ctx, scheduleTime, 0, 1, now, quiet)
 			if err == nil {
-				sum.Inline = []*Summary{s}
 				sum.Took = time.Since(start).String()
+				// The inline summary has its own line ("tick
+				// partition"): logged once, not again inside this one.
 				e.log.Info("coordinate", "summary", sum)
+				sum.Inline = []*Summary{s}
 				return sum, nil
 			}
 			sum.InlineError = err.Error()
