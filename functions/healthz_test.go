@@ -33,26 +33,8 @@ func TestHealthzDegradedWhileTicksFail(t *testing.T) {
 	}
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	tick := func() int {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/Tick", nil)
-		req.Header.Set("Authorization", "Bearer k")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	health := func() (int, map[string]any) {
-		resp, err := http.Get(srv.URL + "/healthz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		return resp.StatusCode, body
-	}
+	tick := func() int { code, _ := getOrPost(t, http.MethodPost, srv.URL+"/Tick"); return code }
+	health := func() (int, map[string]any) { return getOrPost(t, http.MethodGet, srv.URL+"/healthz") }
 	if code := tick(); code != http.StatusOK {
 		t.Fatalf("first tick: %d", code)
 	}
@@ -130,28 +112,13 @@ func TestHealthzSeesInlineDecideErrors(t *testing.T) {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	tick := func() map[string]any {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/Tick", nil)
-		req.Header.Set("Authorization", "Bearer k")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("coordinating tick: %d %v", resp.StatusCode, out)
+		code, out := getOrPost(t, http.MethodPost, srv.URL+"/Tick")
+		if code != http.StatusOK {
+			t.Fatalf("coordinating tick: %d %v", code, out)
 		}
 		return out
 	}
-	health := func() int {
-		resp, err := http.Get(srv.URL + "/healthz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	health := func() int { code, _ := getOrPost(t, http.MethodGet, srv.URL+"/healthz"); return code }
 	if out := tick(); out["inline"] == nil {
 		t.Fatalf("a quiet minute was not decided inline: %v", out)
 	}
@@ -170,4 +137,20 @@ func TestHealthzSeesInlineDecideErrors(t *testing.T) {
 	if code := health(); code != http.StatusOK {
 		t.Errorf("healthz after a good inline tick again: %d, want 200", code)
 	}
+}
+
+// getOrPost sends method to url with the tests' bearer token, and decodes
+// the JSON answer.
+func getOrPost(t *testing.T, method, url string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	req.Header.Set("Authorization", "Bearer k")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
 }
