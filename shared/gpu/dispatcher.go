@@ -963,8 +963,16 @@ func (d *Dispatcher) send(ctx context.Context, slot *Slot, job *Job, secret stri
 		d.cfg.Logger.Info("gpu: worker refused job; requeued without using an attempt", "job", job.ID, "slot", slot.ID, "error", err.Error())
 		d.requeueUnharmed(ctx, job)
 	}
+	// The hold ends where it began: the worker never ran the job, so its
+	// tenant is charged no fair-share usage for the time the refusal took
+	// to come back (a slow dial, a worker that answers 503 late). The
+	// slot's backoff, not the tenant, pays for a broken worker.
 	now := d.cfg.Clock.Now().UTC()
-	d.freeSlot(ctx, slot.ID, slot.Epoch, now.Add(d.cfg.RefusalBackoff), now)
+	freedAt := slot.LinkedAt
+	if freedAt.IsZero() || freedAt.After(now) {
+		freedAt = now
+	}
+	d.freeSlot(ctx, slot.ID, slot.Epoch, now.Add(d.cfg.RefusalBackoff), freedAt)
 	return fmt.Errorf("%w: %s: %w", ErrRefused, slot.Worker, err)
 }
 

@@ -110,3 +110,25 @@ func TestPermanentRefusalIsFenced(t *testing.T) {
 		t.Errorf("after %d sends: status=%s attempts=%d error=%q, want queued with 2 attempts (the sweep's and the second refusal's)", runs.Load(), j.Status, j.Attempts, j.Error)
 	}
 }
+
+// TestRefusalChargesNoUsage: a worker that takes ten seconds (on the
+// test's clock) to refuse a job never ran it, so the job's tenant is
+// charged no fair-share usage for the slot's time; a slow or broken
+// worker must not push its tenant back in the queue. Permanent and
+// transient refusals alike.
+func TestRefusalChargesNoUsage(t *testing.T) {
+	for _, status := range []int{http.StatusServiceUnavailable, http.StatusForbidden} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			var b *bundle
+			front, runs := refusingWorker(t, status, "no", func(int64) { b.clock.Advance(10 * time.Second) })
+			b = setup(t, setupOpts{workers: 0, extraPool: front.URL + "=1"})
+			b.enqueue(gpu.EnqueueRequest{ID: "slow-refusal", Tenant: "r", Payload: "true", MaxAttempts: 3}) // sent at once
+			if runs.Load() != 1 {
+				t.Fatalf("%d sends, want 1", runs.Load())
+			}
+			if got := usageOf(t, b, "r"); got != 0 {
+				t.Errorf("usage %.3f slot-seconds after a refusal; want 0", got)
+			}
+		})
+	}
+}
