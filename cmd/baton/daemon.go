@@ -147,7 +147,7 @@ answers GET /healthz with {"status":"ok","leading":…,"watchMode":…}.`,
 			eng, err := scheduler.New(scheduler.Config{
 				AllowedJobs: jobs, RunJobs: runJobs,
 				HistoryKeep: keep,
-				Store:       st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log, EpochFloor: scheduler.EpochFloor(st), FloorEachAcquire: scheduler.SharedFenceLease, Metrics: met, Markers: st.LeaseMarkers(), JobLeases: jobLeases, OtherJobLeases: otherJobLeases, AlsoInJobLeases: scheduler.IsTickShardLease}),
+				Store:       st, Leases: lease.NewManager(gcs.Bucket(bucket), prefix, lease.Options{Skew: skew, Logger: log, EpochFloor: scheduler.EpochFloor(st), FloorEachAcquire: scheduler.SharedFenceLease, Metrics: met, Markers: st.LeaseMarkers(), JobLeases: jobLeases, OtherJobLeases: otherJobLeases, AlsoInJobLeases: scheduler.IsTickShardLease, ReleaseUnread: true}),
 				TickLeaseTTL: ttl, AllowedTargets: allowed, AllowedTopics: config.List(config.EnvAllowedTopics), Logger: log,
 				IDToken: config.Get(config.EnvTargetIDToken) == "true",
 				GPU:     gpuPool,

@@ -298,7 +298,17 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	// object, which its acquire wrote moments ago for a short run. One read
 	// first: a holder that was taken over (or broken) without knowing it
 	// must learn so, and a marker would tell it nothing.
-	cur, rerr := l.m.read(ctx, l.name)
+	var (
+		cur  state
+		rerr error
+	)
+	if l.m.releaseUnread {
+		// Options.ReleaseUnread: the marker names our epoch and token,
+		// which free nobody else's acquisition.
+		cur = st
+	} else {
+		cur, rerr = l.m.read(ctx, l.name)
+	}
 	if rerr == nil && cur.Holder == l.m.holder && cur.Token == l.token && cur.Epoch == l.epoch && !l.noMarker {
 		merr := l.m.writeMarker(ctx, l.name, cur.record)
 		if merr == nil {

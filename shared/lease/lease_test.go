@@ -601,3 +601,74 @@ func TestAppliedCreateWithFailedAnswer(t *testing.T) {
 	}
 	release(t, la)
 }
+
+// TestReleaseUnreadKeepsNewHolder: a holder that was taken over without
+// knowing it (its heartbeat has not run since) releases. With
+// ReleaseUnread it does not read first, so it writes a marker naming its
+// own epoch and token, and answers nil where the reading release answers
+// ErrLost. Either way the new holder keeps the lease: its object is
+// untouched, a third manager is refused, and once the new holder releases
+// the third takes it.
+func TestReleaseUnreadKeepsNewHolder(t *testing.T) {
+	t.Parallel()
+	for _, unread := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unread=%v", unread), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := setup(t)
+			a := b.manager("a", lease.Options{ReleaseUnread: unread})
+			// A long ttl: a's heartbeat (every ttl/3) does not run before
+			// its release, so a does not learn it lost.
+			la, err := a.Acquire(ctx, "job", 30*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := a.Status(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			clk := &clock{}
+			clk.Set(info.ExpiresAt)
+			c := b.manager("c", lease.Options{Clock: clk})
+			lc, err := c.Acquire(ctx, "job", 30*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, err := c.Status(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = la.Release(ctx)
+			switch {
+			case unread && err != nil:
+				t.Fatalf("unread stale release: %v, want nil (it does not read, so it cannot know)", err)
+			case !unread && !errors.Is(err, lease.ErrLost):
+				t.Fatalf("stale release: %v, want ErrLost", err)
+			}
+			after, err := c.Status(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.Holder != "c" || after.Free || after.Epoch != lc.Epoch() || after.Generation != before.Generation {
+				t.Fatalf("new holder's lease after the stale release: %+v, want c's at epoch %d, generation %d, held", after, lc.Epoch(), before.Generation)
+			}
+			d := b.manager("d", lease.Options{})
+			var held *lease.HeldError
+			if _, err := d.Acquire(ctx, "job", 30*time.Second); !errors.As(err, &held) || held.Holder != "c" {
+				t.Fatalf("a third manager's acquire while c holds: %v, want held by c", err)
+			}
+			if lc.Err() != nil {
+				t.Fatalf("new holder lost its lease: %v", lc.Err())
+			}
+			release(t, lc)
+			ld, err := d.Acquire(ctx, "job", 30*time.Second)
+			if err != nil {
+				t.Fatalf("acquire after the new holder released: %v", err)
+			}
+			if ld.Epoch() <= lc.Epoch() {
+				t.Errorf("epoch %d after %d: the fence must only go up", ld.Epoch(), lc.Epoch())
+			}
+			release(t, ld)
+		})
+	}
+}

@@ -105,6 +105,16 @@ type Options struct {
 	// names are not spread (spread.go); every process of a deployment must
 	// agree on it, as on JobLeases.
 	AlsoInJobLeases func(name string) bool
+	// ReleaseUnread makes Release write its marker without reading the
+	// lease first. The read only tells a holder that was taken over
+	// without knowing it that it was (Release then answers ErrLost):
+	// exclusion does not need it, since a marker frees a lease only when
+	// it names the epoch and token the lease holds, and a newer holder's
+	// are not ours. The scheduler sets it: it only logs what Release
+	// answers, and the read is a read unit and a round trip on every run
+	// (docs/cost.md). A release whose marker write fails writes the free
+	// state, on the generation it last wrote, as before.
+	ReleaseUnread bool
 }
 
 // MarkerStore keeps release markers outside the bucket. A marker is the
@@ -172,6 +182,8 @@ type Manager struct {
 	flat bool
 	// markers is Options.Markers; nil keeps markers in the bucket.
 	markers MarkerStore
+	// releaseUnread is Options.ReleaseUnread.
+	releaseUnread bool
 }
 
 // NewManager returns a Manager for leases stored as PREFIX+NAME+".json" in
@@ -199,6 +211,8 @@ func NewManager(b *storage.BucketHandle, prefix string, o Options) *Manager {
 		writeGap:  o.ObjectWriteGap,
 		flat:      o.Flat,
 		markers:   o.Markers,
+
+		releaseUnread: o.ReleaseUnread,
 	}
 	if m.writeGap == 0 {
 		m.writeGap = MinObjectWriteGap
