@@ -66,6 +66,16 @@ func TestBenchCostShort(t *testing.T) {
 			t.Errorf("http runs: %s write units per run %.2f; want at most %.1f", coll, w, most)
 		}
 	}
+	// A job lease's release writes its marker without reading the lease
+	// (lease.Options.ReleaseUnread), and its acquire knows the state its
+	// own release left: a run reads no job_leases document. Before, the
+	// release's read was one a run, and one a busy shard.
+	re := regexp.MustCompile(`(?m)^  job_leases +per run \(ticks included\): ([0-9.]+) read units`)
+	if loc := re.FindStringSubmatchIndex(report[max(httpAt, 0):]); httpAt < 0 || loc == nil {
+		t.Errorf("report has no job_leases line after the http phase's:\n%s", report)
+	} else if r, _ := strconv.ParseFloat(report[httpAt+loc[2]:httpAt+loc[3]], 64); r > 0.5 {
+		t.Errorf("http runs: job_leases read units per run %.2f; want at most 0.5", r)
+	}
 	lines := strings.Split(strings.TrimSpace(report), "\n")
 	last := lines[len(lines)-1]
 	kv := map[string]float64{}
