@@ -385,7 +385,15 @@ type Summary struct {
 // counters accumulates a Summary from concurrent executions.
 type counters struct {
 	due, decided, fired, enqueued, succeeded, failed, skipped, misfired, caughtUp, retried, recovered, errors atomic.Int64
+	// settled holds, by run id, the status this execution last wrote to a
+	// run it claimed: running, then its outcome. A claimed run is never
+	// pending again, so a task's answer need not read it back
+	// (executeOne).
+	settled sync.Map
 }
+
+// settle records that this execution wrote status to run id (counters.settled).
+func (c *counters) settle(id string, status schedule.RunStatus) { c.settled.Store(id, status) }
 
 func (c *counters) fill(s *Summary) {
 	s.Due = int(c.due.Load())

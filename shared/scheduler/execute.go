@@ -118,6 +118,7 @@ func (e *Engine) claimThenRun(ctx context.Context, s *schedule.Schedule, r *runD
 		return
 	}
 	c.fired.Add(1)
+	c.settle(r.ID, schedule.RunRunning)
 	r.StartedAt = now
 	e.metrics.RunStarted(ctx, r.ScheduleID, string(r.Source), r.FireTime, now)
 	e.runTarget(ctx, s, r, ttl, epoch, c)
@@ -518,6 +519,7 @@ func (e *Engine) recordRun(ctx context.Context, s *schedule.Schedule, r *runDoc,
 		e.log.Warn("record run outcome refused", "run", r.ID, "status", status, "err", err)
 		return
 	}
+	c.settle(r.ID, status)
 	e.deliverSoon(ctx, s, finished(r, o))
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer wcancel()

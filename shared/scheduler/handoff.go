@@ -432,6 +432,21 @@ func (e *Engine) executeOne(ctx context.Context, t Task, d *schedule.Delivery) (
 	}
 	var c counters
 	w := &scheduleWork{}
+	// The schedule is read while the runs are: nearly every delivery
+	// finds a run pending and needs it, and the two reads in a row were
+	// a round trip of every run's time, which the Run instance is billed
+	// for (docs/cost.md). A redelivery that finds nothing pending wastes
+	// the read.
+	type scheduleRead struct {
+		s   schedule.Schedule
+		err error
+	}
+	sched := make(chan scheduleRead, 1)
+	go func() {
+		var r scheduleRead
+		r.err = e.getSchedule(ctx, t.ScheduleID, &r.s)
+		sched <- r
+	}()
 	states := make([]RunState, len(t.Runs))
 	found := 0
 	for i, id := range t.Runs {
@@ -463,7 +478,9 @@ func (e *Engine) executeOne(ctx context.Context, t Task, d *schedule.Delivery) (
 		e.log.Warn("task names no existing run", "schedule", t.ScheduleID, "runs", t.Runs)
 	}
 	if len(w.runs) > 0 {
-		if err := e.getSchedule(ctx, t.ScheduleID, &w.s); err != nil {
+		r := <-sched
+		w.s = r.s
+		if err := r.err; err != nil {
 			if !errors.Is(err, store.ErrNotFound) {
 				return nil, fmt.Errorf("scheduler: execute: read schedule %s: %w: %w", t.ScheduleID, err, ErrRetryTask)
 			}
@@ -492,10 +509,17 @@ func (e *Engine) executeOne(ctx context.Context, t Task, d *schedule.Delivery) (
 		e.execute(withBudget(withDelivery(ctx, d), start.Add(e.cfg.RunBudget)), []*scheduleWork{w}, &c)
 	}
 	// Read back what happened: the answer says it, and a run still pending
-	// after a failure is what makes the task worth delivering again.
+	// after a failure is what makes the task worth delivering again. A run
+	// this execution claimed is not pending any more, whatever came after:
+	// its status is what we last wrote, without a read (a round trip of
+	// every run's billed time, and a read unit).
 	pending := false
 	for i := range states {
 		if states[i].Note != "" {
+			continue
+		}
+		if st, ok := c.settled.Load(states[i].ID); ok {
+			states[i].Status = st.(schedule.RunStatus) //nolint:forcetypeassert // settle stores nothing else
 			continue
 		}
 		rd, err := e.runs.Get(ctx, states[i].ID)

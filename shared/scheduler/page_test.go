@@ -270,3 +270,46 @@ func TestPageSlotsBoundTheEntries(t *testing.T) {
 		t.Errorf("page: %v, %d calls; want all three executed once the slots freed", err, g.calls.Load())
 	}
 }
+
+// TestAnswerNeedsNoReadBack: a task's answer says each run's status, and a
+// run still pending makes it worth delivering again. A run this delivery
+// claimed is not pending any more, so its status is what the delivery
+// wrote, without reading the run back: an allow run's delivery reads the
+// run document once (to find it pending), and its answer says succeeded,
+// as the stored run does. A second delivery reads it once too, and says
+// what it read.
+func TestAnswerNeedsNoReadBack(t *testing.T) {
+	t.Parallel()
+	rec := &recDispatcher{}
+	b := setup(t, func(c *scheduler.Config) { c.Tasks = rec })
+	key, g := newGate(t, 0)
+	b.addSchedule(t, schedule.Schedule{ID: "a", Cron: "* * * * *", Overlap: schedule.OverlapAllow, Target: gateTarget(key)})
+	b.clock.Set(t0.Add(time.Minute + time.Second))
+	b.tick(t)
+	tasks := rec.all()
+	if len(tasks) != 1 {
+		t.Fatalf("tasks %+v, want one", tasks)
+	}
+	op := schedule.RunsCollection + ".find"
+	for i, want := range []int{1, 0} {
+		before := b.store.Meter().Op(op)
+		out, err := b.eng.Execute(context.Background(), tasks[0], nil)
+		reads := b.store.Meter().Op(op) - before
+		if err != nil || out.Executed != want {
+			t.Fatalf("delivery %d: %+v, %v; want %d executed", i+1, out, err, want)
+		}
+		states := out.Runs
+		if len(out.Page) == 1 {
+			states = out.Page[0].Runs
+		}
+		if len(states) != 1 || states[0].Status != schedule.RunSucceeded {
+			t.Errorf("delivery %d answered %+v; want the run succeeded", i+1, states)
+		}
+		if reads != 1 {
+			t.Errorf("delivery %d read the runs %d times; want once", i+1, reads)
+		}
+	}
+	if runs := b.runs(t, "a"); g.calls.Load() != 1 || len(runs) != 1 || runs[0].Status != schedule.RunSucceeded {
+		t.Errorf("%d calls, runs %v; want one succeeded run", g.calls.Load(), fireTimesOf(runs))
+	}
+}
