@@ -48,7 +48,8 @@ type CollectionBilling struct {
 	Writes, IndexEntries int64
 	// Indexes is the number of secondary indexes created on it.
 	Indexes int
-	// AvgDocBytes is the average document size seen (stored size);
+	// AvgDocBytes is the average document size (stored size): of each
+	// document's latest version seen whole, else of all seen;
 	// AvgIndexBytes the average size of an inserted document's index
 	// entries, all together. With them a caller prices what a document
 	// costs to keep and, at the end of its retention, to delete.
@@ -90,14 +91,51 @@ type collBill struct {
 	docsSeen int64
 	idxBytes int64 // sum of index entry bytes of inserted documents
 	idxDocs  int64
+	// latest is each document's size as last seen whole (inserted,
+	// returned by findAndModify, read without a projection), by _id, for
+	// the first maxTracked documents; latestSum sums it. A document grows
+	// as it is updated (a run's claim and outcome), so the average of
+	// every size seen would lean to whichever versions happened to cross
+	// the wire most: an update or a delete writes, and storage keeps, the
+	// latest.
+	latest    map[string]int64
+	latestSum int64
 }
 
-func (c *collBill) seen(size int) {
+// maxTracked bounds the documents a collection's latest sizes are kept for,
+// so that a long-running local stack does not grow without end.
+const maxTracked = 1 << 16
+
+// seen records a document of size bytes (stored size); whole is false for
+// a projection, which is counted in the average of what was seen but is
+// not the document's size.
+func (c *collBill) seen(doc bson.Raw, size int, whole bool) {
 	c.docBytes += int64(size)
 	c.docsSeen++
+	if !whole {
+		return
+	}
+	id := string(doc.Lookup("_id").Value)
+	if id == "" {
+		return
+	}
+	if c.latest == nil {
+		c.latest = map[string]int64{}
+	}
+	old, ok := c.latest[id]
+	if !ok && len(c.latest) >= maxTracked {
+		return
+	}
+	c.latest[id] = int64(size)
+	c.latestSum += int64(size) - old
 }
 
+// avgDoc is the average document size: of each document's latest whole
+// size when any was seen, else of everything seen, else a guess.
 func (c *collBill) avgDoc() int64 {
+	if n := int64(len(c.latest)); n > 0 {
+		return c.latestSum / n
+	}
 	if c.docsSeen == 0 {
 		return 256
 	}
@@ -186,7 +224,7 @@ func (b *biller) observe(cmd command, reply bson.Raw) {
 		batch, _ := reply.Lookup("cursor", "firstBatch").ArrayOK()
 		c := b.coll(ns)
 		c.Queries++
-		b.read(c, batch, true, !idOnly(cmd.body))
+		b.read(c, batch, true, !idOnly(cmd.body), cmd.name == "find" && !hasProjection(cmd.body, "projection"))
 	case "getMore":
 		cur, _ := reply.Lookup("cursor").DocumentOK()
 		full, _ := cur.Lookup("ns").StringValueOK()
@@ -194,7 +232,7 @@ func (b *biller) observe(cmd command, reply bson.Raw) {
 		if full == "" {
 			return
 		}
-		b.read(b.coll(full), batch, false, false)
+		b.read(b.coll(full), batch, false, false, false)
 	case "count":
 		n, ok := reply.Lookup("n").AsInt64OK()
 		if !ok {
@@ -222,7 +260,7 @@ func (b *biller) observe(cmd command, reply bson.Raw) {
 		size := c.avgDoc()
 		if v, ok := reply.Lookup("value").DocumentOK(); ok {
 			size = int64(len(v) + entryOverhead)
-			c.seen(len(v) + entryOverhead)
+			c.seen(bson.Raw(v), len(v)+entryOverhead, !hasProjection(cmd.body, "fields"))
 		}
 		if rm, _ := cmd.body.Lookup("remove").BooleanOK(); rm {
 			b.write(c, n, size, c.avgIdx(), int64(len(c.indexes)))
@@ -232,6 +270,13 @@ func (b *biller) observe(cmd command, reply bson.Raw) {
 		entries, ebytes := changedEntries(c, u)
 		b.write(c, n, size, ebytes, entries)
 	}
+}
+
+// hasProjection reports whether the command's field key (find's
+// "projection", findAndModify's "fields") limits the fields returned.
+func hasProjection(body bson.Raw, key string) bool {
+	p, ok := body.Lookup(key).DocumentOK()
+	return ok && len(p) > 5 // an empty document is 5 bytes
 }
 
 // idOnly reports whether a find's filter names only _id: a lookup by
@@ -245,7 +290,9 @@ func idOnly(body bson.Raw) bool {
 	return err == nil && len(els) == 1 && els[0].Key() == "_id"
 }
 
-func (b *biller) read(c *collBill, batch bson.RawArray, query, index bool) {
+// read bills a batch of documents a query returned; whole is false when
+// they may be projections (an aggregate, a getMore, a find with one).
+func (b *biller) read(c *collBill, batch bson.RawArray, query, index, whole bool) {
 	vals, _ := batch.Values()
 	var u int64
 	for _, v := range vals {
@@ -254,7 +301,7 @@ func (b *biller) read(c *collBill, batch bson.RawArray, query, index bool) {
 			continue
 		}
 		size := int64(len(d) + entryOverhead)
-		c.seen(int(size))
+		c.seen(bson.Raw(d), int(size), whole)
 		u += units(size, readUnitBytes)
 	}
 	c.DocsRead += int64(len(vals))
@@ -323,7 +370,7 @@ func (b *biller) insert(ns, coll string, cmd command, reply bson.Raw) {
 			}
 		}
 		size := int64(len(d) + entryOverhead)
-		c.seen(int(size))
+		c.seen(d, int(size), true)
 		c.idxBytes += ib
 		c.idxDocs++
 		b.write(c, 1, size, ib, entries)

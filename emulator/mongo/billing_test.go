@@ -90,3 +90,41 @@ func TestBillingUnits(t *testing.T) {
 }
 
 func optsSparse() *options.IndexOptionsBuilder { return options.Index().SetSparse(true) }
+
+// TestBillingDocSizeIsTheLatest: a document that grows by updates is kept,
+// updated again and deleted at its latest size, so the collection's
+// average document size is each document's latest whole size, not the
+// average of every version that crossed the wire: here a small insert
+// read twice, then grown past 1 KiB and read once. A projected read does
+// not count as the document's size.
+func TestBillingDocSizeIsTheLatest(t *testing.T) {
+	ctx := context.Background()
+	db := connect(t, testServer.URI())
+	c := db.Collection("grows")
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: "g"}, {Key: "v", Value: 1}})
+	must(err)
+	for range 2 {
+		must(c.FindOne(ctx, bson.D{{Key: "_id", Value: "g"}}).Err())
+	}
+	_, err = c.UpdateOne(ctx, bson.D{{Key: "_id", Value: "g"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "out", Value: strings.Repeat("x", 1200)}}}})
+	must(err)
+	var whole bson.Raw
+	must(c.FindOne(ctx, bson.D{{Key: "_id", Value: "g"}}).Decode(&whole))
+	must(c.FindOne(ctx, bson.D{{Key: "_id", Value: "g"}}, options.FindOne().SetProjection(bson.D{{Key: "v", Value: 1}})).Err())
+	got := testServer.Billing(db.Name()).Collections["grows"].AvgDocBytes
+	if want := int64(len(whole) + entryOverhead); got != want {
+		t.Errorf("average document size %d bytes; want the latest whole size, %d", got, want)
+	}
+	before := testServer.Billing(db.Name()).Collections["grows"].WriteUnits
+	_, err = c.DeleteOne(ctx, bson.D{{Key: "_id", Value: "g"}})
+	must(err)
+	if d := testServer.Billing(db.Name()).Collections["grows"].WriteUnits - before; d != 2 {
+		t.Errorf("deleting the 1.2 KiB document: %d write units; want 2", d)
+	}
+}
