@@ -61,6 +61,8 @@ func newEngine(d *Deps) (*scheduler.Engine, error) {
 		// Few busy shards are decided by the coordinating tick itself
 		// (BATON_INLINE_SHARDS).
 		InlineShards: d.InlineShards,
+		// A decided shard's lease lapses (BATON_LAPSE_SHARD_LEASES).
+		LapseShardLeases: d.LapseShardLeases,
 		// Runs of several schedules share a task up to BATON_TASK_RUNS.
 		TaskRuns: d.TaskRuns,
 		Metrics:  d.Metrics,

@@ -137,6 +137,9 @@ type Deps struct {
 	// InlineShards is the engine's (BATON_INLINE_SHARDS): how many busy
 	// decider shards a coordinating tick decides itself; 0 never.
 	InlineShards int
+	// LapseShardLeases is the engine's (BATON_LAPSE_SHARD_LEASES): a
+	// decided shard's lease lapses instead of being released.
+	LapseShardLeases bool
 	// TaskRuns is the engine's (BATON_TASK_RUNS): the runs one Run task
 	// of several schedules carries.
 	TaskRuns int
@@ -446,6 +449,15 @@ func InlineShardsFromEnv(v int) (int, error) {
 	return min(n, v), nil
 }
 
+// LapseShardLeasesFromEnv reads BATON_LAPSE_SHARD_LEASES: true or false.
+func LapseShardLeasesFromEnv() (bool, error) {
+	b, err := strconv.ParseBool(config.Get(config.EnvLapseShardLeases))
+	if err != nil {
+		return false, fmt.Errorf("functions: %s=%q: want true or false", config.EnvLapseShardLeases, config.Get(config.EnvLapseShardLeases))
+	}
+	return b, nil
+}
+
 // partitionsFromEnv reads partitioned deciding's settings into d: V (set
 // process-wide, before any schedule is normalised), P, the concurrencies,
 // and the partition task queue, opened once on the first coordinating
@@ -470,6 +482,9 @@ func partitionsFromEnv(ctx context.Context, d *Deps) error {
 	}
 	schedule.SetDeciderShards(v)
 	if d.InlineShards, err = InlineShardsFromEnv(v); err != nil {
+		return err
+	}
+	if d.LapseShardLeases, err = LapseShardLeasesFromEnv(); err != nil {
 		return err
 	}
 	if d.Partitions > v {

@@ -100,3 +100,22 @@ func TestFromEnvReadsInlineShards(t *testing.T) {
 		t.Errorf("BATON_INLINE_SHARDS=0: %v, InlineShards %d", err, d.InlineShards)
 	}
 }
+
+// TestFromEnvReadsLapseShardLeases: a decided shard's lease lapses by
+// default in the functions; false turns it off, and anything but a boolean
+// is an error naming the variable.
+func TestFromEnvReadsLapseShardLeases(t *testing.T) {
+	t.Setenv("BATON_MONGO_URI", "")
+	t.Setenv("BATON_BUCKET", "")
+	if d, err := FromEnv(t.Context()); err != nil || !d.LapseShardLeases {
+		t.Errorf("unset: %v, LapseShardLeases %v; want true", err, d.LapseShardLeases)
+	}
+	t.Setenv("BATON_LAPSE_SHARD_LEASES", "false")
+	if d, err := FromEnv(t.Context()); err != nil || d.LapseShardLeases {
+		t.Errorf("false: %v, LapseShardLeases %v; want false", err, d.LapseShardLeases)
+	}
+	t.Setenv("BATON_LAPSE_SHARD_LEASES", "sometimes")
+	if _, err := FromEnv(t.Context()); err == nil || !strings.Contains(err.Error(), "BATON_LAPSE_SHARD_LEASES") {
+		t.Errorf("sometimes: FromEnv = %v, want an error naming the variable", err)
+	}
+}

@@ -52,6 +52,9 @@ type costOptions struct {
 	// coordinating tick with at most this many busy decider shards
 	// decides them itself; 0 always creates the partition tasks.
 	InlineShards int
+	// LapseShardLeases is BATON_LAPSE_SHARD_LEASES on the partitioned
+	// stacks: the functions' default, true (baton local's is false).
+	LapseShardLeases bool
 	// Compute is the Run function's shape; Concurrencies the concurrency
 	// levels the compute part is priced at besides Compute's own.
 	Compute       cost.Compute
@@ -83,7 +86,7 @@ func otherLeaseStore(s string) string {
 }
 
 func defaultCostOptions() costOptions {
-	return costOptions{Schedules: 10, Fires: 10, Every: 2 * time.Second, Tick: time.Second, Mix: true, PerTick: 100, Partitions: 8, InlineShards: 16,
+	return costOptions{Schedules: 10, Fires: 10, Every: 2 * time.Second, Tick: time.Second, Mix: true, PerTick: 100, Partitions: 8, InlineShards: 16, LapseShardLeases: true,
 		Compute: cost.DefaultCompute, Concurrencies: []int{80}, Retention: cost.DefaultRetention,
 		CheapConcurrency: 80, CheapRetention: time.Hour,
 		LeaseStore: config.JobLeaseStoreFirestore, CompareLeaseStore: true}
@@ -154,6 +157,7 @@ usd_per_million_runs_mix with --mix.`,
 	f.BoolVar(&o.Mix, "mix", o.Mix, "also run the mix of every kind of schedule")
 	f.IntVar(&o.PerTick, "per-tick", o.PerTick, "runs one production tick decides, sharing the tick's own cost")
 	f.IntVar(&o.Partitions, "partitions", o.Partitions, "P, the partitions of a tick (Terraform's decider_partitions, 8 by default); 0 decides in the tick itself")
+	f.BoolVar(&o.LapseShardLeases, "lapse-shard-leases", o.LapseShardLeases, "BATON_LAPSE_SHARD_LEASES of the partitioned stacks (true, the functions' default): a decided shard's lease lapses instead of being released")
 	f.IntVar(&o.InlineShards, "inline-shards", o.InlineShards, "BATON_INLINE_SHARDS of the partitioned stacks (16, the default): a coordinating tick with at most this many busy decider shards decides them itself; 0 always creates the partition tasks")
 	f.Float64Var(&o.Compute.VCPU, "vcpu", o.Compute.VCPU, "vCPU of a Run instance (Terraform: 512Mi gets 0.333)")
 	f.Float64Var(&o.Compute.MemoryGiB, "memory-gib", o.Compute.MemoryGiB, "memory of a Run instance, GiB")
@@ -289,7 +293,7 @@ func cpuTime() time.Duration {
 // logs, with the job leases in leaseStore; stop closes it.
 func costStack(ctx context.Context, o costOptions, logs *countingWriter, leaseStore string, partitions int) (st *stack.Stack, stop func(), err error) {
 	st, err = stack.Start(ctx, stack.Config{Addr: "127.0.0.1:0", Tick: o.Tick, Logger: logging.New(logs, "info"),
-		GPUWorkers: 1, NotifyBackoff: 100 * time.Millisecond, JobLeaseStore: leaseStore, Partitions: partitions, InlineShards: &o.InlineShards})
+		GPUWorkers: 1, NotifyBackoff: 100 * time.Millisecond, JobLeaseStore: leaseStore, Partitions: partitions, InlineShards: &o.InlineShards, LapseShardLeases: &o.LapseShardLeases})
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench cost: %w", err)
 	}
@@ -580,10 +584,14 @@ func (b *costBench) phase(ctx context.Context, name string, scheds []schedBody, 
 		}
 	}
 	if runsColl.Writes > 0 {
-		// A run document and its index entries, at the average sizes the
-		// wire saw; deleting it at the end of its retention is a write
-		// of the same (Firestore bills deletes in write units).
-		stored := runsColl.AvgDocBytes + runsColl.AvgIndexBytes
+		// A run document and its index entries; deleting it at the end of
+		// its retention is a write of the same (Firestore bills deletes
+		// in write units). The document's size is its latest as the wire
+		// saw it whole (mongo.CollectionBilling.AvgDocBytes), read after
+		// the listing above, which reads each finished run whole: a
+		// delivery no longer reads its run back after finishing it.
+		finished := b.st.MongoServer().Billing(b.db).Collections[schedule.RunsCollection]
+		stored := finished.AvgDocBytes + runsColl.AvgIndexBytes
 		p.storedBytes = float64(stored)
 		p.deleteUnits = float64((stored + 1023) / 1024)
 	}
@@ -754,8 +762,8 @@ func (r *costReport) print(w io.Writer, o costOptions) {
 		cost.PricesRead, o.Compute.VCPU, o.Compute.MemoryGiB, o.Compute.Concurrency, o.Retention, o.PerTick)
 	if t.ticks > 0 {
 		n := float64(t.ticks)
-		fmt.Fprintf(w, "tick (fixed, per tick, %d ticks, %d partitions, inline up to %d busy shards): %.2f read units, %.2f write units, %.2f Class A, %.2f Class B, %.2f partition task ops, %.2f partition requests, %.0f log bytes\n",
-			t.ticks, o.Partitions, o.InlineShards, float64(t.readUnits)/n, float64(t.writeUnits)/n, float64(t.classA)/n, float64(t.classB)/n,
+		fmt.Fprintf(w, "tick (fixed, per tick, %d ticks, %d partitions, inline up to %d busy shards, shard leases lapse: %v): %.2f read units, %.2f write units, %.2f Class A, %.2f Class B, %.2f partition task ops, %.2f partition requests, %.0f log bytes\n",
+			t.ticks, o.Partitions, o.InlineShards, o.LapseShardLeases, float64(t.readUnits)/n, float64(t.writeUnits)/n, float64(t.classA)/n, float64(t.classB)/n,
 			float64(t.partCreates+int64(len(t.partReqs)))/n, float64(len(t.partReqs))/n, float64(t.logBytes)/n)
 	}
 	head := r.http.perRun(def, t, o.PerTick)

@@ -145,6 +145,11 @@ type Config struct {
 	// Partitions is set: a coordinating tick with at most this many busy
 	// decider shards decides them itself; nil reads the variable.
 	InlineShards *int
+	// LapseShardLeases is BATON_LAPSE_SHARD_LEASES of the local Tick when
+	// Partitions is set; nil reads the variable when it is set, else
+	// false: the cloud's default, true, would make a restarted stack wait
+	// out (about 30 s) the shard leases its last process left.
+	LapseShardLeases *bool
 	// JobLeaseStore is where the job leases live, "gcs" or "firestore"
 	// (baton local --job-lease-store); "" means BATON_JOB_LEASE_STORE.
 	JobLeaseStore string
@@ -488,6 +493,15 @@ func Start(ctx context.Context, cfg Config) (_ *Stack, err error) {
 		if cfg.InlineShards != nil {
 			// Above V it means V, as in the functions.
 			deps.InlineShards = min(max(*cfg.InlineShards, 0), schedule.DeciderShards())
+		}
+		switch {
+		case cfg.LapseShardLeases != nil:
+			deps.LapseShardLeases = *cfg.LapseShardLeases
+		case strings.TrimSpace(os.Getenv(config.EnvLapseShardLeases)) != "":
+			if deps.LapseShardLeases, err = functions.LapseShardLeasesFromEnv(); err != nil {
+				_ = ln.Close()
+				return nil, fmt.Errorf("stack: %w", err)
+			}
 		}
 		deps.PartitionQueue = func(string) (baton.PartitionDispatcher, error) { return pq, nil }
 	}

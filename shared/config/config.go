@@ -110,6 +110,9 @@ const (
 	// EnvInlineShards lets a coordinating tick decide few busy shards
 	// itself (scheduler.Config.InlineShards).
 	EnvInlineShards = "BATON_INLINE_SHARDS"
+	// EnvLapseShardLeases leaves a decided shard's lease to lapse instead
+	// of releasing it (scheduler.Config.LapseShardLeases).
+	EnvLapseShardLeases = "BATON_LAPSE_SHARD_LEASES"
 	// EnvTaskRuns bounds the runs of one Run task that several schedules
 	// share (issue 29).
 	EnvTaskRuns = "BATON_TASK_RUNS"
@@ -184,6 +187,7 @@ var Vars = []Var{
 	{EnvDecideConcurrency, []string{FnTick, CLI}, "32", "Schedules one decider (a tick, or one decider shard of a partition) decides at once; sized for Firestore's 10 to 50 ms a write (docs/scheduler.md)."},
 	{EnvShardConcurrency, []string{FnTick}, "4", "Decider shards one partition decides at once."},
 	{EnvInlineShards, []string{FnTick}, "16", "With `BATON_PARTITIONS` set, the coordinating tick first looks at every decider shard for one due schedule (a read unit each); when at most this many have something due, it decides them itself, each under its own lease, and creates no partition task, so that a quiet minute's runs share Run tasks (docs/cost.md). 0 always creates the partition tasks; `BATON_DECIDER_SHARDS` or more decides every minute in the tick."},
+	{EnvLapseShardLeases, []string{FnTick}, "true", "`true`: a decider shard's lease is left to lapse once the shard is decided, instead of released with a write: the next tick is a minute away, after the lease's TTL, and the same instance writes over it at once (docs/cost.md). Meanwhile another instance's tick skips the shard, just decided. Only with `BATON_TICK_LEASE_TTL` plus 2 s under a minute. `baton local` defaults to `false`, so that a restarted stack decides at once."},
 	{EnvTaskRuns, []string{FnTick}, "100", "Runs one Run task carries: the runs a tick (or a partition) hands off at once share tasks of up to this many, across schedules, and with them Cloud Tasks' create and delivery and Cloud Run's request fee (docs/cost.md). Each runs as if it had its own task. 1 gives every schedule its own task. 1 to 100."},
 	{EnvSubMinute, []string{FnSchedules}, "false", "`true` when something ticks at second granularity (`baton daemon`, deployed by Terraform with `daemon_image`). Otherwise a seconds-level cron is refused with 400 instead of being fired once a minute."},
 }

@@ -360,6 +360,44 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 	return nil
 }
 
+// Retain ends this holder's use of the lease without releasing it: the
+// heartbeat stops and Context ends, as with Release, but nothing is
+// written. The lease stays held in its store until its TTL runs out, so
+// another manager meets it held until then; this manager's next Acquire
+// of it writes over it at once, on the generation it wrote last (a write
+// by anyone else since fails that, and the Acquire reads as usual). It is
+// for a lease whose next acquire is due after its TTL anyway, or in this
+// process: a decider shard's, which the next tick, a minute away, takes
+// again (scheduler.Config.LapseShardLeases). Its release's write is saved.
+// A lease already lost answers its loss.
+func (l *Lease) Retain(ctx context.Context) error {
+	l.stopOnce.Do(func() { close(l.stop) })
+	select {
+	case <-l.stopped:
+	case <-ctx.Done():
+		l.cancel(fmt.Errorf("%w: retained: %w", ErrNotHeld, ctx.Err()))
+		return fmt.Errorf("lease %q: retain: %w", l.name, ctx.Err())
+	}
+	l.mu.Lock()
+	st, lost, released := l.st, l.err, l.released
+	if released || lost != nil {
+		l.mu.Unlock()
+		return lost
+	}
+	l.released = true
+	l.err = ErrNotHeld
+	l.mu.Unlock()
+	// Free to this manager's next Acquire, which writes over it with
+	// GenerationMatch; to everyone else it is held until it expires.
+	st.Released = true
+	l.m.mu.Lock()
+	l.m.free[l.name] = st
+	l.m.mu.Unlock()
+	l.cancel(ErrNotHeld)
+	l.m.log.Debug("lease retained", "lease", l.name, "holder", l.m.holder, "epoch", l.epoch)
+	return nil
+}
+
 // settleRelease records a successful release that left the lease as nst, for
 // this manager's next acquire of it, and ends the lease's context.
 func (l *Lease) settleRelease(nst state) {

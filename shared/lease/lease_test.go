@@ -672,3 +672,57 @@ func TestReleaseUnreadKeepsNewHolder(t *testing.T) {
 		})
 	}
 }
+
+// TestRetainLeavesItHeldToOthers: a retained lease writes nothing and
+// stays held to every other manager until it expires, while its own
+// manager takes it again at once, one epoch up. Once another manager has
+// taken it over (after its expiry), the retaining manager's next acquire
+// meets that holder instead of writing over it.
+func TestRetainLeavesItHeldToOthers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	a := b.manager("a", lease.Options{ObjectWriteGap: -1})
+	la, err := a.Acquire(ctx, "r", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := la.Generation()
+	if err := la.Retain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(la.Err(), lease.ErrNotHeld) || la.Context().Err() == nil {
+		t.Errorf("a retained lease: Err %v, context %v; want ErrNotHeld and its context ended", la.Err(), la.Context().Err())
+	}
+	info, err := a.Status(ctx, "r")
+	if err != nil || info.Holder != "a" || info.Free || info.Generation != gen {
+		t.Fatalf("after Retain: %+v, %v; want still held by a, unwritten (generation %d)", info, err, gen)
+	}
+	other := b.manager("other", lease.Options{ObjectWriteGap: -1})
+	var held *lease.HeldError
+	if _, err := other.Acquire(ctx, "r", 30*time.Second); !errors.As(err, &held) || held.Holder != "a" {
+		t.Fatalf("another manager's acquire of a retained lease: %v, want held by a", err)
+	}
+	la2, err := a.Acquire(ctx, "r", 30*time.Second)
+	if err != nil || la2.Epoch() != la.Epoch()+1 {
+		t.Fatalf("a's own acquire of the lease it retained: %v, %v; want it at epoch %d", la2, err, la.Epoch()+1)
+	}
+	if err := la2.Retain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	info, _ = a.Status(ctx, "r")
+	clk := &clock{}
+	clk.Set(info.ExpiresAt)
+	late := b.manager("late", lease.Options{Clock: clk, ObjectWriteGap: -1})
+	ll, err := late.Acquire(ctx, "r", 30*time.Second)
+	if err != nil {
+		t.Fatalf("acquire after the retained lease expired: %v", err)
+	}
+	if _, err := a.Acquire(ctx, "r", 30*time.Second); !errors.As(err, &held) || held.Holder != "late" {
+		t.Fatalf("a's acquire after another took the lease over: %v, want held by late", err)
+	}
+	if ll.Err() != nil {
+		t.Errorf("late's lease: %v, want held", ll.Err())
+	}
+	release(t, ll)
+}

@@ -432,10 +432,17 @@ func (e *Engine) shardQuiet(ctx context.Context, v int, now time.Time) bool {
 	return err == nil && len(page) == 0
 }
 
+// lapseShardLeases reports whether a decided shard's lease is left to
+// lapse (Config.LapseShardLeases): only when it lapses before the next
+// scheduled tick, a minute at the least.
+func (e *Engine) lapseShardLeases() bool {
+	return e.cfg.LapseShardLeases && e.cfg.TickLeaseTTL+e.cfg.Leases.Skew() < time.Minute
+}
+
 // decideShard decides decider shard v under its tick lease: take the lease
 // (held: report it and do nothing), decide its due schedules page by page,
 // emitting each page's committed work, and release the lease as soon as
-// the decisions are committed.
+// the decisions are committed (or leave it to lapse: Config.LapseShardLeases).
 func (e *Engine) decideShard(ctx context.Context, v int, now time.Time, c *counters, emit func([]*scheduleWork)) (held bool, err error) {
 	l, err := e.cfg.Leases.Acquire(ctx, TickShardLease(v), e.cfg.TickLeaseTTL)
 	if err != nil {
@@ -450,7 +457,11 @@ func (e *Engine) decideShard(ctx context.Context, v int, now time.Time, c *count
 	}
 	_, derr := e.decidePages(l.Context(), l, now, c, due, emit) //nolint:contextcheck // bounded by the shard's lease, as Tick's decide
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TickLeaseTTL)
-	if rerr := l.Release(rctx); rerr != nil {
+	if derr == nil && e.lapseShardLeases() {
+		if rerr := l.Retain(rctx); rerr != nil {
+			e.log.Warn("decider shard lease retain failed", "shard", v, "err", rerr)
+		}
+	} else if rerr := l.Release(rctx); rerr != nil {
 		e.log.Warn("decider shard lease release failed", "shard", v, "err", rerr)
 	}
 	cancel()

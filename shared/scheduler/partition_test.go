@@ -8,6 +8,7 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -45,6 +46,13 @@ type partitionRig struct {
 
 func newPartitionRig(t *testing.T, holders ...string) *partitionRig {
 	t.Helper()
+	return newPartitionRigWith(t, nil, holders...)
+}
+
+// newPartitionRigWith is newPartitionRig with each holder's engine
+// configuration changed by with, when set.
+func newPartitionRigWith(t *testing.T, with func(holder string, c *scheduler.Config), holders ...string) *partitionRig {
+	t.Helper()
 	r := &partitionRig{store: emutest.Store(t), clock: newClock(t0), engines: map[string]*scheduler.Engine{},
 		leases: map[string]*lease.Manager{}, calls: map[string]int{}}
 	if err := r.store.EnsureIndexes(context.Background(), mongostore.SchedulerIndexes...); err != nil {
@@ -72,8 +80,12 @@ func newPartitionRig(t *testing.T, holders ...string) *partitionRig {
 			// break while it is paused: it wakes believing it holds.
 			ttl = 3 * time.Minute
 		}
-		e, err := scheduler.New(scheduler.Config{Store: r.store, Leases: m, Clock: r.clock, TickLeaseTTL: ttl,
-			AllowedTargets: []string{u.Hostname()}})
+		cfg := scheduler.Config{Store: r.store, Leases: m, Clock: r.clock, TickLeaseTTL: ttl,
+			AllowedTargets: []string{u.Hostname()}}
+		if with != nil {
+			with(h, &cfg)
+		}
+		e, err := scheduler.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -514,5 +526,78 @@ func TestQuietShardTakesNoLease(t *testing.T) {
 	}
 	if want := []string{scheduler.TickShardLease(busy)}; !slices.Equal(shards, want) {
 		t.Errorf("shard leases written %v, want only %v", shards, want)
+	}
+}
+
+// TestDecidedShardLeaseLapses: with LapseShardLeases, a decided shard's
+// lease is not released (no marker, no write): it stays held by its
+// decider until it expires. Another process's tick meanwhile finds the
+// shard held and skips it, deciding nothing; the decider's own next tick
+// takes the lease again at once, with a higher epoch, and decides it. Each
+// fire time runs once. With a TTL that would outlast a minute's tick, the
+// lease is released as before.
+func TestDecidedShardLeaseLapses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := newPartitionRigWith(t, func(h string, c *scheduler.Config) {
+		c.LapseShardLeases = true
+		if h == "long" {
+			c.TickLeaseTTL = time.Minute
+		}
+	}, "a", "b", "long")
+	v := r.oneSchedule(t, "s", schedule.CatchupLatest)
+	name := scheduler.TickShardLease(v)
+	tick := func(h string, minute int) *scheduler.Summary {
+		t.Helper()
+		r.clock.Set(t0.Add(time.Duration(minute)*time.Minute + time.Second))
+		sum, err := r.engines[h].TickPartition(ctx, t0.Add(time.Duration(minute)*time.Minute), 0, 1)
+		if err != nil {
+			t.Fatalf("%s's tick of minute %d: %v", h, minute, err)
+		}
+		r.engines[h].Wait()
+		return sum
+	}
+	if sum := tick("a", 1); sum.Decided != 1 || sum.ShardsDecided != 1 {
+		t.Fatalf("a's first tick: %+v, want the shard decided", sum)
+	}
+	first, err := r.leases["a"].Status(ctx, name)
+	if err != nil || first.Holder != "a" || first.Free {
+		t.Fatalf("the decided shard's lease: %+v, %v; want it still held by a (left to lapse)", first, err)
+	}
+	if sum := tick("b", 2); sum.Decided != 0 || sum.ShardsSkipped != 1 {
+		t.Errorf("b's tick while a's lease lapses: %+v, want the shard skipped, nothing decided", sum)
+	}
+	if sum := tick("a", 2); sum.Decided != 1 || sum.ShardsDecided != 1 {
+		t.Errorf("a's next tick: %+v, want the shard decided under the lease it left", sum)
+	}
+	second, err := r.leases["a"].Status(ctx, name)
+	if err != nil || second.Holder != "a" || second.Epoch <= first.Epoch {
+		t.Errorf("the lease after a's second tick: %+v, %v; want a's, epoch above %d", second, err, first.Epoch)
+	}
+	r.mu.Lock()
+	calls := maps.Clone(r.calls)
+	r.mu.Unlock()
+	if len(calls) != 2 {
+		t.Errorf("runs called %v, want the two fire times", calls)
+	}
+	for id, n := range calls {
+		if n != 1 {
+			t.Errorf("run %s called %d times, want once", id, n)
+		}
+	}
+	// A TTL of a minute would outlast the next tick: released as before.
+	if sum := tick("long", 3); sum.Decided != 0 || sum.ShardsSkipped != 1 {
+		t.Fatalf("long's tick while a's lease lapses: %+v, want the shard skipped", sum)
+	}
+	r.clock.Set(t0.Add(4 * time.Minute))
+	if err := r.leases["a"].Break(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if sum := tick("long", 4); sum.ShardsDecided != 1 {
+		t.Fatalf("long's tick: %+v, want the shard decided", sum)
+	}
+	// Status answers a free lease's state with ErrNotFound.
+	if in, err := r.leases["long"].Status(ctx, name); in == nil || !in.Free {
+		t.Errorf("the shard's lease after a decide with a one-minute TTL: %+v, %v; want it released", in, err)
 	}
 }
