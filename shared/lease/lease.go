@@ -302,9 +302,10 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 		cur  state
 		rerr error
 	)
-	if l.m.releaseUnread {
+	if l.m.releaseUnread && l.m.markers != nil {
 		// Options.ReleaseUnread: the marker names our epoch and token,
-		// which free nobody else's acquisition.
+		// which free nobody else's acquisition, and the store's write
+		// never replaces a newer acquisition's marker.
 		cur = st
 	} else {
 		cur, rerr = l.m.read(ctx, l.name)
@@ -369,7 +370,9 @@ func (l *Lease) Release(ctx context.Context) (err error) {
 // for a lease whose next acquire is due after its TTL anyway, or in this
 // process: a decider shard's, which the next tick, a minute away, takes
 // again (scheduler.Config.LapseShardLeases). Its release's write is saved.
-// A lease already lost answers its loss.
+// A lease already lost answers its loss; one whose last renew ended in an
+// error (it may have landed, so the generation known may be behind) is
+// released instead.
 func (l *Lease) Retain(ctx context.Context) error {
 	l.stopOnce.Do(func() { close(l.stop) })
 	select {
@@ -379,10 +382,17 @@ func (l *Lease) Retain(ctx context.Context) error {
 		return fmt.Errorf("lease %q: retain: %w", l.name, ctx.Err())
 	}
 	l.mu.Lock()
-	st, lost, released := l.st, l.err, l.released
+	st, lost, released, unconfirmed := l.st, l.err, l.released, !l.unconfirmed.IsZero()
 	if released || lost != nil {
 		l.mu.Unlock()
 		return lost
+	}
+	if unconfirmed {
+		// A renew ended in an error and may have landed: the generation
+		// we know may be behind, and our next acquire would meet our own
+		// write as someone else's until it expired. Release instead.
+		l.mu.Unlock()
+		return l.Release(ctx)
 	}
 	l.released = true
 	l.err = ErrNotHeld

@@ -604,19 +604,26 @@ func TestAppliedCreateWithFailedAnswer(t *testing.T) {
 
 // TestReleaseUnreadKeepsNewHolder: a holder that was taken over without
 // knowing it (its heartbeat has not run since) releases. With
-// ReleaseUnread it does not read first, so it writes a marker naming its
-// own epoch and token, and answers nil where the reading release answers
-// ErrLost. Either way the new holder keeps the lease: its object is
-// untouched, a third manager is refused, and once the new holder releases
-// the third takes it.
+// ReleaseUnread and the store's markers it does not read first, so it
+// writes a marker naming its own epoch and token, and answers nil where
+// the reading release answers ErrLost. Either way the new holder keeps
+// the lease: its object is untouched, a third manager is refused, and
+// once the new holder releases the third takes it. Released late, after
+// the new holder's own release, the stale marker does not replace the
+// newer one: the lease stays free.
 func TestReleaseUnreadKeepsNewHolder(t *testing.T) {
 	t.Parallel()
-	for _, unread := range []bool{false, true} {
-		t.Run(fmt.Sprintf("unread=%v", unread), func(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		unread, late bool
+	}{{"read", false, false}, {"unread", true, false}, {"unread, after the new holder's release", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			b := setup(t)
-			a := b.manager("a", lease.Options{ReleaseUnread: unread})
+			// A store of its own: the marker's key is the lease's name.
+			markers := emutest.Store(t).LeaseMarkers()
+			a := b.manager("a", lease.Options{Markers: markers, ReleaseUnread: tc.unread})
 			// A long ttl: a's heartbeat (every ttl/3) does not run before
 			// its release, so a does not learn it lost.
 			la, err := a.Acquire(ctx, "job", 30*time.Second)
@@ -629,10 +636,23 @@ func TestReleaseUnreadKeepsNewHolder(t *testing.T) {
 			}
 			clk := &clock{}
 			clk.Set(info.ExpiresAt)
-			c := b.manager("c", lease.Options{Clock: clk})
+			c := b.manager("c", lease.Options{Clock: clk, Markers: markers})
 			lc, err := c.Acquire(ctx, "job", 30*time.Second)
 			if err != nil {
 				t.Fatal(err)
+			}
+			d := b.manager("d", lease.Options{Markers: markers})
+			if tc.late {
+				release(t, lc)
+				if err := la.Release(ctx); err != nil {
+					t.Fatalf("stale unread release: %v, want nil", err)
+				}
+				ld, err := d.Acquire(ctx, "job", 30*time.Second)
+				if err != nil {
+					t.Fatalf("acquire after the new holder released and the stale one wrote its marker: %v, want the lease free", err)
+				}
+				release(t, ld)
+				return
 			}
 			before, err := c.Status(ctx, "job")
 			if err != nil {
@@ -640,9 +660,9 @@ func TestReleaseUnreadKeepsNewHolder(t *testing.T) {
 			}
 			err = la.Release(ctx)
 			switch {
-			case unread && err != nil:
+			case tc.unread && err != nil:
 				t.Fatalf("unread stale release: %v, want nil (it does not read, so it cannot know)", err)
-			case !unread && !errors.Is(err, lease.ErrLost):
+			case !tc.unread && !errors.Is(err, lease.ErrLost):
 				t.Fatalf("stale release: %v, want ErrLost", err)
 			}
 			after, err := c.Status(ctx, "job")
@@ -652,7 +672,6 @@ func TestReleaseUnreadKeepsNewHolder(t *testing.T) {
 			if after.Holder != "c" || after.Free || after.Epoch != lc.Epoch() || after.Generation != before.Generation {
 				t.Fatalf("new holder's lease after the stale release: %+v, want c's at epoch %d, generation %d, held", after, lc.Epoch(), before.Generation)
 			}
-			d := b.manager("d", lease.Options{})
 			var held *lease.HeldError
 			if _, err := d.Acquire(ctx, "job", 30*time.Second); !errors.As(err, &held) || held.Holder != "c" {
 				t.Fatalf("a third manager's acquire while c holds: %v, want held by c", err)

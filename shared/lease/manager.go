@@ -106,14 +106,18 @@ type Options struct {
 	// agree on it, as on JobLeases.
 	AlsoInJobLeases func(name string) bool
 	// ReleaseUnread makes Release write its marker without reading the
-	// lease first. The read only tells a holder that was taken over
-	// without knowing it that it was (Release then answers ErrLost):
-	// exclusion does not need it, since a marker frees a lease only when
-	// it names the epoch and token the lease holds, and a newer holder's
-	// are not ours. The scheduler sets it: it only logs what Release
-	// answers, and the read is a read unit and a round trip on every run
-	// (docs/cost.md). A release whose marker write fails writes the free
-	// state, on the generation it last wrote, as before.
+	// lease first, when Markers is set. The read tells a holder that was
+	// taken over without knowing it that it was (Release then answers
+	// ErrLost), and keeps it from writing a marker over the newer
+	// holder's. Exclusion does not need the first: a marker frees a lease
+	// only when it names the epoch and token the lease holds, and a newer
+	// holder's are not ours. The store's marker write gives the second: it
+	// never replaces a newer acquisition's marker (a bucket marker would,
+	// so without Markers the read stays). The scheduler sets it: it only
+	// logs what Release answers, and the read is a read unit and a round
+	// trip on every run (docs/cost.md). A release whose marker write fails
+	// writes the free state on the generation it last wrote, and reads
+	// only if that is refused.
 	ReleaseUnread bool
 }
 

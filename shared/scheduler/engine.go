@@ -155,14 +155,17 @@ type Config struct {
 	// release is a write (a marker, a write unit) per busy shard per
 	// tick, and the next tick, a minute away, comes after the lease's TTL
 	// anyway; this engine's own next acquire writes over it at once. It
-	// applies only when TickLeaseTTL plus the lease skew is under a
-	// minute, Cloud Scheduler's shortest period. Meanwhile another
-	// process's decide of the shard (a manual tick, a duplicated one)
-	// finds it held and skips it: it was just decided, and what falls due
-	// since is the next tick's. A shard whose decide failed is released,
-	// so that a retry decides it at once. BATON_LAPSE_SHARD_LEASES: true
-	// in the functions, false in baton local, whose restart would
-	// otherwise wait out the leases its last process left.
+	// applies only to a shard decided early enough in the minute of its
+	// tick's schedule time that the lease (TickLeaseTTL and the skew after
+	// its last write) is gone before the next minute's tick (retainBy):
+	// a late decide, such as a partition task redelivered half a minute
+	// in, releases. Meanwhile another process's decide of the shard (a
+	// manual tick, a duplicated one) finds it held and skips it: it was
+	// just decided, and what falls due since is the next tick's. A shard
+	// whose decide stopped with an error is released, so that a retry
+	// decides it at once. BATON_LAPSE_SHARD_LEASES: true in the functions,
+	// false in baton local, whose restart would otherwise wait out the
+	// leases its last process left.
 	LapseShardLeases bool
 	// Partitions creates the partition tasks of a coordinating tick
 	// (Coordinate); nil makes Coordinate decide every partition in this

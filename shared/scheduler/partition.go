@@ -370,6 +370,7 @@ func (e *Engine) tickPartition(ctx context.Context, scheduleTime time.Time, p, n
 			execMu.Unlock()
 		}
 	}
+	retainBy := e.retainBy(scheduleTime, now)
 	for _, v := range PartitionShards(p, n) {
 		sem <- struct{}{}
 		shards.Add(1)
@@ -379,7 +380,7 @@ func (e *Engine) tickPartition(ctx context.Context, scheduleTime time.Time, p, n
 				nQuiet.Add(1)
 				return
 			}
-			held, err := e.decideShard(ctx, v, sum.Now, &c, emit)
+			held, err := e.decideShard(ctx, v, sum.Now, retainBy, &c, emit)
 			switch {
 			case held:
 				skipped.Add(1)
@@ -432,18 +433,36 @@ func (e *Engine) shardQuiet(ctx context.Context, v int, now time.Time) bool {
 	return err == nil && len(page) == 0
 }
 
-// lapseShardLeases reports whether a decided shard's lease is left to
-// lapse (Config.LapseShardLeases): only when it lapses before the next
-// scheduled tick, a minute at the least.
-func (e *Engine) lapseShardLeases() bool {
-	return e.cfg.LapseShardLeases && e.cfg.TickLeaseTTL+e.cfg.Leases.Skew() < time.Minute
+// retainMargin is what a lapsing shard lease keeps between its expiry and
+// the next tick: Cloud Scheduler's delivery and the clocks of two
+// instances.
+const retainMargin = 5 * time.Second
+
+// retainBy is the time before which a shard decided by the tick of
+// scheduleTime (the minute of now when zero: a manual tick) may be left to
+// lapse (Config.LapseShardLeases): its lease, last written no later than
+// the retain, expires a TTL and the skew after that, and must be gone
+// before the next minute's tick (with retainMargin to spare), or that
+// tick, on another instance, would find the shard held and skip it. A
+// late decide (a partition task redelivered 35 s into the minute, a
+// retried tick) releases. Zero when shard leases do not lapse.
+func (e *Engine) retainBy(scheduleTime, now time.Time) time.Time {
+	if !e.cfg.LapseShardLeases {
+		return time.Time{}
+	}
+	st := scheduleTime
+	if st.IsZero() {
+		st = now.Truncate(time.Minute)
+	}
+	return st.Add(time.Minute - e.cfg.TickLeaseTTL - e.cfg.Leases.Skew() - retainMargin)
 }
 
 // decideShard decides decider shard v under its tick lease: take the lease
 // (held: report it and do nothing), decide its due schedules page by page,
 // emitting each page's committed work, and release the lease as soon as
-// the decisions are committed (or leave it to lapse: Config.LapseShardLeases).
-func (e *Engine) decideShard(ctx context.Context, v int, now time.Time, c *counters, emit func([]*scheduleWork)) (held bool, err error) {
+// the decisions are committed, or, when it would lapse before the next
+// minute's tick (retainBy), leave it to lapse (Config.LapseShardLeases).
+func (e *Engine) decideShard(ctx context.Context, v int, now, retainBy time.Time, c *counters, emit func([]*scheduleWork)) (held bool, err error) {
 	l, err := e.cfg.Leases.Acquire(ctx, TickShardLease(v), e.cfg.TickLeaseTTL)
 	if err != nil {
 		var h *lease.HeldError
@@ -457,7 +476,7 @@ func (e *Engine) decideShard(ctx context.Context, v int, now time.Time, c *count
 	}
 	_, derr := e.decidePages(l.Context(), l, now, c, due, emit) //nolint:contextcheck // bounded by the shard's lease, as Tick's decide
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TickLeaseTTL)
-	if derr == nil && e.lapseShardLeases() {
+	if derr == nil && e.now().Before(retainBy) {
 		if rerr := l.Retain(rctx); rerr != nil {
 			e.log.Warn("decider shard lease retain failed", "shard", v, "err", rerr)
 		}

@@ -534,8 +534,8 @@ func TestQuietShardTakesNoLease(t *testing.T) {
 // decider until it expires. Another process's tick meanwhile finds the
 // shard held and skips it, deciding nothing; the decider's own next tick
 // takes the lease again at once, with a higher epoch, and decides it. Each
-// fire time runs once. With a TTL that would outlast a minute's tick, the
-// lease is released as before.
+// fire time runs once. Decided late in its minute, or with a TTL that
+// would outlast a minute's tick, the lease is released as before.
 func TestDecidedShardLeaseLapses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -585,11 +585,23 @@ func TestDecidedShardLeaseLapses(t *testing.T) {
 			t.Errorf("run %s called %d times, want once", id, n)
 		}
 	}
-	// A TTL of a minute would outlast the next tick: released as before.
-	if sum := tick("long", 3); sum.Decided != 0 || sum.ShardsSkipped != 1 {
-		t.Fatalf("long's tick while a's lease lapses: %+v, want the shard skipped", sum)
+	// Decided late in its minute (a partition task redelivered 40 s in),
+	// the lease would outlast the next minute's tick: released.
+	r.clock.Set(t0.Add(3*time.Minute + 40*time.Second))
+	if _, err := r.engines["a"].TickPartition(ctx, t0.Add(3*time.Minute), 0, 1); err != nil {
+		t.Fatal(err)
 	}
-	r.clock.Set(t0.Add(4 * time.Minute))
+	r.engines["a"].Wait()
+	if in, err := r.leases["a"].Status(ctx, name); in == nil || !in.Free {
+		t.Errorf("the shard's lease after a decide 40 s into its minute: %+v, %v; want it released", in, err)
+	}
+	// A TTL of a minute would outlast the next tick: released as before.
+	if _, err := r.leases["a"].Acquire(ctx, name, 30*time.Second); err != nil {
+		t.Fatal(err) // a holds it again, for long's tick to meet
+	}
+	if sum := tick("long", 4); sum.Decided != 0 || sum.ShardsSkipped != 1 {
+		t.Fatalf("long's tick while a holds the shard: %+v, want the shard skipped", sum)
+	}
 	if err := r.leases["a"].Break(ctx, name); err != nil {
 		t.Fatal(err)
 	}
