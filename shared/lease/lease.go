@@ -383,27 +383,20 @@ func (l *Lease) Retain(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	st, lost, released, unconfirmed := l.st, l.err, l.released, !l.unconfirmed.IsZero()
+	l.mu.Unlock()
 	if released || lost != nil {
-		l.mu.Unlock()
 		return lost
 	}
 	if unconfirmed {
 		// A renew ended in an error and may have landed: the generation
 		// we know may be behind, and our next acquire would meet our own
 		// write as someone else's until it expired. Release instead.
-		l.mu.Unlock()
 		return l.Release(ctx)
 	}
-	l.released = true
-	l.err = ErrNotHeld
-	l.mu.Unlock()
 	// Free to this manager's next Acquire, which writes over it with
 	// GenerationMatch; to everyone else it is held until it expires.
 	st.Released = true
-	l.m.mu.Lock()
-	l.m.free[l.name] = st
-	l.m.mu.Unlock()
-	l.cancel(ErrNotHeld)
+	l.settle(st)
 	l.m.log.Debug("lease retained", "lease", l.name, "holder", l.m.holder, "epoch", l.epoch)
 	return nil
 }
@@ -411,6 +404,13 @@ func (l *Lease) Retain(ctx context.Context) error {
 // settleRelease records a successful release that left the lease as nst, for
 // this manager's next acquire of it, and ends the lease's context.
 func (l *Lease) settleRelease(nst state) {
+	l.settle(nst)
+	l.m.log.Debug("lease released", "lease", l.name, "holder", l.m.holder, "epoch", l.epoch, "marker", nst.Released)
+}
+
+// settle ends the lease as nst, which this manager's next acquire of it
+// starts from (after a release, or Retain), and ends its context.
+func (l *Lease) settle(nst state) {
 	l.mu.Lock()
 	l.released = true
 	l.err = ErrNotHeld
@@ -420,5 +420,4 @@ func (l *Lease) settleRelease(nst state) {
 	l.m.free[l.name] = nst
 	l.m.mu.Unlock()
 	l.cancel(ErrNotHeld)
-	l.m.log.Debug("lease released", "lease", l.name, "holder", l.m.holder, "epoch", l.epoch, "marker", nst.Released)
 }
