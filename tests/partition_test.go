@@ -80,9 +80,8 @@ func TestLocalPartitionedTick(t *testing.T) {
 // at) or as a partition task (body), and decodes the answer.
 func postTick(t *testing.T, s *stack.Stack, at time.Time, body string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, s.URL+"/Tick", nil)
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/Tick", strings.NewReader(body))
 	if body != "" {
-		req, _ = http.NewRequest(http.MethodPost, s.URL+"/Tick", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Authorization", "Bearer "+s.Token)
