@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -27,6 +28,7 @@ import (
 	"github.com/baton-cron/baton/shared/logging"
 	"github.com/baton-cron/baton/shared/schedule"
 	"github.com/baton-cron/baton/shared/store"
+	"github.com/baton-cron/baton/shared/store/mongostore"
 )
 
 func init() { benchCmd.AddCommand(newBenchCostCmd()) }
@@ -290,17 +292,39 @@ func cpuTime() time.Duration {
 }
 
 // costStack starts the local stack a bench phase runs on, logging into
-// logs, with the job leases in leaseStore; stop closes it.
-func costStack(ctx context.Context, o costOptions, logs *countingWriter, leaseStore string, partitions int) (st *stack.Stack, stop func(), err error) {
+// logs, with the job leases in leaseStore; stop closes it. poll is a store
+// on the stack's database for the bench's own reads (has a phase ended,
+// has every schedule run once): its handshake names mongo.UnbilledApp, so
+// those reads are not billed to the runs they wait for. Through the
+// stack's store, each check of a phase's end (a status list merged over
+// every decider shard) was billed as the runs' reads.
+func costStack(ctx context.Context, o costOptions, logs *countingWriter, leaseStore string, partitions int) (st *stack.Stack, poll *mongostore.Store, stop func(), err error) {
 	st, err = stack.Start(ctx, stack.Config{Addr: "127.0.0.1:0", Tick: o.Tick, Logger: logging.New(logs, "info"),
 		GPUWorkers: 1, NotifyBackoff: 100 * time.Millisecond, JobLeaseStore: leaseStore, Partitions: partitions, InlineShards: &o.InlineShards, LapseShardLeases: &o.LapseShardLeases})
 	if err != nil {
-		return nil, nil, fmt.Errorf("bench cost: %w", err)
+		return nil, nil, nil, fmt.Errorf("bench cost: %w", err)
 	}
-	return st, func() {
+	closeStack := func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		_ = st.Close(cctx)
+	}
+	u, err := url.Parse(st.MongoURI)
+	if err == nil {
+		q := u.Query()
+		q.Set("appName", mongo.UnbilledApp)
+		u.RawQuery = q.Encode()
+		poll, err = mongostore.Open(ctx, u.String(), mongostore.Options{Database: stack.DefaultDatabase})
+	}
+	if err != nil {
+		closeStack()
+		return nil, nil, nil, fmt.Errorf("bench cost: the bench's own store: %w", err)
+	}
+	return st, poll, func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = poll.Close(cctx)
+		closeStack()
 	}, nil
 }
 
@@ -311,7 +335,7 @@ func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 		return nil, err
 	}
 	defer target.close(ctx)
-	st, stop, err := costStack(ctx, o, logs, o.LeaseStore, o.Partitions)
+	st, poll, stop, err := costStack(ctx, o, logs, o.LeaseStore, o.Partitions)
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +345,7 @@ func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 			stop()
 		}
 	}()
-	b := &costBench{fires: o.Fires, every: o.Every, st: st, logs: logs, db: stack.DefaultDatabase, client: &http.Client{Timeout: 30 * time.Second}}
+	b := &costBench{fires: o.Fires, every: o.Every, st: st, poll: poll, logs: logs, db: stack.DefaultDatabase, client: &http.Client{Timeout: 30 * time.Second}}
 	rep := &costReport{}
 
 	// The tick alone: its fixed cost.
@@ -347,11 +371,11 @@ func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 	stop()
 	stopped = true
 	clogs := &countingWriter{}
-	cst, cstop, err := costStack(ctx, o, clogs, o.LeaseStore, o.CheapPartitions)
+	cst, cpoll, cstop, err := costStack(ctx, o, clogs, o.LeaseStore, o.CheapPartitions)
 	if err != nil {
 		return nil, err
 	}
-	cb := &costBench{fires: o.Fires, every: o.Every, st: cst, logs: clogs, db: stack.DefaultDatabase, client: b.client}
+	cb := &costBench{fires: o.Fires, every: o.Every, st: cst, poll: cpoll, logs: clogs, db: stack.DefaultDatabase, client: b.client}
 	rep.cheapTick, err = cb.phase(ctx, "tick", nil, 5*o.Tick, false)
 	if err == nil {
 		scheds = scheds[:0]
@@ -370,12 +394,12 @@ func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 		// but for a switch, so it is not switched under a running one.
 		other := otherLeaseStore(o.LeaseStore)
 		ologs := &countingWriter{}
-		ost, ostop, err := costStack(ctx, o, ologs, other, o.Partitions)
+		ost, opoll, ostop, err := costStack(ctx, o, ologs, other, o.Partitions)
 		if err != nil {
 			return nil, err
 		}
 		defer ostop()
-		ob := &costBench{fires: o.Fires, every: o.Every, st: ost, logs: ologs, db: stack.DefaultDatabase, client: b.client}
+		ob := &costBench{fires: o.Fires, every: o.Every, st: ost, poll: opoll, logs: ologs, db: stack.DefaultDatabase, client: b.client}
 		scheds = scheds[:0]
 		for i := range o.Schedules {
 			scheds = append(scheds, httpSchedule(fmt.Sprintf("cost-http-%d", i), o, target.ok, nil))
@@ -389,6 +413,7 @@ func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 
 type costBench struct {
 	st     *stack.Stack
+	poll   *mongostore.Store // the bench's own reads, unbilled (costStack)
 	logs   *countingWriter
 	db     string
 	client *http.Client
@@ -560,6 +585,8 @@ func (b *costBench) phase(ctx context.Context, name string, scheds []schedBody, 
 		id, _ := s["id"].(string)
 		token := ""
 		for {
+			// Through the stack's own store, not b.poll: the biller
+			// learns each finished run's size from this read (below).
 			page, next, err := b.st.Deps.Store.Catalog().ListAllRuns(ctx, store.RunFilter{ScheduleID: id}, 500, token)
 			if err != nil {
 				return nil, fmt.Errorf("bench cost: %s: list runs: %w", name, err)
@@ -638,28 +665,29 @@ func addBilling(a, b mongo.Billing) mongo.Billing {
 // towards a higher price per run.
 func (b *costBench) warmUp(ctx context.Context, scheds []schedBody) error {
 	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		ran := 0
-		for _, s := range scheds {
-			id, _ := s["id"].(string)
-			page, _, err := b.st.Deps.Store.Catalog().ListAllRuns(ctx, store.RunFilter{ScheduleID: id, Status: schedule.RunSucceeded}, 1, "")
+	// The schedules are asked in turn, each until it has run, so a wait
+	// costs one query: every ask is a query of the local stack's store,
+	// and at --schedules 100 asking all of them every 100 ms was a
+	// thousand queries a second beside the runs, enough to starve them.
+	for ran, s := range scheds {
+		id, _ := s["id"].(string)
+		for {
+			page, _, err := b.poll.Catalog().ListAllRuns(ctx, store.RunFilter{ScheduleID: id, Status: schedule.RunSucceeded}, 1, "")
 			if err != nil {
 				return fmt.Errorf("warm up: list runs: %w", err)
 			}
 			if len(page) > 0 {
-				ran++
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("warm up: %s has not run after 5 minutes (the %d schedules before it of %d have)", id, ran, len(scheds))
+			}
+			if err := clock.Sleep(ctx, 100*time.Millisecond); err != nil {
+				return err
 			}
 		}
-		if ran == len(scheds) {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("warm up: %d of %d schedules ran after 5 minutes", ran, len(scheds))
-		}
-		if err := clock.Sleep(ctx, 100*time.Millisecond); err != nil {
-			return err
-		}
 	}
+	return nil
 }
 
 // going lists up to ten runs still pending or running, for the error of a
@@ -667,7 +695,7 @@ func (b *costBench) warmUp(ctx context.Context, scheds []schedBody) error {
 func (b *costBench) going(ctx context.Context) string {
 	var out []string
 	for _, stt := range []schedule.RunStatus{schedule.RunPending, schedule.RunRunning} {
-		page, _, err := b.st.Deps.Store.Catalog().ListAllRuns(ctx, store.RunFilter{Status: stt}, 5, "")
+		page, _, err := b.poll.Catalog().ListAllRuns(ctx, store.RunFilter{Status: stt}, 5, "")
 		if err != nil {
 			return err.Error()
 		}
@@ -680,7 +708,7 @@ func (b *costBench) going(ctx context.Context) string {
 
 func (b *costBench) quiet(ctx context.Context) (bool, error) {
 	for _, stt := range []schedule.RunStatus{schedule.RunPending, schedule.RunRunning} {
-		page, _, err := b.st.Deps.Store.Catalog().ListAllRuns(ctx, store.RunFilter{Status: stt}, 1, "")
+		page, _, err := b.poll.Catalog().ListAllRuns(ctx, store.RunFilter{Status: stt}, 1, "")
 		if err != nil {
 			return false, fmt.Errorf("bench cost: list runs: %w", err)
 		}

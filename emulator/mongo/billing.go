@@ -22,6 +22,13 @@ const (
 	entryOverhead = 32
 )
 
+// UnbilledApp is the application name (the URI's appName) of a client
+// whose commands Billing leaves out: a meter's own reads, such as
+// baton bench cost's polling for the end of a phase, which would otherwise
+// be billed to the runs it waits for. It is only a name; any client may
+// send it, so it is for measuring tools, not a limit of anything.
+const UnbilledApp = "baton-unbilled"
+
 // Billing is what the front has seen pass that Firestore would bill, in
 // its units. It is measured on the wire, so it counts every store, the
 // unmetered ones included. Sizes are BSON sizes plus Firestore's

@@ -128,3 +128,45 @@ func TestBillingDocSizeIsTheLatest(t *testing.T) {
 		t.Errorf("deleting the 1.2 KiB document: %d write units; want 2", d)
 	}
 }
+
+// TestUnbilledClientIsNotBilled: a client whose handshake names
+// UnbilledApp (a meter's own polling) adds nothing to the bill, whatever it
+// reads or writes, while the same commands from any other client are
+// billed as before.
+func TestUnbilledClientIsNotBilled(t *testing.T) {
+	ctx := context.Background()
+	billed := connect(t, testServer.URI())
+	unbilled := connect(t, testServer.URI()+"&appName="+UnbilledApp)
+	if billed.Name() != unbilled.Name() {
+		t.Fatalf("databases %q and %q; want one", billed.Name(), unbilled.Name())
+	}
+	if _, err := billed.Collection("c").InsertOne(ctx, bson.D{{Key: "_id", Value: "a"}, {Key: "k", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	bill := func() Billing { return testServer.Billing(billed.Name()) }
+	work := func(db *mdriver.Database, id string) {
+		t.Helper()
+		c := db.Collection("c")
+		if err := c.FindOne(ctx, bson.D{{Key: "k", Value: 1}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CountDocuments(ctx, bson.D{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: id}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := bill()
+	work(unbilled, "u")
+	if got := bill(); got.ReadUnits != before.ReadUnits || got.WriteUnits != before.WriteUnits {
+		t.Errorf("the unbilled client's find, count and insert: read units %d → %d, write units %d → %d; want no change",
+			before.ReadUnits, got.ReadUnits, before.WriteUnits, got.WriteUnits)
+	}
+	before = bill()
+	work(billed, "b")
+	if got := bill(); got.ReadUnits <= before.ReadUnits || got.WriteUnits <= before.WriteUnits {
+		t.Errorf("the same from a billed client: read units %d → %d, write units %d → %d; want both up",
+			before.ReadUnits, got.ReadUnits, before.WriteUnits, got.WriteUnits)
+	}
+}

@@ -238,6 +238,9 @@ func (f *front) handle(sess *session, req message, client, backend net.Conn, br 
 	if cmd.isHello() && cmd.loadBalancedHello() {
 		sess.loadBalanced = true
 	}
+	if cmd.isHello() && cmd.unbilledHello() {
+		sess.unbilled = true
+	}
 	cmd.loadBalanced = sess.loadBalanced
 	r := cmd.refusal()
 	if r != nil {
@@ -356,7 +359,7 @@ func (f *front) handle(sess *session, req message, client, backend net.Conn, br 
 				return err
 			}
 		}
-		if reply.opCode == opMsg {
+		if reply.opCode == opMsg && !sess.unbilled {
 			// A write is billed as it landed, whatever the fail point
 			// answered; a read as what was relayed.
 			src := raw

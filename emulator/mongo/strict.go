@@ -24,6 +24,9 @@ type session struct {
 	// driver is in load balanced mode, so every hello reply on this
 	// connection carries serviceId.
 	loadBalanced bool
+	// unbilled is set by a handshake that names UnbilledApp: nothing
+	// this connection sends is billed.
+	unbilled bool
 	// shuffled holds the cursors whose getMore batches are shuffled (an
 	// unsorted find or aggregate). In load balanced mode the driver pins a
 	// cursor to its connection, so its getMores come back here.
@@ -38,6 +41,13 @@ func (c command) isHello() bool {
 		return true
 	}
 	return false
+}
+
+// unbilledHello reports whether a handshake's client metadata names
+// UnbilledApp as its application (the URI's appName).
+func (c command) unbilledHello() bool {
+	name, _ := c.body.Lookup("client", "application", "name").StringValueOK()
+	return name == UnbilledApp
 }
 
 // loadBalancedHello reports whether a hello asks for load balanced mode,
