@@ -296,17 +296,21 @@ func cpuTime() time.Duration {
 // on the stack's database for the bench's own reads (has a phase ended,
 // has every schedule run once): its handshake names mongo.UnbilledApp, so
 // those reads are not billed to the runs they wait for. Through the
-// stack's store, each check of a phase's end (a status list merged over
-// every decider shard) was billed as the runs' reads.
+// stack's store, a check of a phase's end made before the meters' last
+// reading (a status list merged over every decider shard) would be
+// billed as the runs' reads.
 func costStack(ctx context.Context, o costOptions, logs *countingWriter, leaseStore string, partitions int) (st *stack.Stack, poll *mongostore.Store, stop func(), err error) {
 	st, err = stack.Start(ctx, stack.Config{Addr: "127.0.0.1:0", Tick: o.Tick, Logger: logging.New(logs, "info"),
 		GPUWorkers: 1, NotifyBackoff: 100 * time.Millisecond, JobLeaseStore: leaseStore, Partitions: partitions, InlineShards: &o.InlineShards, LapseShardLeases: &o.LapseShardLeases})
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("bench cost: %w", err)
 	}
-	closeStack := func() {
+	stop = func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
+		if poll != nil {
+			_ = poll.Close(cctx)
+		}
 		_ = st.Close(cctx)
 	}
 	u, err := url.Parse(st.MongoURI)
@@ -317,15 +321,11 @@ func costStack(ctx context.Context, o costOptions, logs *countingWriter, leaseSt
 		poll, err = mongostore.Open(ctx, u.String(), mongostore.Options{Database: stack.DefaultDatabase})
 	}
 	if err != nil {
-		closeStack()
+		poll = nil
+		stop()
 		return nil, nil, nil, fmt.Errorf("bench cost: the bench's own store: %w", err)
 	}
-	return st, poll, func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = poll.Close(cctx)
-		closeStack()
-	}, nil
+	return st, poll, stop, nil
 }
 
 func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
