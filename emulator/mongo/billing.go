@@ -17,10 +17,75 @@ const (
 	readUnitBytes  = 4 * 1024
 	writeUnitBytes = 1024
 	// entryOverhead is the fixed part of a document's and of an index
-	// entry's stored size (https://cloud.google.com/firestore/native/docs/storage-size:
-	// "32 additional bytes" per document and per index entry).
-	entryOverhead = 32
+	// entry's stored size in Firestore with MongoDB compatibility
+	// (https://cloud.google.com/firestore/mongodb-compatibility/docs/storage-size:
+	// "48 additional bytes" in both).
+	entryOverhead = 48
 )
+
+// valueSize is a field value's stored size as the storage-size page
+// tables it (https://cloud.google.com/firestore/mongodb-compatibility/docs/storage-size,
+// "Field value size"), not its BSON length: a string is its UTF-8 bytes
+// and 1 (BSON adds a 4-byte length), a date 8, a 32-bit integer 4. The
+// page has no row for an ObjectId: its 12 bytes are counted.
+func valueSize(v bson.RawValue) int64 {
+	switch v.Type {
+	case bson.TypeString:
+		s, _ := v.StringValueOK()
+		return int64(len(s)) + 1
+	case bson.TypeBoolean, bson.TypeNull, bson.TypeMinKey, bson.TypeMaxKey, bson.TypeUndefined:
+		return 1
+	case bson.TypeInt32:
+		return 4
+	case bson.TypeInt64, bson.TypeDouble, bson.TypeDateTime, bson.TypeTimestamp:
+		return 8
+	case bson.TypeDecimal128:
+		return 16
+	case bson.TypeObjectID:
+		return 12
+	case bson.TypeBinary:
+		sub, data, _ := v.BinaryOK()
+		if sub != 0 {
+			return int64(len(data)) + 1
+		}
+		return int64(len(data))
+	case bson.TypeRegex:
+		pat, opt, _ := v.RegexOK()
+		return int64(len(pat)+1) + int64(len(opt)+1)
+	case bson.TypeEmbeddedDocument:
+		d, _ := v.DocumentOK()
+		return fieldsSize(d, false)
+	case bson.TypeArray:
+		a, _ := v.ArrayOK()
+		vals, _ := a.Values()
+		var n int64
+		for _, e := range vals {
+			n += valueSize(e)
+		}
+		return n
+	}
+	return int64(len(v.Value))
+}
+
+// fieldsSize sums each field's name (as a string: bytes and 1) and value;
+// a document's own _id counts its value only.
+func fieldsSize(d bson.Raw, top bool) int64 {
+	els, _ := d.Elements()
+	var n int64
+	for _, e := range els {
+		if !top || e.Key() != "_id" {
+			n += int64(len(e.Key())) + 1
+		}
+		n += valueSize(e.Value())
+	}
+	return n
+}
+
+// docSize is a document's stored size: its collection's name, its fields'
+// names but _id's, every value, and 48 bytes ("Document size").
+func docSize(coll string, doc bson.Raw) int64 {
+	return int64(len(coll)) + 1 + fieldsSize(doc, true) + entryOverhead
+}
 
 // UnbilledApp is the application name (the URI's appName) of a client
 // whose commands Billing leaves out: a meter's own reads, such as
@@ -93,6 +158,7 @@ func (ix indexDef) covers(has func(string) bool) bool {
 
 type collBill struct {
 	CollectionBilling
+	name     string // the collection's, without its database
 	indexes  []indexDef
 	docBytes int64 // sum of document sizes seen
 	docsSeen int64
@@ -167,7 +233,8 @@ func (b *biller) coll(ns string) *collBill {
 	}
 	c := b.colls[ns]
 	if c == nil {
-		c = &collBill{}
+		_, name, _ := strings.Cut(ns, ".")
+		c = &collBill{name: name}
 		b.colls[ns] = c
 	}
 	return c
@@ -203,11 +270,24 @@ func (b *biller) snapshot(db string) Billing {
 	return out
 }
 
-// entryBytes is the size of one index entry of doc in ix.
+// entryBytes is the size of one index entry of doc in ix ("Index entry
+// size"): the collection's name, the _id value, the indexed values (an
+// absent one is null, 1 byte) and 48 bytes. An index whose last key is
+// _id counts it once: Terraform declares that key as __name__, the
+// document name every index entry already ends with, which the page's _id
+// term is. (The page does not say so in words; it is what __name__ is.)
 func entryBytes(coll string, doc bson.Raw, ix indexDef) int64 {
-	n := int64(entryOverhead + len(coll) + 1 + len(doc.Lookup("_id").Value))
+	n := int64(len(coll)) + 1 + valueSize(doc.Lookup("_id")) + entryOverhead
 	for _, f := range ix.fields {
-		n += int64(len(doc.Lookup(strings.Split(f, ".")...).Value)) + 1
+		if f == "_id" {
+			continue
+		}
+		v, err := doc.LookupErr(strings.Split(f, ".")...)
+		if err != nil {
+			n++ // null
+			continue
+		}
+		n += valueSize(v)
 	}
 	return n
 }
@@ -266,8 +346,8 @@ func (b *biller) observe(cmd command, reply bson.Raw) {
 		c := b.coll(ns)
 		size := c.avgDoc()
 		if v, ok := reply.Lookup("value").DocumentOK(); ok {
-			size = int64(len(v) + entryOverhead)
-			c.seen(bson.Raw(v), len(v)+entryOverhead, !hasProjection(cmd.body, "fields"))
+			size = docSize(collName, bson.Raw(v))
+			c.seen(bson.Raw(v), int(size), !hasProjection(cmd.body, "fields"))
 		}
 		if rm, _ := cmd.body.Lookup("remove").BooleanOK(); rm {
 			b.write(c, n, size, c.avgIdx(), int64(len(c.indexes)))
@@ -307,7 +387,7 @@ func (b *biller) read(c *collBill, batch bson.RawArray, query, index, whole bool
 		if !ok {
 			continue
 		}
-		size := int64(len(d) + entryOverhead)
+		size := docSize(c.name, bson.Raw(d))
 		c.seen(bson.Raw(d), int(size), whole)
 		u += units(size, readUnitBytes)
 	}
@@ -376,7 +456,7 @@ func (b *biller) insert(ns, coll string, cmd command, reply bson.Raw) {
 				entries++
 			}
 		}
-		size := int64(len(d) + entryOverhead)
+		size := docSize(coll, d)
 		c.seen(d, int(size), true)
 		c.idxBytes += ib
 		c.idxDocs++

@@ -118,7 +118,7 @@ func TestBillingDocSizeIsTheLatest(t *testing.T) {
 	must(c.FindOne(ctx, bson.D{{Key: "_id", Value: "g"}}).Decode(&whole))
 	must(c.FindOne(ctx, bson.D{{Key: "_id", Value: "g"}}, options.FindOne().SetProjection(bson.D{{Key: "v", Value: 1}})).Err())
 	got := testServer.Billing(db.Name()).Collections["grows"].AvgDocBytes
-	if want := int64(len(whole) + entryOverhead); got != want {
+	if want := docSize("grows", whole); got != want {
 		t.Errorf("average document size %d bytes; want the latest whole size, %d", got, want)
 	}
 	before := testServer.Billing(db.Name()).Collections["grows"].WriteUnits
@@ -168,5 +168,31 @@ func TestUnbilledClientIsNotBilled(t *testing.T) {
 	if got := bill(); got.ReadUnits <= before.ReadUnits || got.WriteUnits <= before.WriteUnits {
 		t.Errorf("the same from a billed client: read units %d → %d, write units %d → %d; want both up",
 			before.ReadUnits, got.ReadUnits, before.WriteUnits, got.WriteUnits)
+	}
+}
+
+// TestStorageSizesFollowTheDocsExample prices the storage-size page's own
+// example (https://cloud.google.com/firestore/mongodb-compatibility/docs/storage-size):
+// the tasks document is 132 bytes (6 for the collection's name, 78 for its
+// fields, 48 more), its entry in an index on done and priority 70 (6, 11
+// for the _id, 1 and 4 for the values, 48). An index that ends in _id
+// counts the _id once, as the document name it is.
+func TestStorageSizesFollowTheDocsExample(t *testing.T) {
+	doc, err := bson.Marshal(bson.D{{Key: "_id", Value: "my_task_id"}, {Key: "type", Value: "Personal"}, {Key: "done", Value: false},
+		{Key: "priority", Value: int32(1)}, {Key: "description", Value: "Learn Cloud Firestore"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := docSize("tasks", doc); got != 132 {
+		t.Errorf("document size %d bytes; the page says 132", got)
+	}
+	if got := entryBytes("tasks", doc, indexDef{fields: []string{"done", "priority"}}); got != 70 {
+		t.Errorf("index entry size %d bytes; the page says 70", got)
+	}
+	if got := entryBytes("tasks", doc, indexDef{fields: []string{"done", "priority", "_id"}}); got != 70 {
+		t.Errorf("index entry ending in _id: %d bytes; want 70, the _id counted once", got)
+	}
+	if got := entryBytes("tasks", doc, indexDef{fields: []string{"done", "missing"}}); got != 6+11+1+1+48 {
+		t.Errorf("index entry with an absent field: %d bytes; want %d (the field null, 1 byte)", got, 6+11+1+1+48)
 	}
 }
