@@ -77,6 +77,25 @@ type costOptions struct {
 	// second stack with the other store, so both are priced in one run.
 	LeaseStore        string
 	CompareLeaseStore bool
+	// IDLength pads the http and allow phases' schedule ids to this many
+	// characters (0 leaves them as short as they are). A run's _id is
+	// its schedule's id and fire time, and it is in the run document and
+	// in every one of its index entries, so the id's length moves a
+	// write across a 1 KiB write unit: the bill depends on it.
+	IDLength int
+}
+
+// maxScheduleID is the longest schedule id schedule.IDPattern takes.
+const maxScheduleID = 63
+
+// benchID is the id of the i-th schedule of a phase, padded with 'x' to
+// o.IDLength characters.
+func benchID(o costOptions, prefix string, i int) string {
+	id := fmt.Sprintf("%s-%d", prefix, i)
+	if n := o.IDLength - len(id); n > 0 {
+		id = fmt.Sprintf("%s-%s%d", prefix, strings.Repeat("x", n), i)
+	}
+	return id
 }
 
 // otherLeaseStore is the job-lease store that is not s.
@@ -140,6 +159,9 @@ usd_per_million_runs_mix with --mix.`,
 			if o.LeaseStore != config.JobLeaseStoreGCS && o.LeaseStore != config.JobLeaseStoreFirestore {
 				return usageError("bench cost: --job-lease-store must be %s or %s, not %q", config.JobLeaseStoreFirestore, config.JobLeaseStoreGCS, o.LeaseStore)
 			}
+			if o.IDLength < 0 || o.IDLength > maxScheduleID {
+				return usageError("bench cost: --id-length must be between 0 and %d (a schedule id's limit), not %d", maxScheduleID, o.IDLength)
+			}
 			if o.Every%time.Second != 0 || 60%int(o.Every/time.Second) != 0 {
 				return usageError("bench cost: --every must be a whole number of seconds that divides a minute, not %s", o.Every)
 			}
@@ -171,6 +193,7 @@ usd_per_million_runs_mix with --mix.`,
 	f.IntVar(&o.CheapPartitions, "cheap-partitions", o.CheapPartitions, "decider_partitions of the cheapest settings (0: one tick lease, no partition tasks); the allow phase runs on a stack of its own with it")
 	f.StringVar(&o.LeaseStore, "job-lease-store", o.LeaseStore, "where the job leases live, firestore or gcs (Terraform's job_lease_store)")
 	f.BoolVar(&o.CompareLeaseStore, "compare-lease-store", o.CompareLeaseStore, "run the http phase again on a second stack with the other job-lease store")
+	f.IntVar(&o.IDLength, "id-length", o.IDLength, "pad the http and allow schedules' ids to this many characters (0: as short as they are, 11 or 12); a run's id, in its document and every index entry, is its schedule's id and fire time")
 	f.BoolVar(&short, "short", false, "a few seconds: 4 schedules, 3 fires, no mix (make test)")
 	flagUsage(cmd)
 	return cmd
@@ -354,7 +377,7 @@ func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 	}
 	var scheds []schedBody
 	for i := range o.Schedules {
-		scheds = append(scheds, httpSchedule(fmt.Sprintf("cost-http-%d", i), o, target.ok, nil))
+		scheds = append(scheds, httpSchedule(benchID(o, "cost-http", i), o, target.ok, nil))
 	}
 	if rep.http, err = b.phase(ctx, "http", scheds, 0, true); err != nil {
 		return nil, err
@@ -380,7 +403,7 @@ func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 	if err == nil {
 		scheds = scheds[:0]
 		for i := range o.Schedules {
-			scheds = append(scheds, httpSchedule(fmt.Sprintf("cost-allow-%d", i), o, target.ok, map[string]any{"overlap": "allow"}))
+			scheds = append(scheds, httpSchedule(benchID(o, "cost-allow", i), o, target.ok, map[string]any{"overlap": "allow"}))
 		}
 		rep.allow, err = cb.phase(ctx, "allow", scheds, 0, true)
 	}
@@ -402,7 +425,7 @@ func measureCost(ctx context.Context, o costOptions) (*costReport, error) {
 		ob := &costBench{fires: o.Fires, every: o.Every, st: ost, poll: opoll, logs: ologs, db: stack.DefaultDatabase, client: b.client}
 		scheds = scheds[:0]
 		for i := range o.Schedules {
-			scheds = append(scheds, httpSchedule(fmt.Sprintf("cost-http-%d", i), o, target.ok, nil))
+			scheds = append(scheds, httpSchedule(benchID(o, "cost-http", i), o, target.ok, nil))
 		}
 		if rep.otherStore, err = ob.phase(ctx, "http, job leases in "+other, scheds, 0, true); err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/baton-cron/baton/shared/cost"
+	"github.com/baton-cron/baton/shared/schedule"
 )
 
 // TestBenchCostShort runs `baton bench cost --short` end to end (make test
@@ -163,4 +164,37 @@ func BenchmarkCostPerRun(b *testing.B) {
 	b.ReportMetric(pr.InstanceSeconds, "instance-s/run")
 	b.ReportMetric(pr.LogBytes, "logB/run")
 	b.ReportMetric(cost.Total(cost.Bill(pr, o.Compute)), "usd/1Mruns")
+}
+
+// TestBenchIDLength holds --id-length to what it promises: every padded
+// id is exactly that long, distinct, and a valid schedule id, and a
+// length no schedule id can have is refused before any stack starts.
+func TestBenchIDLength(t *testing.T) {
+	for _, n := range []int{0, 20, 40, maxScheduleID} {
+		o := defaultCostOptions()
+		o.IDLength = n
+		seen := map[string]bool{}
+		for i := range 120 {
+			id := benchID(o, "cost-allow", i)
+			if n > 0 && len(id) != n {
+				t.Errorf("--id-length %d: %q is %d characters", n, id, len(id))
+			}
+			if !schedule.IDPattern.MatchString(id) {
+				t.Errorf("--id-length %d: %q is not a valid schedule id", n, id)
+			}
+			if seen[id] {
+				t.Errorf("--id-length %d: %q twice", n, id)
+			}
+			seen[id] = true
+		}
+	}
+	cmd := newBenchCostCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"--id-length", "64"})
+	err := cmd.Execute()
+	if err == nil || !strings.Contains(err.Error(), "--id-length") {
+		t.Fatalf("--id-length 64: err %v; want a usage error naming --id-length", err)
+	}
 }
