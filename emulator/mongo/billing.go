@@ -96,11 +96,10 @@ const UnbilledApp = "baton-unbilled"
 
 // Billing is what the front has seen pass that Firestore would bill, in
 // its units. It is measured on the wire, so it counts every store, the
-// unmetered ones included. Sizes are BSON sizes plus Firestore's
-// per-entry overhead, which is close to, not exactly, Firestore's own
-// storage size calculation; updates and deletes, whose documents do not
-// cross the wire, are priced at the average size of the collection's
-// documents seen so far.
+// unmetered ones included. Documents and index entries are sized by the
+// storage-size page (docSize, entryBytes); updates and deletes, whose
+// documents do not cross the wire, are priced at the average size of the
+// collection's documents seen so far.
 type Billing struct {
 	// ReadUnits and WriteUnits are the totals.
 	ReadUnits, WriteUnits int64
@@ -217,9 +216,16 @@ func (c *collBill) avgDoc() int64 {
 
 func (c *collBill) avgIdx() int64 {
 	if c.idxDocs == 0 {
-		return int64(len(c.indexes)) * 64
+		// No insert seen yet: an entry of the page's 48 bytes, the
+		// collection's name, an _id and a value or two.
+		return int64(len(c.indexes)) * 100
 	}
 	return c.idxBytes / c.idxDocs
+}
+
+// avgEntry is the average size of one index entry of the collection.
+func (c *collBill) avgEntry() int64 {
+	return max(c.avgIdx()/int64(max(len(c.indexes), 1)), 1)
 }
 
 type biller struct {
@@ -328,7 +334,7 @@ func (b *biller) observe(cmd command, reply bson.Raw) {
 		c := b.coll(ns)
 		c.Queries++
 		// A count reads index entries only, in 4 KiB tranches.
-		u := units(n*max(c.avgIdx()/int64(max(len(c.indexes), 1)), 1), readUnitBytes)
+		u := units(n*c.avgEntry(), readUnitBytes)
 		c.ReadUnits += u
 	case "insert":
 		b.insert(ns, collName, cmd, reply)
@@ -394,7 +400,7 @@ func (b *biller) read(c *collBill, batch bson.RawArray, query, index, whole bool
 	c.DocsRead += int64(len(vals))
 	if index {
 		// The index entries the query scanned, in 4 KiB tranches.
-		u += units(int64(len(vals))*64, readUnitBytes)
+		u += units(int64(len(vals))*c.avgEntry(), readUnitBytes)
 	} else if query && u == 0 {
 		u = 1 // a query that returns nothing is still charged
 	}

@@ -3,6 +3,7 @@ package mongo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -194,5 +195,36 @@ func TestStorageSizesFollowTheDocsExample(t *testing.T) {
 	}
 	if got := entryBytes("tasks", doc, indexDef{fields: []string{"done", "missing"}}); got != 6+11+1+1+48 {
 		t.Errorf("index entry with an absent field: %d bytes; want %d (the field null, 1 byte)", got, 6+11+1+1+48)
+	}
+}
+
+// TestBillingScanAtEntrySize bills a query's index scan at the
+// collection's entries' size, not a fixed guess: 60 entries of 158 bytes
+// (5 for the collection's name, 4 for the _id, 101 for k, 48) are 3 read
+// units of 4 KiB, besides one for each document returned.
+func TestBillingScanAtEntrySize(t *testing.T) {
+	ctx := context.Background()
+	db := connect(t, testServer.URI())
+	c := db.Collection("scan")
+	if _, err := c.Indexes().CreateOne(ctx, mdriver.IndexModel{Keys: bson.D{{Key: "k", Value: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	k := strings.Repeat("x", 100)
+	for i := range 60 {
+		if _, err := c.InsertOne(ctx, bson.D{{Key: "_id", Value: fmt.Sprintf("d%02d", i)}, {Key: "k", Value: k}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := testServer.Billing(db.Name()).Collections["scan"].ReadUnits
+	cur, err := c.Find(ctx, bson.D{{Key: "k", Value: k}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []bson.Raw
+	if err := cur.All(ctx, &got); err != nil || len(got) != 60 {
+		t.Fatalf("find: %d documents, %v", len(got), err)
+	}
+	if d := testServer.Billing(db.Name()).Collections["scan"].ReadUnits - before; d != 60+3 {
+		t.Errorf("60 documents through 60 entries of 158 bytes: %d read units; want 63", d)
 	}
 }
