@@ -176,7 +176,7 @@ func TestCrashLoop(t *testing.T) {
 	work := t.TempDir()
 	bin := buildBaton(t, work)
 	dataDir := filepath.Join(work, "data")
-	addrs := []string{"--addr", freeAddr(t), "--mongo-addr", freeAddr(t), "--gcs-addr", freeAddr(t), "--tasks-addr", freeAddr(t), "--pubsub-addr", freeAddr(t)}
+	addrs := []string{"--addr", freeAddr(t), "--mongo-addr", freeAddr(t), "--gcs-addr", freeAddr(t), "--tasks-addr", freeAddr(t), "--pubsub-addr", freeAddr(t), "--run-jobs-addr", freeAddr(t)}
 	logPath := filepath.Join(work, "baton.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
